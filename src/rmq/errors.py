@@ -1,0 +1,105 @@
+"""The exceptions RMQ raises.
+
+Every error is an :class:`RMQError`. Errors caused by the caller's input are also
+:class:`ValueError`, so code that validates input generically still catches them. Each message
+names the offending value, so one line of a log says what went wrong.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "RMQError",
+    "InputError",
+    "UnknownTopic",
+    "InvalidTopicName",
+    "InvalidGroupName",
+    "InvalidSetting",
+    "MessageTooLarge",
+    "InvalidPriority",
+    "InvalidDelay",
+    "DeliverAtInPast",
+    "ConflictingOptions",
+    "InvalidMessage",
+    "TopicConflict",
+    "TopicPaused",
+    "RedisUnavailable",
+    "RedisOutOfMemory",
+    "ServerNotFound",
+    "LeaseLost",
+]
+
+
+class RMQError(Exception):
+    """Base class of every error RMQ raises."""
+
+
+class InputError(RMQError, ValueError):
+    """The caller passed something RMQ cannot accept; nothing was written."""
+
+
+class UnknownTopic(InputError):
+    """The topic was never created (or was deleted)."""
+
+    def __init__(self, topic: str):
+        super().__init__(f"unknown topic {topic!r}: create it first with create_topic()")
+        self.topic = topic
+
+
+class InvalidTopicName(InputError):
+    """A topic name outside 1-128 characters of ``A-Z a-z 0-9 . _ -``."""
+
+
+class InvalidGroupName(InputError):
+    """A group name outside 1-128 characters of ``A-Z a-z 0-9 . _ -``."""
+
+
+class InvalidSetting(InputError):
+    """A topic setting out of its documented range."""
+
+
+class MessageTooLarge(InputError):
+    """A body longer than the topic's ``max_message_bytes``."""
+
+
+class InvalidPriority(InputError):
+    """A priority that is not an integer from 0 to 255."""
+
+
+class InvalidDelay(InputError):
+    """A ``delay_ms`` that is not positive, or lands beyond the topic's ``max_delay``."""
+
+
+class DeliverAtInPast(InputError):
+    """A ``deliver_at`` that is not strictly in the future."""
+
+
+class ConflictingOptions(InputError):
+    """Options that cannot be combined, such as ``delay_ms`` with ``deliver_at``."""
+
+
+class InvalidMessage(InputError):
+    """A body, key or slot basis of the wrong type, or a batch item of the wrong shape."""
+
+
+class TopicConflict(InputError):
+    """``create_topic`` for an existing topic with different settings."""
+
+
+class TopicPaused(RMQError):
+    """The topic is paused: consumers do not claim from it until it is resumed."""
+
+
+class RedisUnavailable(RMQError):
+    """Redis could not be reached after the client's bounded reconnect attempts."""
+
+
+class RedisOutOfMemory(RMQError):
+    """Redis refused a write because it reached ``maxmemory``; the write did not happen."""
+
+
+class ServerNotFound(RMQError):
+    """No Redis-compatible server binary was found to start the embedded server."""
+
+
+class LeaseLost(RMQError):
+    """The delivery's lease expired and the message went back to pending."""

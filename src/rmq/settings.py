@@ -1,0 +1,119 @@
+"""Topic settings and the names of topics and groups, validated in one place."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from .errors import InvalidGroupName, InvalidSetting, InvalidTopicName
+
+__all__ = ["TopicSettings", "check_topic_name", "check_group_name", "DEFAULT_GROUP"]
+
+DEFAULT_GROUP = "default"
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")
+_DAY = 86_400.0
+
+
+def check_topic_name(name: object) -> str:
+    """``name`` if it is 1-128 characters of ``A-Z a-z 0-9 . _ -``; else InvalidTopicName.
+
+    The charset is what keeps a name from addressing another topic's keys: it cannot
+    contain the ``{}`` of a hash tag or the ``:`` that separates key parts.
+    """
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise InvalidTopicName(
+            f"invalid topic name {name!r}: use 1-128 characters of A-Z a-z 0-9 . _ -"
+        )
+    return name
+
+
+def check_group_name(name: object) -> str:
+    """``name`` if it is a valid group name (same rule as topics); else InvalidGroupName."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise InvalidGroupName(
+            f"invalid group name {name!r}: use 1-128 characters of A-Z a-z 0-9 . _ -"
+        )
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSettings:
+    """A topic's settings (SPEC §1). Times are in seconds.
+
+    slots: shards of the topic, a power of two from 1 to 1024; fixed at creation.
+    max_retries: a message is delivered at most 1 + max_retries times, then dead-lettered.
+    visibility_timeout: the lease of a claim; a running handler's lease is extended.
+    max_message_bytes: the largest body accepted.
+    max_delay: how far ahead ``delay_ms`` or ``deliver_at`` may point.
+    retry_backoff: wait before the first retry, doubling for each later one (0: at once).
+    retry_backoff_max: the cap of that wait.
+    serial_keys: never run two messages with the same key at once, anywhere in a group,
+        and run them in send order within a priority.
+    """
+
+    slots: int = 8
+    max_retries: int = 16
+    visibility_timeout: float = 30.0
+    max_message_bytes: int = 4 * 1024 * 1024
+    max_delay: float = 30 * _DAY
+    retry_backoff: float = 1.0
+    retry_backoff_max: float = 300.0
+    serial_keys: bool = False
+
+    def __post_init__(self) -> None:
+        _check_int("slots", self.slots, 1, 1024)
+        if self.slots & (self.slots - 1):
+            raise InvalidSetting(f"slots must be a power of two, got {self.slots}")
+        _check_int("max_retries", self.max_retries, 0, 1_000_000)
+        _check_number("visibility_timeout", self.visibility_timeout, 0.01, 7 * _DAY)
+        _check_int("max_message_bytes", self.max_message_bytes, 1, 512 * 1024 * 1024)
+        _check_number("max_delay", self.max_delay, 0.001, 10 * 365 * _DAY)
+        _check_number("retry_backoff", self.retry_backoff, 0, _DAY)
+        _check_number("retry_backoff_max", self.retry_backoff_max, 0, 30 * _DAY)
+        if not isinstance(self.serial_keys, bool):
+            raise InvalidSetting(f"serial_keys must be True or False, got {self.serial_keys!r}")
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def build(cls, **settings: Any) -> TopicSettings:
+        """Settings from keyword arguments, naming any unknown one."""
+        unknown = sorted(set(settings) - set(cls.names()))
+        if unknown:
+            raise InvalidSetting(
+                f"unknown topic setting(s) {', '.join(unknown)}; known: {', '.join(cls.names())}"
+            )
+        return cls(**settings)
+
+    def altered(self, **changes: Any) -> TopicSettings:
+        """A copy with ``changes``; ``slots`` cannot change once messages are stored."""
+        if "slots" in changes and changes["slots"] != self.slots:
+            raise InvalidSetting("slots cannot be changed after a topic is created")
+        unknown = sorted(set(changes) - set(self.names()))
+        if unknown:
+            raise InvalidSetting(f"unknown topic setting(s) {', '.join(unknown)}")
+        return replace(self, **changes)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> TopicSettings:
+        return cls(**json.loads(text))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _check_int(name: str, value: object, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidSetting(f"{name} must be an integer from {low} to {high}, got {value!r}")
+
+
+def _check_number(name: str, value: object, low: float, high: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise InvalidSetting(f"{name} must be a number from {low} to {high}, got {value!r}")

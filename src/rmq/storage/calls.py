@@ -1,0 +1,49 @@
+"""The unit of work the operations hand to a connection: a Redis command or a script call.
+
+An operation is a generator: it yields a list of :class:`Call` (one round trip's worth,
+pipelined where the deployment allows), receives their results in order, and finally returns
+its value. :func:`drive` runs one against a synchronous executor; ``rmq.aio`` has the async
+twin. This keeps one implementation of every operation for both clients.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from .scripts import Script
+
+__all__ = ["Call", "Op", "drive", "command", "script_call"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A plain command (``script`` None, ``args`` the command) or a script call."""
+
+    args: tuple[Any, ...]
+    script: Script | None = None
+    keys: tuple[str, ...] = ()
+
+
+Op = Generator[list[Call], list[Any], T]
+
+
+def command(*args: Any) -> Call:
+    return Call(args)
+
+
+def script_call(script: Script, keys: Sequence[str], args: Sequence[Any]) -> Call:
+    return Call(tuple(args), script, tuple(keys))
+
+
+def drive(op: Op[T], execute: Callable[[list[Call]], list[Any]]) -> T:
+    """Run ``op`` to completion, executing each batch it yields with ``execute``."""
+    try:
+        batch = next(op)
+        while True:
+            batch = op.send(execute(batch) if batch else [])
+    except StopIteration as done:
+        return done.value

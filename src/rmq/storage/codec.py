@@ -1,0 +1,100 @@
+"""Encodings of members, scores and records; the Python side of ``lua/includes``.
+
+``docs/storage.md`` is the reference; the Lua includes ``scores``, ``member`` and ``records``
+must agree with this module, and ``tests/test_storage_codec.py`` checks that they do.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+__all__ = [
+    "EPOCH_MS",
+    "encode_member",
+    "decode_member",
+    "ready_priority",
+    "ready_due",
+    "delayed_due",
+    "delayed_priority",
+    "InflightRecord",
+    "DeadRecord",
+    "parse_inflight",
+    "parse_dead",
+]
+
+EPOCH_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
+_BAND = 2**46
+_OFFSET = 2**53
+_SUB = 32
+_NO_KEY = 0xFFFFFFFF
+_LEN = struct.Struct(">I")
+
+
+def encode_member(body: bytes, key: bytes | None) -> bytes:
+    """The zset member of a message: its body, prefixed by its key when it has one.
+
+    Plain bodies are stored as they are, so a pending message costs its body plus the zset
+    entry. The prefix starts with a NUL byte, so a body that itself starts with NUL is
+    prefixed too (with the "no key" length) to stay unambiguous.
+    """
+    if key is None:
+        if body[:1] != b"\x00":
+            return body
+        return b"\x00" + _LEN.pack(_NO_KEY) + body
+    return b"\x00" + _LEN.pack(len(key)) + key + body
+
+
+def decode_member(member: bytes) -> tuple[bytes, bytes | None]:
+    """(body, key) of a member; key is None when the message has none."""
+    if member[:1] != b"\x00":
+        return member, None
+    (n,) = _LEN.unpack_from(member, 1)
+    if n == _NO_KEY:
+        return member[5:], None
+    return member[5 + n :], member[5 : 5 + n]
+
+
+def ready_priority(score: float) -> int:
+    return 255 - int((int(score) + _OFFSET) // _BAND)
+
+
+def ready_due(score: float) -> int:
+    stamp = (int(score) + _OFFSET) % _BAND
+    return EPOCH_MS + stamp // _SUB
+
+
+def delayed_due(score: float) -> int:
+    return int(score) // 256
+
+
+def delayed_priority(score: float) -> int:
+    return 255 - int(score) % 256
+
+
+class InflightRecord(NamedTuple):
+    priority: int
+    attempts: int
+    due_at: int
+    member: bytes
+
+
+class DeadRecord(NamedTuple):
+    priority: int
+    attempts: int
+    due_at: int
+    dead_at: int
+    error: str
+    member: bytes
+
+
+def parse_inflight(record: bytes) -> InflightRecord:
+    p, a, due, member = record.split(b",", 3)
+    return InflightRecord(int(p), int(a), int(due), member)
+
+
+def parse_dead(record: bytes) -> DeadRecord:
+    p, a, due, dead_at, n, rest = record.split(b",", 5)
+    size = int(n)
+    error = rest[:size].decode("utf-8", "replace")
+    return DeadRecord(int(p), int(a), int(due), int(dead_at), error, rest[size:])

@@ -1,0 +1,129 @@
+"""The Redis key layout: the one module that formats a key.
+
+Every key of one slot carries the hash tag ``{topic:slot}``, so a slot lives on one node of a
+Redis Cluster and the scripts that touch it stay single-slot. Registry keys carry the tag
+``{topic}`` and are only touched by plain commands. ``docs/storage.md`` describes each key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "PREFIX",
+    "TOPICS",
+    "SlotKeys",
+    "GroupSlotKeys",
+    "RegistryKeys",
+    "wake_channel",
+]
+
+PREFIX = "rmq"
+TOPICS = f"{PREFIX}:topics"  # set of every registered topic name
+
+
+def wake_channel(topic: str) -> str:
+    """Pub/sub channel that announces new ready work (or an earlier due time) in ``topic``."""
+    return f"{PREFIX}:wake:{topic}"
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryKeys:
+    """Keys of one topic's registry entry."""
+
+    topic: str
+
+    @property
+    def settings(self) -> str:  # string: JSON of the topic's settings
+        return f"{PREFIX}:{{{self.topic}}}:settings"
+
+    @property
+    def groups(self) -> str:  # set: bound group names
+        return f"{PREFIX}:{{{self.topic}}}:groups"
+
+    @property
+    def paused(self) -> str:  # string "1" while the topic is paused
+        return f"{PREFIX}:{{{self.topic}}}:paused"
+
+    @property
+    def consumers(self) -> str:  # hash: consumer id -> JSON heartbeat record
+        return f"{PREFIX}:{{{self.topic}}}:consumers"
+
+    def all(self) -> list[str]:
+        return [self.settings, self.groups, self.paused, self.consumers]
+
+
+@dataclass(frozen=True, slots=True)
+class SlotKeys:
+    """Keys shared by every group of one slot."""
+
+    topic: str
+    slot: int
+
+    @property
+    def tag(self) -> str:
+        return f"{PREFIX}:{{{self.topic}:{self.slot}}}"
+
+    @property
+    def clock(self) -> str:  # string: last ready stamp handed out (keeps send order)
+        return f"{self.tag}:clock"
+
+    @property
+    def seq(self) -> str:  # string: counter of delivery ids
+        return f"{self.tag}:seq"
+
+    def group(self, group: str) -> GroupSlotKeys:
+        return GroupSlotKeys(self.tag, group)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSlotKeys:
+    """Keys of one group in one slot: where its messages live in each state."""
+
+    tag: str
+    group: str
+
+    def _key(self, kind: str) -> str:
+        return f"{self.tag}:{self.group}:{kind}"
+
+    @property
+    def ready(self) -> str:  # zset: member -> ready score (priority, stamp)
+        return self._key("ready")
+
+    @property
+    def delayed(self) -> str:  # zset: member -> delayed score (due_at, priority)
+        return self._key("delayed")
+
+    @property
+    def attempts(self) -> str:  # hash: member -> deliveries so far, only for retried messages
+        return self._key("attempts")
+
+    @property
+    def inflight(self) -> str:  # hash: delivery id -> in-flight record
+        return self._key("inflight")
+
+    @property
+    def leases(self) -> str:  # zset: delivery id -> lease expiry (epoch ms)
+        return self._key("leases")
+
+    @property
+    def locks(self) -> str:  # hash: message key -> delivery id holding it (serial topics)
+        return self._key("locks")
+
+    @property
+    def dead(self) -> str:  # hash: delivery id -> dead-letter record
+        return self._key("dead")
+
+    @property
+    def dead_index(self) -> str:  # zset: delivery id -> time it died (epoch ms)
+        return self._key("deadidx")
+
+    @property
+    def counters(self) -> str:  # hash: sent, merged, acked, retried, dead
+        return self._key("counters")
+
+    def all(self) -> list[str]:
+        return [
+            self.ready, self.delayed, self.attempts, self.inflight, self.leases,
+            self.locks, self.dead, self.dead_index, self.counters,
+        ]

@@ -1,0 +1,95 @@
+--[[
+  Claim up to `count` due messages of one group, highest priority first, then FIFO, moving
+  each into in flight with a lease. On a single node the client passes every slot of the
+  topic, which makes priority strict across slots; on a cluster, one slot per call.
+
+  KEYS         per slot, 10 keys: the slot's delivery-id counter, then the 9 group keys
+  ARGV[1]      now, epoch ms
+  ARGV[2]      count
+  ARGV[3]      lease, ms
+  ARGV[4]      1 if the topic is key-serial (skip messages whose key is in flight)
+  ARGV[5]      how many due delayed messages one slot promotes per call at most
+  ARGV[6]      how many ready messages of each slot to consider (>= count)
+
+  Returns {next_due, then per claimed message: slot index (1-based, in KEYS order),
+  delivery id, member, priority, attempts (including this one), due_ms}. next_due is the
+  earliest delayed due time when fewer than `count` were claimed (-1 if none or not asked).
+]]
+--- @include "scores"
+--- @include "member"
+--- @include "records"
+--- @include "pending"
+--- @include "group_keys"
+
+local now = tonumber(ARGV[1])
+local count = tonumber(ARGV[2])
+local lease_until = fmt(now + tonumber(ARGV[3]))
+local serial = ARGV[4] == "1"
+local promote_limit = tonumber(ARGV[5])
+local window = tonumber(ARGV[6])
+
+local slots = {}
+for first = 1, #KEYS, 1 + GROUP_KEY_COUNT do
+  local k = group_keys(first + 1)
+  k.seq = KEYS[first]
+  slots[#slots + 1] = k
+  promote_due(k.ready, k.delayed, now, promote_limit)
+end
+
+local candidates = {}
+for i, k in ipairs(slots) do
+  local head = rcall("ZRANGE", k.ready, 0, window - 1, "WITHSCORES")
+  for j = 1, #head, 2 do
+    candidates[#candidates + 1] = {tonumber(head[j + 1]), i, head[j]}
+  end
+end
+if #slots > 1 then
+  table.sort(candidates, function(a, b) return a[1] < b[1] end)
+end
+
+local out = {-1}
+local claimed = 0
+for _, c in ipairs(candidates) do
+  if claimed == count then
+    break
+  end
+  local score, i, member = c[1], c[2], c[3]
+  local k = slots[i]
+  local key = serial and member_key(member)
+  if not key or rcall("HSETNX", k.locks, key, "") == 1 then
+    rcall("ZREM", k.ready, member)
+    local attempts = rcall("HGET", k.attempts, member)
+    if attempts then
+      rcall("HDEL", k.attempts, member)
+    end
+    attempts = (tonumber(attempts) or 0) + 1
+    local id = rcall("INCR", k.seq)
+    local p = ready_priority(score)
+    local due = math.min(stamp_due(ready_stamp(score)), now)
+    rcall("HSET", k.inflight, id, inflight_record(p, attempts, due, member))
+    rcall("ZADD", k.leases, lease_until, id)
+    if key then
+      rcall("HSET", k.locks, key, id)
+    end
+    claimed = claimed + 1
+    out[#out + 1] = i
+    out[#out + 1] = id
+    out[#out + 1] = member
+    out[#out + 1] = p
+    out[#out + 1] = attempts
+    out[#out + 1] = due
+  end
+end
+
+if claimed < count then
+  for _, k in ipairs(slots) do
+    local head = rcall("ZRANGE", k.delayed, 0, 0, "WITHSCORES")
+    if head[2] then
+      local due = delayed_due(tonumber(head[2]))
+      if out[1] == -1 or due < out[1] then
+        out[1] = due
+      end
+    end
+  end
+end
+return out

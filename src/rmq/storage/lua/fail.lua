@@ -1,0 +1,44 @@
+--[[
+  Deliveries of one group in one slot failed: each goes back to pending after its retry
+  backoff, or to the dead-letter queue when it has been delivered 1 + max_retries times.
+
+  KEYS[1]      string  the slot clock
+  KEYS[2..10]  the 9 group keys of includes/group_keys.lua
+  ARGV[1]      now, epoch ms
+  ARGV[2]      wake channel
+  ARGV[3]      max_retries
+  ARGV[4]      retry backoff before the first retry, ms (doubles each retry; 0 = immediate)
+  ARGV[5]      retry backoff cap, ms
+  ARGV[6..]    pairs: delivery id, error text
+
+  Returns {retried, dead}; ids whose lease is gone are skipped.
+]]
+--- @include "scores"
+--- @include "member"
+--- @include "records"
+--- @include "pending"
+--- @include "group_keys"
+--- @include "settle"
+
+local now = tonumber(ARGV[1])
+local clock = open_clock(KEYS[1], now)
+local k = group_keys(2)
+local before = wake_state(k.ready, k.delayed)
+local counts = {retried = 0, dead = 0}
+for i = 6, #ARGV, 2 do
+  local outcome = fail(k, ARGV[i], ARGV[i + 1], now, clock,
+    tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
+  if outcome then
+    counts[outcome] = counts[outcome] + 1
+  end
+end
+clock:save()
+for name, n in pairs(counts) do
+  if n > 0 then
+    rcall("HINCRBY", k.counters, name, n)
+  end
+end
+if needs_wake(before, k.ready, k.delayed) then
+  rcall("PUBLISH", ARGV[2], "1")
+end
+return {counts.retried, counts.dead}

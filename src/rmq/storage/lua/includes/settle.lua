@@ -1,0 +1,51 @@
+--[[
+  Ending an in-flight delivery. Needs scores.lua, member.lua, records.lua, pending.lua.
+
+  take_inflight removes the delivery's lease, record and key lock, and returns the record's
+  fields plus whether a key lock was released. It returns nil when the lease is already gone
+  (acknowledged, or expired and recovered), so a late ack or nack changes nothing.
+]]
+local function take_inflight(k, id)
+  if rcall("ZREM", k.leases, id) == 0 then
+    return nil
+  end
+  local record = rcall("HGET", k.inflight, id)
+  rcall("HDEL", k.inflight, id)
+  local p, a, due, member = parse_inflight(record)
+  local key = member_key(member)
+  local released = rcall("HGET", k.locks, key) == id
+  if released then
+    rcall("HDEL", k.locks, key)
+  end
+  return p, a, due, member, released
+end
+
+-- Back to pending after `attempts` deliveries. A message that merges into one pending again
+-- (sent anew while it was in flight) keeps the pending one's attempt count: that is new work.
+local function requeue(k, member, p, attempts, due, now, clock, stamp)
+  local merged = put_pending(k.ready, k.delayed, member, p, due, now, clock, stamp)
+  if not merged and attempts > 0 then
+    rcall("HSET", k.attempts, member, attempts)
+  end
+  return merged
+end
+
+-- A failed delivery: retry after the backoff, or dead-letter it when the attempts are spent.
+-- Returns "retried" or "dead".
+local function fail(k, id, err, now, clock, max_retries, backoff, backoff_max)
+  local p, a, due, member = take_inflight(k, id)
+  if not p then
+    return nil
+  end
+  if a >= 1 + max_retries then
+    rcall("HSET", k.dead, id, dead_record(p, a, due, now, err, member))
+    rcall("ZADD", k.dead_index, fmt(now), id)
+    return "dead"
+  end
+  local delay = 0
+  if backoff > 0 then
+    delay = math.min(backoff * 2 ^ (a - 1), backoff_max)
+  end
+  requeue(k, member, p, a, now + math.floor(delay), now, clock, nil)
+  return "retried"
+end

@@ -1,0 +1,47 @@
+--[[
+  Return deliveries of one group in one slot whose lease expired to pending, counting the
+  attempt (the consumer died, froze or lost its connection): the same path as a failure,
+  with the error "lease expired".
+
+  KEYS[1]      string  the slot clock
+  KEYS[2..10]  the 9 group keys of includes/group_keys.lua
+  ARGV[1]      now, epoch ms
+  ARGV[2]      wake channel
+  ARGV[3]      max_retries
+  ARGV[4]      retry backoff before the first retry, ms
+  ARGV[5]      retry backoff cap, ms
+  ARGV[6]      at most this many leases per call
+
+  Returns {retried, dead}.
+]]
+--- @include "scores"
+--- @include "member"
+--- @include "records"
+--- @include "pending"
+--- @include "group_keys"
+--- @include "settle"
+
+local now = tonumber(ARGV[1])
+local k = group_keys(2)
+local expired = rcall("ZRANGEBYSCORE", k.leases, "-inf", fmt(now), "LIMIT", 0, tonumber(ARGV[6]))
+if #expired == 0 then
+  return {0, 0}
+end
+local clock = open_clock(KEYS[1], now)
+local before = wake_state(k.ready, k.delayed)
+local counts = {retried = 0, dead = 0}
+for _, id in ipairs(expired) do
+  local outcome = fail(k, id, "lease expired", now, clock,
+    tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
+  counts[outcome] = counts[outcome] + 1
+end
+clock:save()
+for name, n in pairs(counts) do
+  if n > 0 then
+    rcall("HINCRBY", k.counters, name, n)
+  end
+end
+if needs_wake(before, k.ready, k.delayed) then
+  rcall("PUBLISH", ARGV[2], "1")
+end
+return {counts.retried, counts.dead}

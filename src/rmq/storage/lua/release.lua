@@ -1,0 +1,36 @@
+--[[
+  Give claimed-but-unstarted deliveries back (a consumer shutting down): each returns to
+  pending at its old place, and the delivery does not count as an attempt.
+
+  KEYS[1]      string  the slot clock
+  KEYS[2..10]  the 9 group keys of includes/group_keys.lua
+  ARGV[1]      now, epoch ms
+  ARGV[2]      wake channel
+  ARGV[3..]    delivery ids
+
+  Returns how many were given back.
+]]
+--- @include "scores"
+--- @include "member"
+--- @include "records"
+--- @include "pending"
+--- @include "group_keys"
+--- @include "settle"
+
+local now = tonumber(ARGV[1])
+local clock = open_clock(KEYS[1], now)
+local k = group_keys(2)
+local before = wake_state(k.ready, k.delayed)
+local released = 0
+for i = 3, #ARGV do
+  local p, a, due, member = take_inflight(k, ARGV[i])
+  if p then
+    requeue(k, member, p, a - 1, due, now, clock, due_stamp(due))
+    released = released + 1
+  end
+end
+clock:save()
+if needs_wake(before, k.ready, k.delayed) then
+  rcall("PUBLISH", ARGV[2], "1")
+end
+return released

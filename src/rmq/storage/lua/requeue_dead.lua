@@ -1,0 +1,44 @@
+--[[
+  Put dead letters of one group in one slot back to pending (ready now, attempts reset),
+  merging with anything pending under the same member.
+
+  KEYS[1]      string  the slot clock
+  KEYS[2..10]  the 9 group keys of includes/group_keys.lua
+  ARGV[1]      now, epoch ms
+  ARGV[2]      wake channel
+  ARGV[3..]    dead-letter ids; none means every dead letter of the slot
+
+  Returns how many were requeued.
+]]
+--- @include "scores"
+--- @include "records"
+--- @include "pending"
+--- @include "group_keys"
+
+local now = tonumber(ARGV[1])
+local clock = open_clock(KEYS[1], now)
+local k = group_keys(2)
+local ids = {}
+for i = 3, #ARGV do
+  ids[#ids + 1] = ARGV[i]
+end
+if #ids == 0 then
+  ids = rcall("ZRANGE", k.dead_index, 0, -1)
+end
+local before = wake_state(k.ready, k.delayed)
+local requeued = 0
+for _, id in ipairs(ids) do
+  local record = rcall("HGET", k.dead, id)
+  if record then
+    local p, _, _, _, _, member = parse_dead(record)
+    rcall("HDEL", k.dead, id)
+    rcall("ZREM", k.dead_index, id)
+    put_pending(k.ready, k.delayed, member, p, now, now, clock, nil)
+    requeued = requeued + 1
+  end
+end
+clock:save()
+if needs_wake(before, k.ready, k.delayed) then
+  rcall("PUBLISH", ARGV[2], "1")
+end
+return requeued

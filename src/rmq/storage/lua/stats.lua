@@ -1,0 +1,38 @@
+--[[
+  Sizes of one group in one slot by state, ready counted per priority. Promotes due delayed
+  messages first (their place does not depend on when that happens) so that "delayed" means
+  due in the future.
+
+  KEYS         the 9 group keys of includes/group_keys.lua
+  ARGV[1]      now, epoch ms
+
+  Returns {delayed, in_flight, dead, next_due or -1, {priority, count, oldest_due_ms}...,
+  counters as a flat field/value list}.
+]]
+--- @include "scores"
+--- @include "pending"
+--- @include "group_keys"
+
+local now = tonumber(ARGV[1])
+local k = group_keys(1)
+promote_due(k.ready, k.delayed, now, 100000)
+
+local bands = {}
+local from = "-inf"
+while true do
+  local head = rcall("ZRANGEBYSCORE", k.ready, from, "+inf", "WITHSCORES", "LIMIT", 0, 1)
+  if #head == 0 then
+    break
+  end
+  local score = tonumber(head[2])
+  local p = ready_priority(score)
+  local band_end = fmt(ready_score(p - 1, 0))
+  bands[#bands + 1] = {p, rcall("ZCOUNT", k.ready, from, "(" .. band_end),
+    math.min(stamp_due(ready_stamp(score)), now)}
+  from = band_end
+end
+
+local head = rcall("ZRANGE", k.delayed, 0, 0, "WITHSCORES")
+local next_due = head[2] and delayed_due(tonumber(head[2])) or -1
+return {rcall("ZCARD", k.delayed), rcall("HLEN", k.inflight), rcall("HLEN", k.dead), next_due,
+  bands, rcall("HGETALL", k.counters)}

@@ -10,6 +10,7 @@ from typing import Any
 import redis
 
 from . import registry
+from .connection import SyncExecutor, connect
 from .errors import InvalidMessage, UnknownTopic
 from .message import DeadLetter, Message, SendCounts, SendResult
 from .outgoing import prepare, prepare_batch
@@ -18,7 +19,6 @@ from .settings import DEFAULT_GROUP, TopicSettings, check_group_name, check_topi
 from .stats import TopicStats, collect
 from .storage import queue_ops
 from .storage.calls import Op, drive
-from .connection import SyncExecutor, connect
 from .wake import Waiter
 
 __all__ = ["Client", "Clock", "system_clock"]
@@ -186,18 +186,10 @@ class Client:
         nacked or extended. Returns at once, possibly empty, unless ``wait`` seconds are
         given: then it sleeps until work arrives, a delayed message is due, or time is up.
         A paused topic yields nothing."""
-        info = self.topic(topic)
-        check_group_name(group)
-        _check_count(count)
         deadline = None if wait is None else time.monotonic() + wait
         waiter = None
         while True:
-            if info.paused:
-                messages, next_due = [], None
-            else:
-                messages, next_due = self._run(queue_ops.claim(
-                    topic, group, info.settings, count, self.clock(),
-                    lease or info.settings.visibility_timeout, not self.is_cluster))
+            messages, next_due = self.claim_until(topic, group, count, lease=lease)
             if messages or deadline is None:
                 return messages
             remaining = deadline - time.monotonic()
@@ -211,7 +203,20 @@ class Client:
             if next_due is not None:
                 remaining = min(remaining, max(0.0, (next_due - self.clock()) / 1000))
             waiter.wait(remaining)
-            info = self.topic(topic)
+
+    def claim_until(self, topic: str, group: str = DEFAULT_GROUP, count: int = 100, *,
+                    lease: float | None = None) -> tuple[list[Message], int | None]:
+        """``claim`` without waiting, also returning, when fewer than ``count`` were due, the
+        epoch ms at which the next delayed message falls due (None if there is none): what
+        a consumer needs to know how long it may sleep."""
+        info = self.topic(topic)
+        check_group_name(group)
+        _check_count(count)
+        if info.paused:
+            return [], None
+        return self._run(queue_ops.claim(topic, group, info.settings, count, self.clock(),
+                                         lease or info.settings.visibility_timeout,
+                                         not self.is_cluster))
 
     def waiter(self, topic: str) -> Waiter:
         """A subscription that wakes when ``topic`` gets new ready work (one per topic)."""

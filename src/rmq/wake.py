@@ -7,6 +7,7 @@ channel is quiet under load and a consumer never polls while idle.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
@@ -42,7 +43,5 @@ class Waiter:
                 pass
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # closing a broken connection is not an error
             self._pubsub.close()
-        except Exception:  # noqa: BLE001 - closing a broken connection is not an error
-            pass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import redis
@@ -19,6 +19,7 @@ from .settings import DEFAULT_GROUP, TopicSettings, check_group_name, check_topi
 from .stats import TopicStats, collect
 from .storage import queue_ops
 from .storage.calls import Op, drive
+from .storage.snapshot_ops import SnapshotRow, snapshot_slot
 from .wake import Waiter
 
 __all__ = ["Client", "Clock", "system_clock"]
@@ -290,6 +291,16 @@ class Client:
         info = self.topic(topic, fresh=True)
         return self._run(collect(topic, registry.groups_with_data(info), info.settings.slots,
                                  info.paused, self.clock()))
+
+    def snapshot(self, topic: str, *, groups: Sequence[str] | None = None,
+                 slots: Sequence[int] | None = None) -> Iterator[SnapshotRow]:
+        """Every message the topic holds, in every state including dead letters, without
+        changing anything; read one (group, slot) at a time. A message that changes state
+        during the read may show twice or not at all."""
+        info = self.topic(topic, fresh=True)
+        for group in groups or registry.groups_with_data(info):
+            for slot in slots if slots is not None else range(info.settings.slots):
+                yield from self._run(snapshot_slot(topic, group, slot, self.clock()))
 
     # -- worker runtime -------------------------------------------------------------------
 

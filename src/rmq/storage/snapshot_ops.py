@@ -1,0 +1,89 @@
+"""A non-destructive read of everything a topic holds, for analytics (the Spark batch read).
+
+Each (group, slot) is read in one pipelined round trip of plain reads, not a transaction:
+a message that changes state while it is read may appear in two states or in none. Nothing
+is modified.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .calls import Op, command
+from .codec import (
+    decode_member,
+    delayed_due,
+    delayed_priority,
+    parse_dead,
+    parse_inflight,
+    ready_due,
+    ready_priority,
+)
+from .keys import SlotKeys
+
+__all__ = ["SnapshotRow", "STATES", "snapshot_slot"]
+
+STATES = ("ready", "delayed", "in_flight", "dead")
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRow:
+    """One stored message. ``attempts`` counts deliveries so far; ``delivery_id`` is set for
+    in-flight messages and dead letters; ``lease_until`` (epoch ms) for in-flight ones;
+    ``error`` and ``dead_at`` for dead letters."""
+
+    topic: str
+    group: str
+    slot: int
+    state: str
+    priority: int
+    due_at: int
+    attempts: int
+    key: bytes | None
+    body: bytes
+    delivery_id: str | None = None
+    lease_until: int | None = None
+    dead_at: int | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def snapshot_slot(topic: str, group: str, slot: int, now: int) -> Op[list[SnapshotRow]]:
+    k = SlotKeys(topic, slot).group(group)
+    ready, delayed, inflight, leases, dead, attempts = yield [
+        command("ZRANGE", k.ready, 0, -1, "WITHSCORES"),
+        command("ZRANGE", k.delayed, 0, -1, "WITHSCORES"),
+        command("HGETALL", k.inflight),
+        command("ZRANGE", k.leases, 0, -1, "WITHSCORES"),
+        command("HGETALL", k.dead),
+        command("HGETALL", k.attempts),
+    ]
+    rows: list[SnapshotRow] = []
+
+    def pending(state: str, entries: list[tuple[bytes, float]], due: Any, prio: Any) -> None:
+        for member, score in entries:
+            body, key = decode_member(member)
+            due_at = due(score) if state == "delayed" else min(due(score), now)
+            rows.append(SnapshotRow(topic, group, slot, state, prio(score), due_at,
+                                    int(attempts.get(member, 0)), key, body))
+
+    pending("ready", ready, ready_due, ready_priority)
+    pending("delayed", delayed, delayed_due, delayed_priority)
+    lease_of = {member: int(score) for member, score in leases}
+    for delivery, raw in inflight.items():
+        record = parse_inflight(raw)
+        body, key = decode_member(record.member)
+        rows.append(SnapshotRow(topic, group, slot, "in_flight", record.priority, record.due_at,
+                                record.attempts, key, body, f"{slot}-{int(delivery)}",
+                                lease_of.get(delivery)))
+    for delivery, raw in dead.items():
+        record = parse_dead(raw)
+        body, key = decode_member(record.member)
+        rows.append(SnapshotRow(topic, group, slot, "dead", record.priority, record.due_at,
+                                record.attempts, key, body, f"{slot}-{int(delivery)}",
+                                dead_at=record.dead_at, error=record.error))
+    return rows
+

@@ -9,7 +9,8 @@
   ARGV[3]      lease, ms
   ARGV[4]      1 if the topic is key-serial (skip messages whose key is in flight)
   ARGV[5]      how many due delayed messages one slot promotes per call at most
-  ARGV[6]      how many ready messages of each slot to consider (>= count)
+  ARGV[6]      serial topics: how deep to look into each slot's ready messages for keys
+               that are not in flight (>= count)
 
   Returns {next_due, then per claimed message: slot index (1-based, in KEYS order),
   delivery id, member, priority, attempts (including this one), due_ms}. next_due is the
@@ -37,10 +38,44 @@ for first = 1, #KEYS, 1 + GROUP_KEY_COUNT do
 end
 
 local candidates = {}
+
+-- On a serial topic the head of a slot can be one busy key's backlog, all held back by its
+-- lock: look past it, up to `window` members deep, for the first message of each key that
+-- is not in flight, so that other keys still run in parallel.
+local function unlocked_heads(k, i)
+  local seen, found, offset = {}, 0, 0
+  local page = math.min(math.max(count, 64), window)
+  while found < count and offset < window do
+    local head = rcall("ZRANGE", k.ready, offset, math.min(offset + page, window) - 1,
+      "WITHSCORES")
+    for j = 1, #head, 2 do
+      local key = member_key(head[j])
+      if not seen[key] then
+        seen[key] = true
+        if rcall("HEXISTS", k.locks, key) == 0 then
+          candidates[#candidates + 1] = {tonumber(head[j + 1]), i, head[j]}
+          found = found + 1
+          if found == count then
+            break
+          end
+        end
+      end
+    end
+    if #head < 2 * page then
+      break
+    end
+    offset = offset + page
+  end
+end
+
 for i, k in ipairs(slots) do
-  local head = rcall("ZRANGE", k.ready, 0, window - 1, "WITHSCORES")
-  for j = 1, #head, 2 do
-    candidates[#candidates + 1] = {tonumber(head[j + 1]), i, head[j]}
+  if serial then
+    unlocked_heads(k, i)
+  else
+    local head = rcall("ZRANGE", k.ready, 0, count - 1, "WITHSCORES")
+    for j = 1, #head, 2 do
+      candidates[#candidates + 1] = {tonumber(head[j + 1]), i, head[j]}
+    end
   end
 end
 if #slots > 1 then

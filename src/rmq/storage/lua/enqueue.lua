@@ -20,10 +20,8 @@ for i = 3, #ARGV, 3 do
   merged_everywhere[#merged_everywhere + 1] = 1
 end
 
-local wake = false
 for first = 2, #KEYS, GROUP_KEY_COUNT do
   local k = group_keys(first)
-  local before = wake_state(k.ready, k.delayed)
   local merged = 0
   local n = 0
   for i = 3, #ARGV, 3 do
@@ -39,10 +37,9 @@ for first = 2, #KEYS, GROUP_KEY_COUNT do
   if merged > 0 then
     rcall("HINCRBY", k.counters, "merged", merged)
   end
-  wake = wake or needs_wake(before, k.ready, k.delayed)
 end
 clock:save()
-if wake then
+if woke then
   rcall("PUBLISH", ARGV[2], "1")
 end
 return merged_everywhere

@@ -23,7 +23,6 @@
 local now = tonumber(ARGV[1])
 local clock = open_clock(KEYS[1], now)
 local k = group_keys(2)
-local before = wake_state(k.ready, k.delayed)
 local counts = {retried = 0, dead = 0}
 for i = 6, #ARGV, 2 do
   local outcome = fail(k, ARGV[i], ARGV[i + 1], now, clock,
@@ -38,7 +37,7 @@ for name, n in pairs(counts) do
     rcall("HINCRBY", k.counters, name, n)
   end
 end
-if needs_wake(before, k.ready, k.delayed) then
+if woke then
   rcall("PUBLISH", ARGV[2], "1")
 end
 return {counts.retried, counts.dead}

@@ -28,7 +28,6 @@ if #expired == 0 then
   return {0, 0}
 end
 local clock = open_clock(KEYS[1], now)
-local before = wake_state(k.ready, k.delayed)
 local counts = {retried = 0, dead = 0}
 for _, id in ipairs(expired) do
   local outcome = fail(k, id, "lease expired", now, clock,
@@ -41,7 +40,7 @@ for name, n in pairs(counts) do
     rcall("HINCRBY", k.counters, name, n)
   end
 end
-if needs_wake(before, k.ready, k.delayed) then
+if woke then
   rcall("PUBLISH", ARGV[2], "1")
 end
 return {counts.retried, counts.dead}

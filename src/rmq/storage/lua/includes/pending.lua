@@ -63,8 +63,13 @@ local function put_pending(ready, delayed, member, priority, due, now, clock, st
     score = tonumber(score)
     local held_due = delayed_due(score)
     local p = math.max(priority, delayed_priority(score))
-    if due <= now then
+    if math.min(due, held_due) <= now then
+      -- Whichever of the two is due first decides its place: the held message may have
+      -- fallen due already (not promoted yet), earlier than this send.
       rcall("ZREM", delayed, member)
+      if held_due <= due then
+        stamp = due_stamp(held_due)
+      end
       add_ready(ready, member, ready_score(p, stamp or clock:next()))
     elseif due < held_due or p ~= delayed_priority(score) then
       add_delayed(delayed, member, delayed_score(math.min(due, held_due), p))

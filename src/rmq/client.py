@@ -13,7 +13,7 @@ from . import registry
 from .connection import SyncExecutor, connect
 from .errors import InvalidMessage, UnknownTopic
 from .message import DeadLetter, Message, SendCounts, SendResult
-from .outgoing import prepare, prepare_batch
+from .outgoing import MISSING, prepare, prepare_batch
 from .registry import ConsumerInfo, TopicInfo
 from .settings import DEFAULT_GROUP, TopicSettings, check_group_name, check_topic_name
 from .stats import TopicStats, collect
@@ -25,7 +25,6 @@ from .wake import Waiter
 __all__ = ["Client", "Clock", "system_clock"]
 
 Clock = Callable[[], int]
-_MISSING: Any = object()
 
 
 def system_clock() -> int:
@@ -34,7 +33,7 @@ def system_clock() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _check_count(count: object) -> int:
+def check_count(count: object) -> int:
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 10_000:
         raise InvalidMessage(f"count must be an integer from 1 to 10000, got {count!r}")
     return count
@@ -152,7 +151,7 @@ class Client:
 
     # -- sending ------------------------------------------------------------------------
 
-    def send(self, topic: str, body: Any = _MISSING, *, json: Any = _MISSING,
+    def send(self, topic: str, body: Any = MISSING, *, json: Any = MISSING,
              priority: int | None = None, delay_ms: float | None = None,
              deliver_at: Any = None, slot_basis: bytes | str | None = None,
              key: bytes | str | None = None) -> SendResult:
@@ -160,11 +159,9 @@ class Client:
         (earliest due time and highest priority win); never into one in flight."""
         info = self.topic(topic)
         now = self.clock()
-        kwargs: dict[str, Any] = {"json": json} if body is _MISSING else {"body": body}
-        if body is not _MISSING and json is not _MISSING:
-            kwargs["json"] = json
-        message = prepare(info.settings, now, **kwargs, priority=priority, delay_ms=delay_ms,
-                          deliver_at=deliver_at, slot_basis=slot_basis, key=key)
+        message = prepare(info.settings, now, body, json=json, priority=priority,
+                          delay_ms=delay_ms, deliver_at=deliver_at, slot_basis=slot_basis,
+                          key=key)
         (merged,) = self._run(queue_ops.send(topic, info.groups, [message], now))
         return SendResult(message.slot, merged)
 
@@ -212,7 +209,7 @@ class Client:
         a consumer needs to know how long it may sleep."""
         info = self.topic(topic)
         check_group_name(group)
-        _check_count(count)
+        check_count(count)
         if info.paused:
             return [], None
         return self._run(queue_ops.claim(topic, group, info.settings, count, self.clock(),

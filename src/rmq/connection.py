@@ -3,7 +3,8 @@
 - No URL and no ``RMQ_REDIS_URL``: the embedded server (``rmq.server.ensure_embedded``).
 - A URL of a cluster node: detected (``INFO cluster``) and served by ``RedisCluster``.
 - Connection errors are retried with exponential backoff for a bounded time, then raised
-  as :class:`~rmq.errors.RedisUnavailable`; Redis's OOM refusal becomes
+  as :class:`~rmq.errors.RedisUnavailable`; refused credentials and untrusted certificates
+  are raised as that at once (retrying cannot cure them); Redis's OOM refusal becomes
   :class:`~rmq.errors.RedisOutOfMemory`. Every script declares itself a writer (``#!lua``),
   so Redis refuses it whole under OOM: nothing is half-written.
 
@@ -14,30 +15,55 @@ alone to its slot's node: redis-py's cluster pipeline does not carry EVALSHA rel
 from __future__ import annotations
 
 import os
+import ssl
 import warnings
 from typing import Any
 
 import redis
 from redis.backoff import ExponentialBackoff
+from redis.exceptions import AuthenticationError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import NoScriptError, OutOfMemoryError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from .errors import RedisOutOfMemory, RedisUnavailable
 from .storage.calls import Call
 
-__all__ = ["resolve_url", "connect", "SyncExecutor", "is_cluster", "map_errors", "retry_policy"]
+__all__ = ["resolve_url", "connect", "SyncExecutor", "is_cluster", "map_errors", "retry_policy",
+           "is_permanent"]
 
 _TRANSIENT = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
 # About 10 s of reconnect attempts (50 ms doubling to 1 s) before RedisUnavailable.
 RETRY_ATTEMPTS = 14
 
 
+def is_permanent(error: BaseException) -> bool:
+    """A connection error that retrying cannot cure: Redis refused the credentials, or its
+    TLS certificate is not signed by a trusted CA."""
+    if isinstance(error, AuthenticationError):
+        return True
+    cause = error.__cause__ or error.__context__
+    return isinstance(cause, ssl.SSLCertVerificationError) or (
+        "CERTIFICATE_VERIFY_FAILED" in str(error))
+
+
+class _Retry(Retry):
+    """redis-py's Retry, except that a permanent error is raised at once, not retried
+    for the whole reconnect budget."""
+
+    def call_with_retry(self, do: Any, fail: Any, is_retryable: Any = None,
+                        with_failure_count: bool = False) -> Any:
+        def retryable(error: Exception) -> bool:
+            return not is_permanent(error) and (is_retryable is None or is_retryable(error))
+
+        return super().call_with_retry(do, fail, retryable, with_failure_count)
+
+
 def retry_policy() -> Retry:
     """A fresh reconnect policy (each connection pool needs its own)."""
-    return Retry(ExponentialBackoff(cap=1.0, base=0.05), RETRY_ATTEMPTS,
-                 supported_errors=(RedisConnectionError, RedisTimeoutError, ConnectionError))
+    return _Retry(ExponentialBackoff(cap=1.0, base=0.05), RETRY_ATTEMPTS,
+                  supported_errors=(RedisConnectionError, RedisTimeoutError, ConnectionError))
 
 
 def resolve_url(url: str | None) -> str:
@@ -52,15 +78,17 @@ def resolve_url(url: str | None) -> str:
     return ensure_embedded()
 
 
-def _options(kwargs: dict[str, Any]) -> dict[str, Any]:
-    options = {"retry": retry_policy(), "socket_keepalive": True, "health_check_interval": 30}
+def _options(url: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    options: dict[str, Any] = {"retry": retry_policy(), "health_check_interval": 30}
+    if not url.startswith("unix://"):
+        options["socket_keepalive"] = True  # redis-py's unix socket connection refuses it
     options.update(kwargs)
     options["decode_responses"] = False  # bodies are bytes
     return options
 
 
 def is_cluster(url: str, **kwargs: Any) -> bool:
-    probe = redis.Redis.from_url(url, **_options(kwargs))
+    probe = redis.Redis.from_url(url, **_options(url, kwargs))
     try:
         with map_errors():
             return probe.info("cluster").get("cluster_enabled") == 1
@@ -72,39 +100,50 @@ def connect(url: str | None = None, **kwargs: Any) -> redis.Redis | redis.RedisC
     """A redis-py client for ``url`` (see module doc), checked for a safe configuration."""
     url = resolve_url(url)
     if url.startswith(("redis://", "rediss://")) and is_cluster(url, **kwargs):
-        client: Any = redis.RedisCluster.from_url(url, **_options(kwargs))
+        client: Any = redis.RedisCluster.from_url(url, **_options(url, kwargs))
     else:
-        client = redis.Redis.from_url(url, **_options(kwargs))
+        client = redis.Redis.from_url(url, **_options(url, kwargs))
     _warn_if_unsafe(client)
     return client
 
 
-_warned: set[str] = set()
+_warned: set[tuple[str, str]] = set()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _name(node: redis.Redis) -> str:
+    kwargs = node.connection_pool.connection_kwargs
+    return str(kwargs.get("path") or f"{kwargs.get('host')}:{kwargs.get('port')}")
 
 
 def _warn_if_unsafe(client: Any) -> None:
-    """Warn once per server when it could evict queue keys or keeps nothing on disk."""
-    try:
-        with map_errors():
-            config = client.config_get("maxmemory-policy") | client.config_get("appendonly")
-            info = client.info("persistence")
-    except (ResponseError, RedisUnavailable):
-        return  # CONFIG may be forbidden by ACL; the URL may still be fine for queue work
-    if isinstance(info, dict) and "aof_enabled" not in info:
-        info = next(iter(info.values()), {})  # a cluster answers per node
-        config = next(iter(config.values()), config) if "appendonly" not in config else config
-    where = repr(client)
-    policy = config.get("maxmemory-policy", b"noeviction")
-    policy = policy.decode() if isinstance(policy, bytes) else str(policy)
-    if policy != "noeviction" and (where, "evict") not in _warned:
-        _warned.add(where)
-        warnings.warn(f"Redis maxmemory-policy is {policy!r}: it may evict queued messages; "
-                      "set it to 'noeviction'", RuntimeWarning, stacklevel=3)
-    if not info.get("aof_enabled") and info.get("rdb_last_save_time", 0) == 0 and (
-            where, "persist") not in _warned:
-        _warned.add(where)
-        warnings.warn("Redis has no append-only file and no snapshot: a restart loses every "
-                      "queued message; set appendonly yes", RuntimeWarning, stacklevel=3)
+    """Warn once per server (each node of a cluster) when it could evict queue keys, or
+    keeps nothing on disk (no append-only file and no RDB ``save`` rule)."""
+    nodes = ([client.get_redis_connection(n) for n in client.get_nodes()]
+             if isinstance(client, redis.RedisCluster) else [client])
+    for node in nodes:
+        try:
+            with map_errors():
+                config = node.config_get("maxmemory-policy") | node.config_get("save")
+                aof = node.info("persistence").get("aof_enabled")
+        except (ResponseError, RedisUnavailable):
+            return  # CONFIG may be forbidden by ACL; the URL may still be fine for queue work
+        where = _name(node)
+        policy = _text(config.get("maxmemory-policy", "noeviction"))
+        if policy != "noeviction" and (where, "evict") not in _warned:
+            _warned.add((where, "evict"))
+            warnings.warn(f"Redis at {where} has maxmemory-policy {policy!r}: it may evict "
+                          "queued messages; set it to 'noeviction'", RuntimeWarning,
+                          stacklevel=3)
+        if not aof and not _text(config.get("save", "")).strip() and (
+                where, "persist") not in _warned:
+            _warned.add((where, "persist"))
+            warnings.warn(f"Redis at {where} has no append-only file and no snapshots: a "
+                          "restart loses every queued message; set appendonly yes",
+                          RuntimeWarning, stacklevel=3)
 
 
 class map_errors:  # noqa: N801 - used as a context manager, reads as a phrase
@@ -117,9 +156,13 @@ class map_errors:  # noqa: N801 - used as a context manager, reads as a phrase
                  tb: Any) -> bool:
         if exc is None:
             return False
+        if isinstance(exc, _TRANSIENT) and is_permanent(exc):
+            raise RedisUnavailable(f"Redis refused the connection (not retried): {exc}") from exc
         if isinstance(exc, _TRANSIENT):
             raise RedisUnavailable(f"Redis is unreachable after retrying: {exc}") from exc
-        if isinstance(exc, ResponseError) and str(exc).startswith("OOM"):
+        # redis-py parses the "OOM" reply into OutOfMemoryError and strips the prefix.
+        if isinstance(exc, OutOfMemoryError) or (
+                isinstance(exc, ResponseError) and str(exc).startswith("OOM")):
             raise RedisOutOfMemory(f"Redis refused the write, out of memory: {exc}") from exc
         return False
 

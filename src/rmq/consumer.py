@@ -127,7 +127,10 @@ class Consumer:
         self._settle.put(_STOP)
         self._stopped.set()
         for thread in self._threads:
-            thread.join(timeout=max(0.1, deadline - time.monotonic()) + 5)
+            # A worker still inside its handler after the grace is not waited for (stop must
+            # return within the grace); the fetcher, settler and keeper exit promptly.
+            is_worker = thread.name.startswith(("rmq-worker-", "rmq-async-workers"))
+            thread.join(timeout=max(0.1, deadline - time.monotonic()) + (0 if is_worker else 5))
         if self._held:
             log.warning("%s: %d handlers still running after %.1fs grace; their messages "
                         "return to pending when their leases expire", self.id, len(self._held),

@@ -26,13 +26,13 @@ from .message import Priority
 from .settings import TopicSettings
 from .storage.codec import encode_member
 
-__all__ = ["Outgoing", "prepare", "prepare_batch", "canonical_json", "MAX_KEY_BYTES"]
+__all__ = ["MISSING", "Outgoing", "prepare", "prepare_batch", "canonical_json", "MAX_KEY_BYTES"]
 
 MAX_KEY_BYTES = 64 * 1024
 _SEND_OPTIONS = frozenset(
     {"body", "json", "priority", "delay_ms", "deliver_at", "slot_basis", "key"}
 )
-_MISSING: Any = object()
+MISSING: Any = object()  # "not given", distinct from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,9 +116,9 @@ def _due_at(settings: TopicSettings, now: int, delay_ms: object, deliver_at: obj
 def prepare(
     settings: TopicSettings,
     now: int,
-    body: Any = _MISSING,
+    body: Any = MISSING,
     *,
-    json: Any = _MISSING,
+    json: Any = MISSING,
     priority: object = None,
     delay_ms: object = None,
     deliver_at: object = None,
@@ -126,11 +126,11 @@ def prepare(
     key: object = None,
 ) -> Outgoing:
     """Validate one send and compute what to store. Raises the SPEC §2 errors."""
-    if body is not _MISSING and json is not _MISSING:
+    if body is not MISSING and json is not MISSING:
         raise ConflictingOptions("give either a body or json=, not both")
-    if json is not _MISSING:
+    if json is not MISSING:
         data = canonical_json(json)
-    elif body is _MISSING or body is None:
+    elif body is MISSING or body is None:
         raise InvalidMessage("a message needs a body (bytes or str) or json=")
     else:
         data = _as_bytes("body", body)

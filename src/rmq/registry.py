@@ -40,6 +40,7 @@ class TopicInfo:
     settings: TopicSettings
     bound_groups: tuple[str, ...]
     paused: bool
+    unbound_groups: tuple[str, ...] = ()  # unbound, but what they held stays until purged
 
     @property
     def groups(self) -> tuple[str, ...]:
@@ -65,13 +66,15 @@ class ConsumerInfo:
 
 def load_info(name: str) -> Op[TopicInfo]:
     keys = RegistryKeys(name)
-    settings, groups, paused = yield [
-        command("GET", keys.settings), command("SMEMBERS", keys.groups), command("GET", keys.paused)
+    settings, groups, paused, unbound = yield [
+        command("GET", keys.settings), command("SMEMBERS", keys.groups),
+        command("GET", keys.paused), command("SMEMBERS", keys.unbound),
     ]
     if settings is None:
         raise UnknownTopic(name)
     return TopicInfo(name, TopicSettings.from_json(settings),
-                     tuple(sorted(g.decode() for g in groups)), paused is not None)
+                     tuple(sorted(g.decode() for g in groups)), paused is not None,
+                     tuple(sorted(g.decode() for g in unbound)))
 
 
 def create_topic(name: str, settings: TopicSettings) -> Op[TopicSettings]:
@@ -105,12 +108,11 @@ def delete_topic(info: TopicInfo) -> Op[None]:
     """Remove the topic from the registry first (so nobody sends to it), then its data."""
     keys = RegistryKeys(info.name)
     yield [command("SREM", TOPICS, info.name), *(command("DEL", k) for k in keys.all()[:1])]
-    groups = set(info.groups) | {DEFAULT_GROUP}
     data: list[str] = []
     for slot in range(info.settings.slots):
         slot_keys = SlotKeys(info.name, slot)
         data += [slot_keys.clock, slot_keys.seq]
-        for group in groups:
+        for group in groups_with_data(info):
             data += slot_keys.group(group).all()
     yield [command("DEL", k) for k in data] + [command("DEL", k) for k in keys.all()[1:]]
 
@@ -122,12 +124,18 @@ def list_topics() -> Op[list[str]]:
 
 def bind(name: str, group: str) -> Op[bool]:
     """Bind ``group`` to the topic; returns False if it was bound already."""
-    (added,) = yield [command("SADD", RegistryKeys(name).groups, group)]
+    keys = RegistryKeys(name)
+    added, _ = yield [command("SADD", keys.groups, group), command("SREM", keys.unbound, group)]
     return bool(added)
 
 
 def unbind(name: str, group: str) -> Op[bool]:
-    (removed,) = yield [command("SREM", RegistryKeys(name).groups, group)]
+    """Unbind ``group``; it is remembered as unbound, so that stats, recovery and
+    delete_topic still reach the messages it holds."""
+    keys = RegistryKeys(name)
+    (removed,) = yield [command("SREM", keys.groups, group)]
+    if removed:
+        yield [command("SADD", keys.unbound, group)]
     return bool(removed)
 
 
@@ -167,5 +175,5 @@ def list_consumers(name: str, now: float, dead_after: float,
 
 
 def groups_with_data(info: TopicInfo) -> Sequence[str]:
-    """Groups whose data may exist: the bound ones plus ``default``."""
-    return sorted(set(info.groups) | {DEFAULT_GROUP})
+    """Groups whose data may exist: the bound ones, the unbound ones, and ``default``."""
+    return sorted(set(info.groups) | set(info.unbound_groups) | {DEFAULT_GROUP})

@@ -25,7 +25,6 @@ __all__ = [
 
 EPOCH_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
 _BAND = 2**46
-_OFFSET = 2**53
 _SUB = 32
 _NO_KEY = 0xFFFFFFFF
 _LEN = struct.Struct(">I")
@@ -56,12 +55,11 @@ def decode_member(member: bytes) -> tuple[bytes, bytes | None]:
 
 
 def ready_priority(score: float) -> int:
-    return 255 - int((int(score) + _OFFSET) // _BAND)
+    return 127 - int(score) // _BAND
 
 
 def ready_due(score: float) -> int:
-    stamp = (int(score) + _OFFSET) % _BAND
-    return EPOCH_MS + stamp // _SUB
+    return EPOCH_MS + (int(score) % _BAND) // _SUB
 
 
 def delayed_due(score: float) -> int:

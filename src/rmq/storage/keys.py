@@ -42,6 +42,10 @@ class RegistryKeys:
         return f"{PREFIX}:{{{self.topic}}}:groups"
 
     @property
+    def unbound(self) -> str:  # set: groups unbound since, that may still hold messages
+        return f"{PREFIX}:{{{self.topic}}}:unbound"
+
+    @property
     def paused(self) -> str:  # string "1" while the topic is paused
         return f"{PREFIX}:{{{self.topic}}}:paused"
 
@@ -50,7 +54,7 @@ class RegistryKeys:
         return f"{PREFIX}:{{{self.topic}}}:consumers"
 
     def all(self) -> list[str]:
-        return [self.settings, self.groups, self.paused, self.consumers]
+        return [self.settings, self.groups, self.unbound, self.paused, self.consumers]
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,9 @@ __all__ = [
 MAX_SCRIPT_BATCH = 500  # messages per script call: keeps each call well under a millisecond
 _PROMOTE_LIMIT = 1000
 _RECOVER_LIMIT = 1000
+# How deep a serial topic's claim looks past messages of keys in flight, per slot: a busy
+# key's backlog up to this size does not hold back the keys queued behind it.
+_SERIAL_SCAN = 1000
 
 
 def _ms(seconds: float) -> int:
@@ -102,7 +105,7 @@ def claim(topic: str, group: str, settings: TopicSettings, count: int, now: int,
     script, which makes priority strict topic-wide; otherwise slots are visited one by one
     from a random start so that no slot starves."""
     lease_ms = _ms(lease)
-    window = count * 4 if settings.serial_keys else count
+    window = max(count, _SERIAL_SCAN) if settings.serial_keys else count
     base = [now, 0, lease_ms, int(settings.serial_keys), _PROMOTE_LIMIT, 0]
     lease_until = (now + lease_ms) / 1000
     if one_call:
@@ -119,7 +122,7 @@ def claim(topic: str, group: str, settings: TopicSettings, count: int, now: int,
         slot = (start + offset) % settings.slots
         wanted = count - len(messages)
         args = base[:]
-        args[1], args[5] = wanted, wanted * 4 if settings.serial_keys else wanted
+        args[1], args[5] = wanted, max(wanted, _SERIAL_SCAN) if settings.serial_keys else wanted
         (reply,) = yield [script_call(script("claim"), _claim_keys(topic, group, [slot]), args)]
         messages += _claimed(topic, group, [slot], reply, lease_until)
         if reply[0] >= 0:

@@ -53,8 +53,13 @@ local function put_pending(ready, delayed, member, priority, due, now, clock, st
   local score = rcall("ZSCORE", ready, member)
   if score then
     score = tonumber(score)
-    if priority > ready_priority(score) then
-      rcall("ZADD", ready, fmt(ready_score(priority, ready_stamp(score))), member)
+    local held_p, held_stamp = ready_priority(score), ready_stamp(score)
+    local p, s = math.max(priority, held_p), held_stamp
+    if stamp and due <= now and stamp < held_stamp then
+      s = stamp  -- a delivery given back was due before this duplicate: it keeps its place
+    end
+    if p ~= held_p or s ~= held_stamp then
+      rcall("ZADD", ready, fmt(ready_score(p, s)), member)
     end
     return true
   end

@@ -1,0 +1,108 @@
+"""What every ``rmq`` subcommand shares: the client, tables, JSON, progress on stderr."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.retry import Retry
+
+from ..client import Client
+
+__all__ = ["CommandError", "open_client", "table", "print_json", "text_of", "age", "Progress"]
+
+QUICK_RETRIES = 5  # reconnect attempts of one-shot commands: 50 ms doubling, about 1.5 s
+
+
+class CommandError(Exception):
+    """A failure the command reports as one line and exit status 1."""
+
+
+def open_client(args: argparse.Namespace, *, patient: bool = False) -> Client:
+    """The client of ``--url`` (else ``RMQ_REDIS_URL``, else the embedded server).
+
+    A one-shot command gives up on an unreachable Redis after about 1.5 s; a ``patient`` one
+    (the worker) keeps the library's longer reconnect policy, to ride out a restart.
+    """
+    if patient:
+        return Client(args.url)
+    return Client(args.url, retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), QUICK_RETRIES,
+                                        supported_errors=(RedisConnectionError,
+                                                          RedisTimeoutError, ConnectionError)))
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A plain text table; numbers are right-aligned."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    numeric = [all(isinstance(row[i], int | float) for row in rows) for i in range(len(headers))]
+    lines = []
+    for row in cells:
+        parts = [c.rjust(w) if num else c.ljust(w) for c, w, num in zip(row, widths, numeric,
+                                                                       strict=True)]
+        lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+def print_json(data: Any) -> None:
+    print(json.dumps(data, sort_keys=True, default=_jsonable), flush=True)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return text_of(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def text_of(body: bytes | None, limit: int | None = None) -> str:
+    """A body for display: UTF-8 with undecodable bytes escaped, cut to ``limit``."""
+    if body is None:
+        return ""
+    text = body.decode("utf-8", errors="backslashreplace")
+    if limit is not None and len(text) > limit:
+        return text[: limit - 1] + "…"
+    return text
+
+
+def age(ms: float) -> str:
+    """A duration in milliseconds as ``850ms``, ``12.5s``, ``3m04s`` or ``2h05m``."""
+    if ms < 1000:
+        return f"{int(ms)}ms"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, seconds = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+class Progress:
+    """A progress line on stderr: redrawn in place on a terminal, otherwise printed every
+    ``interval`` seconds, so logs of long runs stay short."""
+
+    def __init__(self, interval: float = 2.0):
+        self.tty = sys.stderr.isatty()
+        self.interval = interval
+        self._last = time.monotonic()
+
+    def update(self, text: str) -> None:
+        if self.tty:
+            sys.stderr.write(f"\r{text}\x1b[K")
+            sys.stderr.flush()
+        elif time.monotonic() - self._last >= self.interval:
+            self._last = time.monotonic()
+            print(text, file=sys.stderr, flush=True)
+
+    def clear(self) -> None:
+        if self.tty:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()

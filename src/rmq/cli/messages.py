@@ -1,0 +1,190 @@
+"""``rmq send``, ``rmq dead list|requeue|purge`` and ``rmq consumers``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from ..message import Priority
+from .common import CommandError, Progress, open_client, print_json, table, text_of
+
+__all__ = ["add_parsers"]
+
+BATCH = 1000  # lines of --file per send_many call
+
+
+def _priority(text: str) -> int:
+    named = Priority.__members__.get(text.upper())
+    if named is not None:
+        return int(named)
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an integer 0-255 nor low, medium, high") from None
+
+
+def _deliver_at(text: str) -> int:
+    """Epoch milliseconds, or ISO-8601 (local time when it names no zone)."""
+    if text.isdigit():
+        return int(text)
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither epoch milliseconds nor an ISO-8601 time") from None
+    return int(when.astimezone().timestamp() * 1000)
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    options = {"priority": args.priority, "delay_ms": args.delay_ms,
+               "deliver_at": args.deliver_at, "slot_basis": args.slot_basis, "key": args.key}
+    return {name: value for name, value in options.items() if value is not None}
+
+
+def _item(body: bytes, as_json: bool, where: str) -> dict[str, Any]:
+    if not as_json:
+        return {"body": body}
+    try:
+        return {"json": json.loads(body)}
+    except ValueError as exc:
+        raise CommandError(f"{where} is not valid JSON: {exc}") from None
+
+
+def _lines(path: str) -> Iterator[bytes]:
+    try:
+        stream = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
+    except OSError as exc:
+        raise CommandError(f"cannot read {path}: {exc.strerror}") from None
+    with stream:
+        for line in stream:
+            line = line.rstrip(b"\r\n")
+            if line:
+                yield line
+
+
+def send(args: argparse.Namespace) -> None:
+    if (args.body is None) == (args.file is None):
+        raise CommandError("give either a BODY or --file (use --file - for stdin)")
+    options = _options(args)
+    with open_client(args) as client:
+        if args.body is not None:
+            item = _item(args.body.encode(), args.json, "BODY")
+            result = client.send(args.topic, **item, **options)
+            what = "merged into a pending message" if result.merged else "sent"
+            print(f"{what} (topic {args.topic!r}, slot {result.slot})")
+            return
+        client.topic(args.topic)  # an unknown topic fails before reading any input
+        sent = merged = 0
+        started = time.monotonic()
+        progress = Progress()
+        batch: list[dict[str, Any]] = []
+
+        def flush() -> None:
+            nonlocal sent, merged
+            counts = client.send_many(args.topic, batch)
+            sent, merged = sent + counts.sent, merged + counts.merged
+            batch.clear()
+            rate = sent / max(time.monotonic() - started, 1e-9)
+            progress.update(f"sent {sent:,} ({merged:,} merged), {rate:,.0f}/s")
+
+        for number, line in enumerate(_lines(args.file), 1):
+            batch.append({**_item(line, args.json, f"line {number}"), **options})
+            if len(batch) == BATCH:
+                flush()
+        if batch:
+            flush()
+        progress.clear()
+    elapsed = time.monotonic() - started
+    share = 100 * merged / sent if sent else 0.0
+    print(f"sent {sent} messages to {args.topic!r}, {merged} merged ({share:.1f}%) "
+          f"in {elapsed:.2f}s")
+
+
+def dead(args: argparse.Namespace) -> None:
+    with open_client(args) as client:
+        if args.action == "requeue":
+            count = client.requeue_dead(args.topic, args.group, args.ids)
+            print(f"requeued {count} dead letter(s) of {args.topic!r}/{args.group}")
+        elif args.action == "purge":
+            if args.ids:
+                raise CommandError("purge drops every dead letter of the group; it takes no --ids")
+            count = client.purge_dead(args.topic, args.group)
+            print(f"purged {count} dead letter(s) of {args.topic!r}/{args.group}")
+        else:
+            letters = client.dead_letters(args.topic, args.group)
+            if args.ids:
+                letters = [d for d in letters if d.id in set(args.ids)]
+            if args.json:
+                for letter in letters:
+                    print_json({"id": letter.id, "body": letter.body, "key": letter.key,
+                                "priority": letter.priority, "attempts": letter.attempts,
+                                "error": letter.error, "due_at": letter.due_at,
+                                "dead_at": letter.dead_at})
+            elif letters:
+                print(table(["id", "attempts", "died", "error", "body"], [
+                    [d.id, d.attempts, _when(d.dead_at), text_of(d.error.encode(), 40),
+                     text_of(d.body, 50)] for d in letters]))
+
+
+def _when(epoch_ms: int) -> str:
+    return datetime.fromtimestamp(epoch_ms / 1000).isoformat(sep=" ", timespec="seconds")
+
+
+def consumers(args: argparse.Namespace) -> None:
+    with open_client(args) as client:
+        found = client.consumers(args.topic)
+    if args.json:
+        for c in found:
+            print_json({"id": c.id, "group": c.group, "host": c.host, "pid": c.pid,
+                        "alive": c.alive, "handled": c.handled, "last_seen": c.last_seen,
+                        "started_at": c.started_at, **c.extra})
+    elif found:
+        now = time.time()
+        print(table(["id", "group", "host", "pid", "state", "handled", "last seen"], [
+            [c.id, c.group, c.host, c.pid, "alive" if c.alive else "dead", c.handled,
+             f"{now - c.last_seen:.1f}s ago"] for c in found]))
+    else:
+        print(f"no consumers registered on {args.topic!r}")
+
+
+def add_parsers(commands: Any) -> None:
+    p = commands.add_parser("send", help="send a message, or one per line of a file",
+                            description="Send one message, or one per line of --file "
+                                        "(blank lines are skipped), with the same options.")
+    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("body", metavar="BODY", nargs="?", help="the message body (UTF-8 text)")
+    p.add_argument("--file", metavar="PATH", help="send each line of PATH ('-': stdin)")
+    p.add_argument("--json", action="store_true",
+                   help="bodies are JSON, sent canonically so equal objects merge")
+    p.add_argument("--priority", type=_priority, metavar="P",
+                   help="0-255 or low/medium/high (default medium=128); higher first")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--delay-ms", type=int, metavar="MS",
+                      help="due in MS milliseconds; duplicates sent meanwhile merge into it")
+    when.add_argument("--deliver-at", type=_deliver_at, metavar="TIME",
+                      help="due at TIME: epoch ms or ISO-8601 (local time if no zone)")
+    p.add_argument("--slot-basis", metavar="TEXT", help="hash this instead of the body")
+    p.add_argument("--key", metavar="TEXT", help="the message key (serial topics)")
+    p.set_defaults(run=send, late_positional="body")
+
+    p = commands.add_parser("dead", help="list, requeue or purge dead letters",
+                            description="List, requeue or purge a group's dead letters.")
+    p.add_argument("action", choices=["list", "requeue", "purge"])
+    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("--group", default="default", help="consumer group (default: default)")
+    p.add_argument("--ids", nargs="+", metavar="ID",
+                   help="dead-letter ids (as listed) to show or requeue; default all")
+    p.add_argument("--json", action="store_true", help="list as JSON lines")
+    p.set_defaults(run=dead)
+
+    p = commands.add_parser("consumers", help="list a topic's consumers and their liveness",
+                            description="List the consumers registered on a topic.")
+    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("--json", action="store_true", help="print JSON lines")
+    p.set_defaults(run=consumers)

@@ -1,0 +1,151 @@
+"""``rmq topic create|list|show|alter|delete|pause|resume|bind|unbind``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..settings import TopicSettings
+from .common import CommandError, open_client, print_json, table
+
+__all__ = ["add_parsers"]
+
+# (option, type, help) for each topic setting; the setting is the option's name with "_".
+# Integers are counts or bytes, floats are seconds.
+_SETTINGS: list[tuple[str, Any, str]] = [
+    ("--slots", int, "shards of the topic, a power of two from 1 to 1024 (default 8); "
+                     "fixed at creation"),
+    ("--max-retries", int, "deliveries after the first before dead-lettering (default 16)"),
+    ("--visibility-timeout", float, "lease of a claim, in seconds (default 30)"),
+    ("--max-message-bytes", int, "largest body accepted, in bytes (default 4 MiB)"),
+    ("--max-delay", float, "how far ahead a delay or deliver-at may point, in seconds "
+                           "(default 30 days)"),
+    ("--retry-backoff", float, "seconds before the first retry, doubling after (default 1)"),
+    ("--retry-backoff-max", float, "cap of the retry backoff, in seconds (default 300)"),
+]
+
+
+def _add_settings(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("settings")
+    for option, kind, text in _SETTINGS:
+        group.add_argument(option, type=kind, metavar="N" if kind is int else "SECONDS",
+                           help=text)
+    group.add_argument("--serial-keys", action=argparse.BooleanOptionalAction, default=None,
+                       help="never run two messages with the same key at once (default off)")
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    names = [option[2:].replace("-", "_") for option, _, _ in _SETTINGS] + ["serial_keys"]
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+
+
+def _describe(settings: TopicSettings) -> str:
+    return ", ".join(f"{k}={v}" for k, v in settings.to_dict().items())
+
+
+def create(args: argparse.Namespace) -> None:
+    with open_client(args) as client:
+        settings = client.create_topic(args.name, **_settings(args))
+    print(f"topic {args.name!r}: {_describe(settings)}")
+
+
+def alter(args: argparse.Namespace) -> None:
+    changes = _settings(args)
+    if not changes:
+        raise CommandError("nothing to change: give at least one setting option (see --help)")
+    with open_client(args) as client:
+        settings = client.alter_topic(args.name, **changes)
+    print(f"topic {args.name!r}: {_describe(settings)}")
+
+
+def list_topics(args: argparse.Namespace) -> None:
+    with open_client(args) as client:
+        names = client.topics()
+        if args.json:
+            print_json(names)
+            return
+        rows = []
+        for name in names:
+            info = client.topic(name)
+            rows.append([name, info.settings.slots, ",".join(info.groups),
+                         "paused" if info.paused else "active"])
+    if rows:
+        print(table(["topic", "slots", "groups", "state"], rows))
+
+
+def show(args: argparse.Namespace) -> None:
+    with open_client(args) as client:
+        info = client.topic(args.name, fresh=True)
+    data = {"name": info.name, "groups": list(info.groups), "paused": info.paused,
+            "settings": info.settings.to_dict()}
+    if args.json:
+        print_json(data)
+        return
+    print(f"topic:   {info.name}{'  (paused)' if info.paused else ''}")
+    print(f"groups:  {', '.join(info.groups)}")
+    for name, value in info.settings.to_dict().items():
+        print(f"  {name:<20} {value}")
+
+
+def delete(args: argparse.Namespace) -> None:
+    if not args.yes:
+        raise CommandError(f"deleting topic {args.name!r} drops every message it holds; "
+                           "add --yes to confirm")
+    with open_client(args) as client:
+        client.delete_topic(args.name)
+    print(f"deleted topic {args.name!r}")
+
+
+def pause(args: argparse.Namespace) -> None:
+    with open_client(args) as client:
+        client.pause(args.name)
+    print(f"paused topic {args.name!r}: consumers stop claiming; sends are still accepted")
+
+
+def resume(args: argparse.Namespace) -> None:
+    with open_client(args) as client:
+        client.resume(args.name)
+    print(f"resumed topic {args.name!r}")
+
+
+def bind(args: argparse.Namespace) -> None:
+    with open_client(args) as client:
+        added = client.bind(args.name, args.group)
+    print(f"group {args.group!r} {'bound to' if added else 'was already bound to'} "
+          f"topic {args.name!r}")
+
+
+def unbind(args: argparse.Namespace) -> None:
+    with open_client(args) as client:
+        removed = client.unbind(args.name, args.group)
+    print(f"group {args.group!r} {'unbound from' if removed else 'was not bound to'} "
+          f"topic {args.name!r}")
+
+
+def add_parsers(commands: Any) -> None:
+    topic = commands.add_parser("topic", help="create, inspect and change topics",
+                                description="Create, inspect and change topics.")
+    sub = topic.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    def action(name: str, run: Any, text: str, *, group: bool = False) -> Any:
+        parser = sub.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        if name != "list":
+            parser.add_argument("name", metavar="TOPIC", help="topic name")
+        if group:
+            parser.add_argument("group", metavar="GROUP", help="consumer group name")
+        parser.set_defaults(run=run)
+        return parser
+
+    _add_settings(action("create", create, "register a topic (idempotent for equal settings)"))
+    _add_settings(action("alter", alter, "change settings of a topic (not --slots)"))
+    action("list", list_topics, "list topics").add_argument(
+        "--json", action="store_true", help="print names as a JSON list")
+    action("show", show, "show a topic's settings, groups and state").add_argument(
+        "--json", action="store_true", help="print JSON")
+    action("delete", delete, "delete a topic and every message it holds").add_argument(
+        "--yes", action="store_true", help="confirm the deletion")
+    action("pause", pause, "stop consumers claiming from a topic")
+    action("resume", resume, "let consumers claim from a paused topic again")
+    action("bind", bind, "bind a group: it receives every message sent from now on",
+           group=True)
+    action("unbind", unbind, "unbind a group: it receives no new messages", group=True)

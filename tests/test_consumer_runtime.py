@@ -1,0 +1,343 @@
+"""The worker runtime (SPEC §3): ``Consumer`` runs plain or async handlers with bounded
+concurrency, acknowledges on return and retries on raise, extends leases of slow handlers,
+recovers leases of dead consumers, sleeps while idle, and shuts down gracefully."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
+from helpers import rows, states, wait_for
+
+import rmq
+
+
+class Recorder:
+    """A handler body that records what it saw; ``gate`` (when given) holds it back."""
+
+    def __init__(self, gate: threading.Event | None = None):
+        self.seen: list[rmq.Message] = []
+        self.lock = threading.Lock()
+        self.gate = gate
+
+    def __call__(self, message: rmq.Message) -> None:
+        with self.lock:
+            self.seen.append(message)
+        if self.gate is not None:
+            assert self.gate.wait(10), "the test never opened the gate"
+
+    @property
+    def bodies(self) -> list[bytes]:
+        with self.lock:
+            return [m.body for m in self.seen]
+
+
+@pytest.fixture
+def consumers():
+    """Start consumers through this; any still running at teardown are stopped."""
+    started: list[rmq.Consumer] = []
+
+    def start(client: rmq.Client, topic: str, handler: Callable, **options) -> rmq.Consumer:
+        options.setdefault("heartbeat_interval", 60)
+        consumer = rmq.Consumer(client, topic, handler, **options)
+        started.append(consumer)
+        return consumer.start()
+
+    yield start
+    for consumer in started:
+        consumer.stop(grace=1)
+
+
+def counter(client: rmq.Client, topic: str, name: str) -> int:
+    return client.stats(topic).groups["default"].counters[name]
+
+
+def count_claims(client: rmq.Client) -> list[int]:
+    """Count the client's claim calls (the consumer's fetcher claims through claim_until)."""
+    calls = [0]
+    claim_until = client.claim_until
+
+    def counting(*args, **kwargs):
+        calls[0] += 1
+        return claim_until(*args, **kwargs)
+
+    client.claim_until = counting  # type: ignore[method-assign]
+    return calls
+
+
+def test_returning_handler_acknowledges_every_message(make_client, consumers):
+    producer = make_client()
+    producer.create_topic("t", slots=4)
+    handled = Recorder()
+    consumer = consumers(make_client(), "t", handled, concurrency=2)
+    producer.send_many("t", [f"m{i}" for i in range(20)])
+    wait_for(lambda: consumer.handled == 20, what="20 handled")
+    assert counter(producer, "t", "acked") == 20
+    assert sorted(handled.bodies) == sorted(f"m{i}".encode() for i in range(20))
+    assert rows(producer, "t") == []
+
+
+def test_raising_handler_is_retried_then_dead_lettered(make_client, consumers):
+    producer = make_client()
+    producer.create_topic("t", max_retries=2, retry_backoff=0)
+    attempts = []
+
+    def broken(message: rmq.Message) -> None:
+        attempts.append(message.attempts)
+        raise RuntimeError(f"cannot render {message.text}")
+
+    consumers(make_client(), "t", broken, concurrency=1)
+    producer.send("t", b"img-1")
+    (dead,) = wait_for(lambda: producer.dead_letters("t"), what="a dead letter")
+    assert attempts == [1, 2, 3]
+    assert (dead.attempts, dead.error) == (3, "RuntimeError: cannot render img-1")
+
+
+def test_async_handler_is_awaited_and_acknowledged(make_client, consumers):
+    producer = make_client()
+    producer.create_topic("t")
+    seen = []
+
+    async def handle(message: rmq.Message) -> None:
+        await asyncio.sleep(0.001)
+        seen.append(message.body)
+
+    consumers(make_client(), "t", handle, concurrency=3)
+    producer.send_many("t", [b"a", b"b", b"c"])
+    wait_for(lambda: counter(producer, "t", "acked") == 3, what="3 acks")
+    assert sorted(seen) == [b"a", b"b", b"c"]
+
+
+def test_raising_async_handler_is_retried(make_client, consumers):
+    producer = make_client()
+    producer.create_topic("t", retry_backoff=0)
+    attempts = []
+
+    async def flaky(message: rmq.Message) -> None:
+        attempts.append(message.attempts)
+        if message.attempts == 1:
+            raise ValueError("first time fails")
+
+    consumers(make_client(), "t", flaky, concurrency=1)
+    producer.send("t", b"x")
+    wait_for(lambda: counter(producer, "t", "acked") == 1, what="the retry acked")
+    assert attempts == [1, 2]
+    assert counter(producer, "t", "retried") == 1
+
+
+def test_concurrency_runs_that_many_thread_handlers_at_once(make_client, consumers):
+    producer = make_client()
+    producer.create_topic("t", slots=4)
+    barrier = threading.Barrier(4, timeout=10)
+    passed = []
+
+    def handle(message: rmq.Message) -> None:
+        barrier.wait()  # only returns once four handlers run at the same time
+        passed.append(message.body)
+
+    consumers(make_client(), "t", handle, concurrency=4)
+    producer.send_many("t", [f"m{i}" for i in range(4)])
+    wait_for(lambda: len(passed) == 4, what="four handlers together")
+    assert not barrier.broken
+
+
+def test_concurrency_runs_that_many_async_handlers_at_once(make_client, consumers):
+    producer = make_client()
+    producer.create_topic("t", slots=4)
+    running = [0]
+    together = []
+
+    async def handle(message: rmq.Message) -> None:
+        running[0] += 1
+        deadline = time.monotonic() + 10
+        while running[0] < 3 and time.monotonic() < deadline:
+            await asyncio.sleep(0.002)
+        together.append(running[0] >= 3)
+
+    consumers(make_client(), "t", handle, concurrency=3)
+    producer.send_many("t", [b"a", b"b", b"c"])
+    wait_for(lambda: len(together) == 3, what="three async handlers")
+    assert together == [True, True, True]
+
+
+@pytest.mark.parametrize("kind", ["thread", "async"])
+def test_stop_gives_unstarted_claims_back_at_once_without_counting_attempts(
+        make_client, consumers, kind):
+    producer = make_client()
+    producer.create_topic("t", slots=1)
+    gate = threading.Event()
+    handled = Recorder(gate)
+    if kind == "thread":
+        handler: Callable = handled
+    else:
+        async def handler(message: rmq.Message) -> None:
+            handled.seen.append(message)
+            while not gate.is_set():
+                await asyncio.sleep(0.002)
+
+    producer.send_many("t", [b"a", b"b", b"c", b"d"])
+    consumer = consumers(make_client(), "t", handler, concurrency=1, prefetch=4)
+    wait_for(lambda: handled.bodies == [b"a"] and len(states(producer, "t")["in_flight"]) == 4,
+             what="one running, three claimed and waiting")
+    stopping = threading.Thread(target=consumer.stop, kwargs={"grace": 10})
+    stopping.start()
+    try:
+        wait_for(lambda: states(producer, "t")["ready"] == [b"b", b"c", b"d"],
+                 what="unstarted messages given back while the handler still runs")
+        assert states(producer, "t")["in_flight"] == [b"a"]
+        assert {r.attempts for r in rows(producer, "t") if r.state == "ready"} == {0}
+    finally:
+        gate.set()
+        stopping.join(10)
+    assert counter(producer, "t", "acked") == 1
+    assert counter(producer, "t", "retried") == 0
+    assert handled.bodies == [b"a"]
+    taken = producer.claim("t", count=10)
+    assert [(m.body, m.attempts) for m in taken] == [(b"b", 1), (b"c", 1), (b"d", 1)]
+
+
+def test_stop_returns_after_the_grace_and_leaves_a_stuck_message_in_flight(make_client,
+                                                                             consumers):
+    producer = make_client()
+    producer.create_topic("t")
+    gate = threading.Event()
+    handled = Recorder(gate)
+    consumer = consumers(make_client(), "t", handled, concurrency=1)
+    producer.send("t", b"stuck")
+    wait_for(lambda: handled.bodies == [b"stuck"], what="the handler to start")
+    started = time.monotonic()
+    try:
+        consumer.stop(grace=0.3)
+        took = time.monotonic() - started
+    finally:
+        gate.set()
+    assert 0.3 <= took < 2.0
+    assert states(producer, "t")["in_flight"] == [b"stuck"]
+
+
+def test_lease_extension_keeps_a_slow_handler_from_being_duplicated(make_client, consumers):
+    producer = make_client()
+    producer.create_topic("t", visibility_timeout=0.6)
+    calls = []
+
+    def slow(message: rmq.Message) -> None:
+        calls.append(message.attempts)
+        time.sleep(1.5)  # the work itself: longer than two leases
+
+    consumers(make_client(), "t", slow, concurrency=1, recover_interval=0.1)
+    producer.send("t", b"slow")
+    wait_for(lambda: calls, what="the slow handler to start")
+    rival = Recorder()  # a second consumer, recovering expired leases every 0.1 s
+    consumers(make_client(), "t", rival, concurrency=1, recover_interval=0.1)
+    wait_for(lambda: counter(producer, "t", "acked") == 1, what="the slow handler's ack")
+    assert calls == [1]
+    assert rival.bodies == []
+    assert counter(producer, "t", "retried") == 0
+
+
+def test_a_consumer_recovers_the_expired_leases_of_a_dead_one(make_client, consumers):
+    producer = make_client()
+    producer.create_topic("t", retry_backoff=0)
+    producer.send("t", b"orphan")
+    assert producer.claim("t", lease=0.2)  # the claimer dies without acking
+    handled = Recorder()
+    consumers(make_client(), "t", handled, recover_interval=0.1)
+    wait_for(lambda: handled.bodies == [b"orphan"], what="the orphan redelivered")
+    assert handled.seen[0].attempts == 2
+
+
+def test_idle_consumer_does_not_poll(make_client, consumers):
+    producer = make_client()
+    producer.create_topic("t")
+    consumer_client = make_client()
+    claims = count_claims(consumer_client)
+    consumers(consumer_client, "t", Recorder(), recover_interval=30)
+    wait_for(lambda: claims[0] >= 1, what="the first claim")
+    before = claims[0]
+    threading.Event().wait(1.0)  # an idle second, observed
+    assert claims[0] - before == 0
+
+
+def test_idle_consumer_wakes_at_once_on_new_work(make_client, consumers):
+    producer = make_client()
+    producer.create_topic("t")
+    consumer_client = make_client()
+    claims = count_claims(consumer_client)
+    handled_at = []
+    consumers(consumer_client, "t", lambda m: handled_at.append(time.monotonic()),
+              recover_interval=30)
+    wait_for(lambda: claims[0] >= 1, what="the first claim")
+    before = claims[0]
+    sent_at = time.monotonic()
+    producer.send("t", b"wake up")
+    wait_for(lambda: handled_at, timeout=5, what="the message handled")
+    assert handled_at[0] - sent_at < 1.0  # target: a few ms; idle sleep here is 30 s
+    assert claims[0] - before <= 3
+
+
+def test_idle_consumer_wakes_when_a_delayed_message_falls_due(make_client, consumers):
+    producer = make_client()
+    producer.create_topic("t")
+    consumer_client = make_client()
+    claims = count_claims(consumer_client)
+    handled_at = []
+    consumers(consumer_client, "t", lambda m: handled_at.append(producer.clock()),
+              recover_interval=30)
+    wait_for(lambda: claims[0] >= 1, what="the first claim")
+    before = claims[0]
+    due = producer.clock() + 300
+    producer.send("t", b"later", deliver_at=due)
+    wait_for(lambda: handled_at, timeout=5, what="the delayed message handled")
+    assert due <= handled_at[0] < due + 1000  # target: within ms; idle sleep here is 30 s
+    assert claims[0] - before <= 4
+
+
+def test_paused_topic_is_not_consumed_until_resumed(make_client, consumers):
+    producer = make_client()
+    producer.create_topic("t")
+    producer.pause("t")
+    handled = Recorder()
+    consumers(make_client(registry_ttl=0.05), "t", handled)
+    producer.send("t", b"held")
+    threading.Event().wait(0.5)  # a paused half second, observed
+    assert handled.bodies == []
+    assert states(producer, "t")["ready"] == [b"held"]
+    producer.resume("t")
+    wait_for(lambda: handled.bodies == [b"held"], what="consumption after resume")
+
+
+def test_running_consumer_is_registered_until_stopped(make_client, consumers):
+    producer = make_client()
+    producer.create_topic("t")
+    consumer = consumers(make_client(), "t", Recorder(), group="renderers", name="worker-1")
+    (info,) = producer.consumers("t")
+    assert (info.id, info.group, info.pid, info.alive) == ("worker-1", "renderers", os.getpid(),
+                                                           True)
+    consumer.stop(grace=1)
+    assert producer.consumers("t") == []
+    assert not consumer.running
+
+
+def test_sigterm_stops_run_gracefully(make_client):
+    producer = make_client()
+    producer.create_topic("t", slots=1)
+    producer.send_many("t", [b"a", b"b", b"c"])
+    seen = []
+
+    def handle(message: rmq.Message) -> None:
+        seen.append(message.body)
+        os.kill(os.getpid(), signal.SIGTERM)
+        wait_for(lambda: not consumer.running, what="the consumer to stop claiming")
+
+    consumer = rmq.Consumer(make_client(), "t", handle, concurrency=1, prefetch=3,
+                            heartbeat_interval=60)
+    consumer.run()  # returns once SIGTERM is handled and the running handler finished
+    assert seen == [b"a"]
+    assert counter(producer, "t", "acked") == 1
+    assert [(r.body, r.attempts) for r in rows(producer, "t")] == [(b"b", 0), (b"c", 0)]

@@ -1,0 +1,219 @@
+"""Two-phase consumption (SPEC §3): a claim holds a message under a lease; ack removes it; an
+expired lease is recovered to pending and counts an attempt; extend keeps a lease alive;
+release gives a delivery back without counting it."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
+from helpers import rows, states
+
+
+def test_claimed_message_is_invisible_to_other_claims_while_leased(client, make_client, clock):
+    client.create_topic("t")
+    client.send("t", b"job")
+    (message,) = client.claim("t")
+    other = make_client(clock=clock)
+    assert other.claim("t") == []
+    assert states(client, "t")["in_flight"] == [b"job"]
+    assert message.attempts == 1
+
+
+def test_ack_removes_the_message_for_good(client, clock):
+    client.create_topic("t", visibility_timeout=1)
+    client.send("t", b"job")
+    assert client.ack(client.claim("t")) == 1
+    clock.advance(5000)
+    assert client.recover("t") == 0
+    assert client.claim("t") == []
+    assert rows(client, "t") == []
+
+
+def test_default_lease_is_the_topics_visibility_timeout(client, clock):
+    client.create_topic("t", visibility_timeout=12)
+    client.send("t", b"job")
+    (message,) = client.claim("t")
+    (row,) = rows(client, "t")
+    assert row.lease_until == clock() + 12_000
+    assert message.leased_until == (clock() + 12_000) / 1000
+
+
+def test_claim_lease_argument_overrides_the_visibility_timeout(client, clock):
+    client.create_topic("t", visibility_timeout=12)
+    client.send("t", b"job")
+    client.claim("t", lease=2.5)
+    (row,) = rows(client, "t")
+    assert row.lease_until == clock() + 2500
+
+
+def test_expired_lease_is_recovered_to_pending_and_counts_an_attempt(client, clock):
+    client.create_topic("t", visibility_timeout=5, retry_backoff=0)
+    client.send("t", b"job")
+    client.claim("t")
+    clock.advance(4999)
+    assert client.recover("t") == 0
+    clock.advance(1)
+    assert client.recover("t") == 1
+    (row,) = rows(client, "t")
+    assert (row.state, row.attempts) == ("ready", 1)
+    (again,) = client.claim("t")
+    assert (again.body, again.attempts) == (b"job", 2)
+    assert client.stats("t").groups["default"].counters["retried"] == 1
+
+
+def test_recovered_lease_waits_for_the_retry_backoff(client, clock):
+    client.create_topic("t", visibility_timeout=1, retry_backoff=2)
+    client.send("t", b"job")
+    client.claim("t")
+    clock.advance(1000)
+    client.recover("t")
+    (row,) = rows(client, "t")
+    assert (row.state, row.due_at) == ("delayed", clock() + 2000)
+
+
+def test_lease_expiry_on_the_last_attempt_dead_letters_with_lease_expired(client, clock):
+    client.create_topic("t", visibility_timeout=1, max_retries=0)
+    client.send("t", b"job")
+    client.claim("t")
+    clock.advance(1000)
+    assert client.recover("t") == 1
+    (dead,) = client.dead_letters("t")
+    assert (dead.body, dead.attempts, dead.error) == (b"job", 1, "lease expired")
+
+
+def test_recover_without_a_topic_recovers_every_topic(client, clock):
+    for name in ("a", "b"):
+        client.create_topic(name, visibility_timeout=1)
+        client.send(name, b"job")
+        client.claim(name)
+    clock.advance(1000)
+    assert client.recover() == 2
+    assert states(client, "a")["in_flight"] == states(client, "b")["in_flight"] == []
+
+
+def test_late_ack_after_recovery_changes_nothing(client, clock):
+    client.create_topic("t", visibility_timeout=1, retry_backoff=0)
+    client.send("t", b"job")
+    (stale,) = client.claim("t")
+    clock.advance(1000)
+    client.recover("t")
+    assert client.ack(stale) == 0
+    assert client.nack(stale, "too late") is None
+    (fresh,) = client.claim("t")
+    assert (fresh.body, fresh.attempts) == (b"job", 2)
+    assert client.stats("t").groups["default"].counters["acked"] == 0
+
+
+def test_late_ack_does_not_remove_the_redelivery(client, clock):
+    client.create_topic("t", visibility_timeout=1, retry_backoff=0)
+    client.send("t", b"job")
+    (stale,) = client.claim("t")
+    clock.advance(1000)
+    client.recover("t")
+    (fresh,) = client.claim("t")
+    assert client.ack(stale) == 0
+    assert states(client, "t")["in_flight"] == [b"job"]
+    assert client.ack(fresh) == 1
+
+
+def test_extend_keeps_a_lease_alive(client, clock):
+    client.create_topic("t", visibility_timeout=5)
+    client.send("t", b"job")
+    (message,) = client.claim("t")
+    clock.advance(4000)
+    assert client.extend(message, 5) == [True]
+    clock.advance(4000)
+    assert client.recover("t") == 0
+    clock.advance(1000)
+    assert client.recover("t") == 1
+    assert client.extend(message, 5) == [False]
+
+
+def test_extend_of_many_deliveries_reports_each(client, clock):
+    client.create_topic("t", slots=4, visibility_timeout=1)
+    client.send_many("t", [f"m{i}" for i in range(6)])
+    held = client.claim("t", count=6)
+    client.ack(held[:2])
+    assert client.extend(held, 10) == [False, False, True, True, True, True]
+    assert {r.lease_until for r in rows(client, "t")} == {clock() + 10_000}
+
+
+def test_ack_counts_only_deliveries_that_held_their_lease(client):
+    client.create_topic("t", slots=4)
+    client.send_many("t", [f"m{i}" for i in range(5)])
+    held = client.claim("t", count=5)
+    assert client.ack(held[:2]) == 2
+    assert client.ack(held) == 3
+    assert client.ack([]) == 0
+    assert client.stats("t").groups["default"].counters["acked"] == 5
+
+
+def test_release_gives_deliveries_back_at_their_place_without_counting_an_attempt(client):
+    client.create_topic("t", slots=1)
+    client.send_many("t", [b"a", b"b", b"c"])
+    held = client.claim("t", count=3)
+    assert client.release(held[1:]) == 2
+    assert [(r.body, r.attempts) for r in rows(client, "t") if r.state == "ready"] == [
+        (b"b", 0), (b"c", 0)]
+    client.send("t", b"d")
+    taken = client.claim("t", count=3)
+    assert [(m.body, m.attempts) for m in taken] == [(b"b", 1), (b"c", 1), (b"d", 1)]
+    counters = client.stats("t").groups["default"].counters
+    assert counters["retried"] == 0
+
+
+def test_released_retry_keeps_its_earlier_attempts(client, clock):
+    client.create_topic("t", retry_backoff=0)
+    client.send("t", b"a")
+    client.nack(client.claim("t")[0], "first failure")
+    (second,) = client.claim("t")
+    client.release([second])
+    (third,) = client.claim("t")
+    assert (second.attempts, third.attempts) == (2, 2)
+
+
+def test_a_claim_never_blocks_by_default(client):
+    client.create_topic("t")
+    assert client.claim("t", count=10) == []
+
+
+def test_a_claimed_message_describes_itself(client, clock):
+    client.create_topic("t", slots=4)
+    sent = client.send("t", json={"sku": 1}, key="shop-3", priority=200)
+    (message,) = client.claim("t")
+    assert (message.topic, message.group, message.slot) == ("t", "default", sent.slot)
+    assert (message.priority, message.key, message.attempts) == (200, b"shop-3", 1)
+    assert (message.due_at, message.json(), message.text) == (clock(), {"sku": 1}, '{"sku":1}')
+    assert message.delivery_id == f"{sent.slot}-{message.id}"
+
+
+def test_claim_count_limits_the_batch(client):
+    client.create_topic("t", slots=4)
+    client.send_many("t", [f"m{i}" for i in range(10)])
+    assert len(client.claim("t", count=3)) == 3
+    assert len(client.claim("t", count=100)) == 7
+
+
+def test_claim_with_wait_wakes_when_a_message_is_sent(make_client):
+    c = make_client()
+    c.create_topic("t")
+    producer = make_client()
+    sender = threading.Timer(0.1, producer.send, args=("t", b"arrived"))
+    started = time.monotonic()
+    sender.start()
+    try:
+        messages = c.claim("t", wait=5.0)
+    finally:
+        sender.join()
+    assert [m.body for m in messages] == [b"arrived"]
+    assert time.monotonic() - started < 2.0
+
+
+def test_claim_with_wait_returns_empty_when_time_is_up(make_client):
+    c = make_client()
+    c.create_topic("t")
+    started = time.monotonic()
+    assert c.claim("t", wait=0.2) == []
+    assert 0.2 <= time.monotonic() - started < 2.0

@@ -1,0 +1,162 @@
+"""The topic registry (SPEC §1, §4): create (idempotent, or TopicConflict), list, inspect,
+alter, pause and resume, delete with everything the topic holds."""
+
+from __future__ import annotations
+
+import pytest
+from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
+from helpers import rows
+
+import rmq
+from rmq import errors
+
+
+def test_create_topic_with_the_default_settings(client):
+    settings = client.create_topic("prices")
+    assert settings == rmq.TopicSettings()
+    assert (settings.slots, settings.max_retries, settings.visibility_timeout) == (8, 16, 30.0)
+    assert settings.max_message_bytes == 4 * 1024 * 1024
+    assert settings.max_delay == 30 * 86_400
+    assert (settings.retry_backoff, settings.retry_backoff_max) == (1.0, 300.0)
+
+
+def test_create_topic_is_idempotent_for_the_same_settings(client):
+    first = client.create_topic("t", slots=16, max_retries=3)
+    client.send("t", b"kept")
+    again = client.create_topic("t", slots=16, max_retries=3)
+    assert first == again
+    assert [r.body for r in rows(client, "t")] == [b"kept"]
+
+
+def test_create_topic_with_other_settings_raises_and_keeps_the_original(client):
+    client.create_topic("t", max_retries=3)
+    with pytest.raises(errors.TopicConflict, match="use alter_topic"):
+        client.create_topic("t", max_retries=4)
+    with pytest.raises(errors.TopicConflict):
+        client.create_topic("t")  # the defaults are other settings too
+    assert client.topic("t", fresh=True).settings.max_retries == 3
+
+
+def test_topics_lists_every_registered_topic_sorted(client):
+    for name in ("b", "a", "c.d"):
+        client.create_topic(name)
+    assert client.topics() == ["a", "b", "c.d"]
+
+
+def test_topic_shows_settings_groups_and_paused_flag(client):
+    client.create_topic("t", slots=2, serial_keys=True)
+    client.bind("t", "g2")
+    client.bind("t", "g1")
+    info = client.topic("t", fresh=True)
+    assert (info.name, info.settings.slots, info.settings.serial_keys) == ("t", 2, True)
+    assert (info.bound_groups, info.paused) == (("g1", "g2"), False)
+
+
+def test_alter_topic_changes_settings_but_not_slots(client):
+    client.create_topic("t", slots=4)
+    altered = client.alter_topic("t", visibility_timeout=5, retry_backoff=0)
+    assert (altered.visibility_timeout, altered.retry_backoff, altered.slots) == (5, 0, 4)
+    assert client.topic("t", fresh=True).settings == altered
+    with pytest.raises(errors.InvalidSetting, match="slots cannot be changed"):
+        client.alter_topic("t", slots=8)
+    with pytest.raises(errors.InvalidSetting, match="unknown topic setting"):
+        client.alter_topic("t", colour="blue")
+    with pytest.raises(errors.InvalidSetting, match="max_retries"):
+        client.alter_topic("t", max_retries=-1)
+    assert client.topic("t", fresh=True).settings == altered
+
+
+def test_alter_topic_of_an_unknown_topic(client):
+    with pytest.raises(errors.UnknownTopic):
+        client.alter_topic("nope", max_retries=1)
+    assert client.topics() == []
+
+
+def test_altered_lease_applies_to_the_next_claim(client, clock):
+    client.create_topic("t", visibility_timeout=30)
+    client.alter_topic("t", visibility_timeout=2)
+    client.send("t", b"x")
+    client.claim("t")
+    (row,) = rows(client, "t")
+    assert row.lease_until == clock() + 2000
+
+
+def test_altered_max_message_bytes_applies_to_the_next_send(client):
+    client.create_topic("t", max_message_bytes=100)
+    client.alter_topic("t", max_message_bytes=3)
+    with pytest.raises(errors.MessageTooLarge):
+        client.send("t", b"four")
+
+
+def test_paused_topic_accepts_sends_but_yields_no_claims_until_resumed(client):
+    client.create_topic("t")
+    client.pause("t")
+    assert client.topic("t", fresh=True).paused
+    assert not client.send("t", b"x").merged
+    assert client.claim("t") == []
+    assert client.stats("t").paused
+    client.resume("t")
+    assert [m.body for m in client.claim("t")] == [b"x"]
+
+
+def test_pause_is_seen_by_other_clients(make_client, clock):
+    admin = make_client(clock=clock)
+    worker = make_client(clock=clock, registry_ttl=0)
+    admin.create_topic("t")
+    admin.send("t", b"x")
+    admin.pause("t")
+    assert worker.claim("t") == []
+    admin.resume("t")
+    assert len(worker.claim("t")) == 1
+
+
+def test_delete_topic_removes_every_message_in_every_state(client, clock):
+    client.create_topic("t", slots=4, max_retries=0, serial_keys=True)
+    client.bind("t", "a")
+    client.bind("t", "b")
+    client.send_many("t", [{"body": f"m{i}", "key": f"k{i}"} for i in range(4)])
+    client.send("t", b"later", delay_ms=10_000)
+    held = client.claim("t", "a", count=4)
+    client.nack(held[0], "dead")  # a: one dead, three in flight, one delayed; b: all pending
+    client.pause("t")
+    assert {r.state for r in rows(client, "t")} == {"ready", "delayed", "in_flight", "dead"}
+
+    client.delete_topic("t")
+
+    assert client.topics() == []
+    with pytest.raises(errors.UnknownTopic):
+        client.send("t", b"x")
+    assert list(client.redis.scan_iter(match="rmq:{t*")) == []
+    client.create_topic("t", slots=4)
+    assert rows(client, "t") == []
+    stats = client.stats("t")
+    assert not stats.paused
+    assert stats.groups["default"].counters["sent"] == 0
+    assert client.topic("t", fresh=True).bound_groups == ()
+
+
+def test_delete_topic_leaves_other_topics_alone(client):
+    client.create_topic("t")
+    client.create_topic("t2")
+    client.send("t", b"x")
+    client.send("t2", b"y")
+    client.delete_topic("t")
+    assert client.topics() == ["t2"]
+    assert [r.body for r in rows(client, "t2")] == [b"y"]
+
+
+def test_delete_of_an_unknown_topic(client):
+    with pytest.raises(errors.UnknownTopic):
+        client.delete_topic("nope")
+
+
+def test_delete_topic_also_removes_what_an_unbound_group_still_holds(client):
+    client.create_topic("t")
+    client.bind("t", "gone")
+    client.send("t", b"x")
+    client.unbind("t", "gone")
+    client.delete_topic("t")
+    assert list(client.redis.scan_iter(match="rmq:{t*")) == []
+    client.create_topic("t")
+    client.bind("t", "gone")
+    assert client.claim("t", "gone") == []

@@ -91,7 +91,8 @@ def test_key_and_a_different_slot_basis_conflict_on_a_serial_topic(client):
 
 
 @pytest.mark.parametrize("settle", ["nack", "release", "lease expiry"])
-def test_the_key_lock_is_released_when_the_delivery_ends(client, clock, settle):
+def test_a_key_runs_its_first_message_again_before_the_later_ones_after_it_ends_unacked(
+        client, clock, settle):
     client.create_topic("t", serial_keys=True, retry_backoff=0, visibility_timeout=1)
     client.send("t", b"first", key="k")
     client.send("t", b"second", key="k")
@@ -103,7 +104,41 @@ def test_the_key_lock_is_released_when_the_delivery_ends(client, clock, settle):
     else:
         clock.advance(1000)
         client.recover("t")
-    assert len(client.claim("t", count=10)) == 1
+    assert bodies(client.claim("t", count=10)) == [b"first"]
+
+
+def test_a_failed_message_holds_its_key_through_the_backoff_and_keeps_send_order(
+        client, clock):
+    client.create_topic("t", serial_keys=True, slots=1, retry_backoff=1.0)
+    client.send_many("t", [{"body": f"k-{i}", "key": "k"} for i in range(3)])
+    client.send("t", b"other", key="o")
+    first = client.claim("t", count=1)
+    assert bodies(first) == [b"k-0"]
+    assert client.nack(first[0], "boom") == "retried"
+    # k-0 waits out its 1 s backoff; k-1 and k-2 must not overtake it, other keys run
+    assert bodies(client.claim("t", count=10)) == [b"other"]
+    clock.advance(1000)
+    retried = client.claim("t", count=10)
+    assert [(m.body, m.attempts) for m in retried] == [(b"k-0", 2)]
+    client.ack(retried)
+    seen = []
+    while batch := client.claim("t", count=10):
+        seen += bodies(batch)
+        client.ack(batch)
+    assert seen == [b"k-1", b"k-2"]
+
+
+def test_a_retry_hold_left_by_a_topic_that_stopped_being_serial_does_not_block_the_key(
+        client, clock):
+    client.create_topic("t", serial_keys=True, slots=1, retry_backoff=0)
+    client.send("t", b"k-0", key="k")
+    (first,) = client.claim("t")
+    client.nack(first, "boom")  # held for the retry of k-0
+    client.alter_topic("t", serial_keys=False)
+    client.ack(client.claim("t", count=10))  # k-0 runs without the lock
+    client.alter_topic("t", serial_keys=True)
+    client.send("t", b"k-1", key="k")
+    assert bodies(client.claim("t", count=10)) == [b"k-1"]
 
 
 def test_locks_span_the_whole_group_and_not_other_groups(client, make_client, clock):

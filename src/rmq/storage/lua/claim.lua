@@ -21,6 +21,7 @@
 --- @include "records"
 --- @include "pending"
 --- @include "group_keys"
+--- @include "key_locks"
 
 local now = tonumber(ARGV[1])
 local count = tonumber(ARGV[2])
@@ -51,14 +52,22 @@ local function unlocked_heads(k, i)
     for j = 1, #head, 2 do
       local key = member_key(head[j])
       if not seen[key] then
-        seen[key] = true
-        if rcall("HEXISTS", k.locks, key) == 0 then
+        local lock = rcall("HGET", k.locks, key)
+        if lock and is_retry_hold(lock) and not holds_for(lock, head[j])
+            and retry_hold_is_stale(k, lock) then
+          rcall("HDEL", k.locks, key)
+          lock = false
+        end
+        if not lock or holds_for(lock, head[j]) then
+          seen[key] = true
           candidates[#candidates + 1] = {tonumber(head[j + 1]), i, head[j]}
           found = found + 1
           if found == count then
             break
           end
-        end
+        elseif not is_retry_hold(lock) then
+          seen[key] = true  -- in flight: none of this key's messages may run now
+        end  -- held for a retry: keep looking for that message; the key's others wait
       end
     end
     if #head < 2 * page then
@@ -91,7 +100,8 @@ for _, c in ipairs(candidates) do
   local score, i, member = c[1], c[2], c[3]
   local k = slots[i]
   local key = serial and member_key(member)
-  if not key or rcall("HSETNX", k.locks, key, "") == 1 then
+  local lock = key and rcall("HGET", k.locks, key)
+  if not lock or holds_for(lock, member) then
     rcall("ZREM", k.ready, member)
     local attempts = rcall("HGET", k.attempts, member)
     if attempts then

@@ -33,7 +33,7 @@ end
 -- A failed delivery: retry after the backoff, or dead-letter it when the attempts are spent.
 -- Returns "retried" or "dead".
 local function fail(k, id, err, now, clock, max_retries, backoff, backoff_max)
-  local p, a, due, member = take_inflight(k, id)
+  local p, a, due, member, unlocked = take_inflight(k, id)
   if not p then
     return nil
   end
@@ -46,6 +46,10 @@ local function fail(k, id, err, now, clock, max_retries, backoff, backoff_max)
   if backoff > 0 then
     delay = math.min(backoff * 2 ^ (a - 1), backoff_max)
   end
-  requeue(k, member, p, a, now + math.floor(delay), now, clock, nil)
+  local merged = requeue(k, member, p, a, now + math.floor(delay), now, clock, nil)
+  if unlocked and not merged then
+    -- serial topic: the key stays held for this message until it runs again (key_locks.lua)
+    rcall("HSET", k.locks, member_key(member), "r" .. member)
+  end
   return "retried"
 end

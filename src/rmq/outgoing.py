@@ -7,6 +7,7 @@ leaves Redis untouched.
 from __future__ import annotations
 
 import json as _json
+import math
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -84,8 +85,10 @@ def _due_at(settings: TopicSettings, now: int, delay_ms: object, deliver_at: obj
     if delay_ms is not None:
         if isinstance(delay_ms, bool) or not isinstance(delay_ms, int | float):
             raise InvalidDelay(f"delay_ms must be a number of milliseconds, got {delay_ms!r}")
-        if not delay_ms > 0:
+        if not delay_ms > 0:  # also refuses NaN
             raise InvalidDelay(f"delay_ms must be positive, got {delay_ms!r}")
+        if not math.isfinite(delay_ms):
+            raise InvalidDelay(f"delay_ms must be finite, got {delay_ms!r}")
         due = now + int(delay_ms)
         if due > horizon:
             raise InvalidDelay(

@@ -1,0 +1,244 @@
+"""``rmq bench``: options, the benchmark's own Redis server, and running the scenarios."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, fields, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import redis
+
+import rmq
+from rmq.server import RedisServer
+
+from .jobs import open_client
+from .report import Report, format_table, format_value, write
+
+__all__ = ["Sizes", "QUICK", "FULL", "Bench", "Progress", "main", "parse_args"]
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much work each scenario does (``--quick`` uses :data:`QUICK`)."""
+
+    body_size: int = 100
+    batch: int = 500
+    processes: int = 2
+    send: int = 300_000
+    send_single: int = 30_000
+    merge: int = 1_000_000
+    duplicate_share: float = 0.82
+    consume: int = 300_000
+    concurrency: int = 8
+    priority_backlog: int = 1_000_000
+    priority_probes: int = 100
+    priority_burst: int = 1_000
+    wake_probes: int = 200
+    idle_gap_ms: float = 20.0
+    delay_messages: int = 300
+    delay_max_ms: int = 2_000
+    delay_load: int = 10_000
+    memory: int = 100_000
+    headline: int = 5_000_000
+    reference_cap: int = 1_000_000
+    scaling: tuple[int, ...] = (10_000, 100_000, 1_000_000)
+    scaling_rounds: int = 50
+
+
+FULL = Sizes()
+QUICK = Sizes(send=5_000, send_single=1_000, merge=10_000, consume=4_000,
+              priority_backlog=20_000, priority_probes=10, priority_burst=100, wake_probes=20,
+              idle_gap_ms=5.0, delay_messages=30, delay_max_ms=300, delay_load=2_000,
+              memory=3_000, headline=20_000, reference_cap=20_000, scaling=(1_000, 3_000, 10_000),
+              scaling_rounds=5)
+
+
+class Progress:
+    """Progress lines on stderr, so stdout keeps only the tables."""
+
+    def __init__(self, stream: Any = None):
+        self.stream = stream or sys.stderr
+        self.scenario = ""
+
+    def say(self, text: str) -> None:
+        print(f"[{self.scenario}] {text}", file=self.stream, flush=True)
+
+    @contextlib.contextmanager
+    def step(self, text: str) -> Iterator[None]:
+        self.say(f"{text} ...")
+        start = time.perf_counter()
+        yield
+        self.say(f"{text}: {time.perf_counter() - start:.2f} s")
+
+
+class Bench:
+    """What a scenario gets: the server, sizes, a client, progress, and the output folder."""
+
+    def __init__(self, server: RedisServer, sizes: Sizes, quick: bool, verify: bool,
+                 progress: Progress):
+        self.server, self.sizes, self.quick, self.verify = server, sizes, quick, verify
+        self.url = server.url
+        self.progress = progress
+        self.client = open_client(self.url)
+        self.redis = redis.Redis.from_url(self.url)
+
+    def fresh(self) -> None:
+        """Empty the benchmark's own server (never any other) between measurements."""
+        self.redis.flushall()
+        self.client.close()
+        self.client = open_client(self.url)  # forget cached topics
+
+    def group_stats(self, topic: str) -> rmq.GroupStats:
+        return self.client.stats(topic).groups["default"]
+
+    def used_memory(self) -> int:
+        return int(self.redis.info("memory")["used_memory"])
+
+    def close(self) -> None:
+        self.client.close()
+        self.redis.close()
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    from .scenarios import SCENARIOS
+
+    p = argparse.ArgumentParser(
+        prog="rmq bench",
+        description="Measure RMQ against Redis Streams and a raw merge-enqueue Lua call on a "
+                    "redis-server of its own (loopback, no persistence). Each scenario prints "
+                    "a table and writes <scenario>.json and <scenario>.png into --out.")
+    p.add_argument("--quick", action="store_true",
+                   help="tiny sizes (seconds per scenario) and exact correctness checks")
+    p.add_argument("--scenarios", default=",".join(SCENARIOS),
+                   help=f"comma-separated, from: {','.join(SCENARIOS)} (default: all)")
+    p.add_argument("--out", default="bench-results", help="output folder (default: %(default)s)")
+    p.add_argument("--verify", action="store_true",
+                   help="count every body handled, to check exactly-once (on with --quick)")
+    sizes = p.add_argument_group("sizes (defaults: full run; --quick shrinks them)")
+    sizes.add_argument("--messages", type=int, help="messages of send and consume")
+    sizes.add_argument("--merge-sends", type=int, help="sends of the merge scenario")
+    sizes.add_argument("--backlog", type=int, help="low-priority backlog of the priority scenario")
+    sizes.add_argument("--headline-size", type=int, help="sends of the headline run (5 M)")
+    sizes.add_argument("--memory-messages", type=int, help="messages per kind in memory")
+    sizes.add_argument("--scaling-max", type=int,
+                       help="largest backlog of scaling (10000000 adds the 10 M point)")
+    sizes.add_argument("--body-size", type=int, help="body bytes (default 100)")
+    sizes.add_argument("--batch", type=int, help="send_many batch (default 500)")
+    sizes.add_argument("--processes", type=int, help="processes of the 2-process variants")
+    p.add_argument("--redis-server", help="redis-server binary (default: found on PATH)")
+    return p.parse_args(argv)
+
+
+def sizes_from(args: argparse.Namespace) -> Sizes:
+    sizes = QUICK if args.quick else FULL
+    overrides = {"send": args.messages, "consume": args.messages, "merge": args.merge_sends,
+                 "priority_backlog": args.backlog, "headline": args.headline_size,
+                 "memory": args.memory_messages, "body_size": args.body_size,
+                 "batch": args.batch, "processes": args.processes}
+    sizes = replace(sizes, **{k: v for k, v in overrides.items() if v is not None})
+    if args.scaling_max:
+        points, n = [], sizes.scaling[0]
+        while n <= args.scaling_max:
+            points.append(n)
+            n *= 10
+        sizes = replace(sizes, scaling=tuple(points))
+    if sizes.body_size < 24:
+        raise SystemExit("rmq bench: --body-size must be at least 24 bytes")
+    return sizes
+
+
+def environment(server: RedisServer, quick: bool, sizes: Sizes) -> dict[str, Any]:
+    info = server.info("server")
+    return {"date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "machine": platform.machine(), "cpus": os.cpu_count(),
+            "system": platform.platform(), "python": platform.python_version(),
+            "redis_server": info.get("redis_version"), "rmq": getattr(rmq, "__version__", None),
+            "quick": quick, "sizes": {f.name: getattr(sizes, f.name) for f in fields(sizes)}}
+
+
+def _run_one(name: str, bench: Bench, out: Path, env: dict[str, Any]) -> Report | None:
+    from .scenarios import SCENARIOS
+
+    bench.progress.scenario = name
+    bench.fresh()
+    try:
+        report = SCENARIOS[name](bench)
+    except Exception:  # noqa: BLE001 - one broken scenario must not hide the others
+        bench.progress.say(f"FAILED:\n{traceback.format_exc()}")
+        return None
+    report.resolve_ratios()
+    print(format_table(report) + "\n", flush=True)
+    for path in write(report, out, env):
+        bench.progress.say(f"wrote {path}")
+    return report
+
+
+def summary_rows(reports: list[Report]) -> list[dict[str, Any]]:
+    rows = []
+    for report in reports:
+        for fig in report.figures:
+            for target in fig.targets:
+                rows.append({"scenario": report.scenario, "figure": fig.name,
+                             "value": fig.value, "unit": fig.unit, "target": target.text,
+                             "met": target.met, "ratios": fig.ratios})
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark; returns the exit status (1 when a correctness check failed)."""
+    from .scenarios import SCENARIOS
+
+    args = parse_args(argv)
+    names = [n.strip() for n in args.scenarios.split(",") if n.strip()]
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        print(f"rmq bench: unknown scenario(s) {', '.join(unknown)}; "
+              f"choose from {', '.join(SCENARIOS)}", file=sys.stderr)
+        return 2
+    sizes = sizes_from(args)
+    out = Path(args.out)
+    progress = Progress()
+    reports: list[Report] = []
+    failed: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="rmq-bench-") as data_dir:
+        server = RedisServer(data_dir=data_dir, appendonly=False, binary=args.redis_server)
+        server.start()
+        try:
+            bench = Bench(server, sizes, args.quick, args.verify or args.quick, progress)
+            env = environment(server, args.quick, sizes)
+            try:
+                for name in names:
+                    report = _run_one(name, bench, out, env)
+                    if report is None or not report.ok:
+                        failed.append(name)
+                    if report is not None:
+                        reports.append(report)
+            finally:
+                bench.close()
+        finally:
+            server.stop()
+    rows = summary_rows(reports)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(
+        {"environment": env, "targets": rows, "failed": failed,
+         "sizes": asdict(sizes)}, indent=2, ensure_ascii=False, default=str) + "\n")
+    if rows:
+        print("== targets ==")
+        for row in rows:
+            print(f"{'met   ' if row['met'] else 'MISSED'} {row['scenario']}: {row['figure']} = "
+                  f"{format_value(row['value'], row['unit'])} (target {row['target']})")
+    if failed:
+        print(f"rmq bench: correctness checks failed in: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0

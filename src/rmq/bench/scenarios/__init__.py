@@ -1,0 +1,25 @@
+"""The benchmark's scenarios, in the order they run: each is ``run(bench) -> Report``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from . import consume, delay, headline, memory, merge, priority, scaling, send
+
+if TYPE_CHECKING:
+    from ..report import Report
+    from ..runner import Bench
+
+__all__ = ["SCENARIOS"]
+
+SCENARIOS: dict[str, Callable[[Bench], Report]] = {
+    "send": send.run,
+    "merge": merge.run,
+    "consume": consume.run,
+    "priority": priority.run,
+    "delay": delay.run,
+    "memory": memory.run,
+    "headline": headline.run,
+    "scaling": scaling.run,
+}

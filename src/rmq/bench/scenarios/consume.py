@@ -1,0 +1,91 @@
+"""``consume``: the low-level claim + ack loop and the worker runtime (``Consumer``) with a
+no-op handler, threaded and async, against Redis Streams XREADGROUP + XACK."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ..jobs import claim_ack_job, consumer_job, send_many_job, xadd_job, xconsume_job
+from ..parallel import Span, process_context, time_inline, time_processes
+from ..report import Figure, Report, at_least, bar_chart
+from ..runner import Bench
+from ..workload import Bodies
+
+__all__ = ["run", "check_consumed"]
+
+CLAIM = 100
+XREAD_1, XREAD_N = ("Streams XREADGROUP+XACK, 1 consumer",
+                    "Streams XREADGROUP+XACK, {n} consumers")
+
+
+def check_consumed(report: Report, bench: Bench, label: str, topic: str, span: Span,
+                   bodies: Bodies) -> None:
+    """Every message handled exactly once (each body counted when verifying, otherwise the
+    counts), and nothing left pending or in flight."""
+    report.expect_equal(f"{label}: handled", span.count, len(bodies))
+    if bench.verify:
+        seen: Counter[bytes] = Counter()
+        for result in span.results:
+            seen.update(result[1])
+        expected = set(bodies.build())
+        wrong = sum(1 for body, times in seen.items() if times != 1 or body not in expected)
+        report.check(f"{label}: every message consumed exactly once",
+                     wrong == 0 and set(seen) == expected,
+                     f"{len(seen)} distinct bodies handled of {len(expected)}, "
+                     f"{wrong} handled other than once")
+    stats = bench.group_stats(topic)
+    report.expect_equal(f"{label}: acked counter", stats.counters["acked"], len(bodies))
+    report.expect_equal(f"{label}: left pending or in flight",
+                        stats.pending + stats.in_flight, 0)
+
+
+def _fill(bench: Bench, topic: str, bodies: Bodies) -> None:
+    bench.client.create_topic(topic)
+    time_inline(send_many_job, bench.url, topic, bodies, bench.sizes.batch)
+
+
+def run(bench: Bench) -> Report:
+    s, url, step = bench.sizes, bench.url, bench.progress.step
+    n, ctx = s.processes, process_context()
+    report = Report("consume", {"messages": s.consume, "claim_count": CLAIM,
+                                "concurrency": s.concurrency, "processes": n,
+                                "body_size": s.body_size}, chart=bar_chart)
+    variants = [
+        ("claim+ack, 1 process", 1, None, [XREAD_1], 100_000),
+        (f"claim+ack, {n} processes", n, None, [XREAD_N.format(n=n)], None),
+        ("Consumer threads, no-op handler, 1 process", 1, False, [XREAD_1], 50_000),
+        ("Consumer async, no-op handler, 1 process", 1, True, [XREAD_1], None),
+        (f"Consumer threads, no-op handler, {n} processes", n, False, [XREAD_N.format(n=n)],
+         None),
+    ]
+    for i, (label, procs, use_async, compare, target) in enumerate(variants):
+        topic = f"bench.consume{i}"
+        bodies = Bodies(b"c%d" % i, s.body_size, 0, s.consume)
+        with step(f"filling {topic} with {s.consume} messages"):
+            _fill(bench, topic, bodies)
+        with step(label):
+            if use_async is None:
+                args = [(url, topic, CLAIM, bench.verify)] * procs
+                job = claim_ack_job
+            else:
+                shared = (ctx.Value("q", 0), ctx.Event())
+                args = [(url, topic, shared, s.consume, s.concurrency, use_async,
+                         bench.verify)] * procs
+                job = consumer_job
+            span = (time_inline(job, *args[0]) if procs == 1 else time_processes(job, args))
+        report.add(Figure(label, span.rate, "msg/s", compare=compare,
+                          targets=[at_least(target, "msg/s")(span.rate)] if target else []))
+        check_consumed(report, bench, label, topic, span, bodies)
+        bench.fresh()
+
+    with step("references: Streams XREADGROUP + XACK"):
+        for label, consumers in ((XREAD_1, 1), (XREAD_N.format(n=n), n)):
+            stream = f"ref:{consumers}"
+            time_inline(xadd_job, url, stream, Bodies(b"x", s.body_size, 0, s.consume), s.batch)
+            bench.redis.xgroup_create(stream, "g", id="0")
+            args = [(url, stream, "g", f"c{i}", CLAIM) for i in range(consumers)]
+            span = (time_inline(xconsume_job, *args[0]) if consumers == 1
+                    else time_processes(xconsume_job, args))
+            report.add(Figure(label, span.rate, "msg/s", role="reference"))
+            report.expect_equal(f"{label}: read", span.count, s.consume)
+    return report

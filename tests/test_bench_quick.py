@@ -1,0 +1,92 @@
+"""``rmq bench --quick``: every scenario completes on a server of its own, writes its JSON and
+chart, and its counts come out exact. No test here asserts a speed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rmq.bench import main
+from rmq.bench.report import Report
+from rmq.bench.scenarios import SCENARIOS
+
+CONSUMING = ("consume", "priority", "delay", "headline")
+
+
+class QuickRun:
+    def __init__(self, done: subprocess.CompletedProcess[str], out: Path):
+        self.returncode, self.stdout, self.stderr, self.out = (
+            done.returncode, done.stdout, done.stderr, out)
+
+    def report(self, scenario: str) -> dict[str, Any]:
+        return json.loads((self.out / f"{scenario}.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory) -> QuickRun:
+    out = tmp_path_factory.mktemp("bench-results")
+    done = subprocess.run([sys.executable, "-m", "rmq.bench", "--quick", "--out", str(out)],
+                          capture_output=True, text=True, timeout=240)
+    return QuickRun(done, out)
+
+
+def test_quick_benchmark_exits_zero_when_every_count_is_exact(quick_run: QuickRun) -> None:
+    assert quick_run.returncode == 0, quick_run.stderr[-3000:]
+    assert "== targets ==" in quick_run.stdout
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_quick_scenario_writes_json_and_chart_with_exact_counts(quick_run: QuickRun,
+                                                                scenario: str) -> None:
+    report = quick_run.report(scenario)
+    assert (quick_run.out / f"{scenario}.png").stat().st_size > 0
+    assert report["figures"], "no figures measured"
+    assert report["checks"], "no correctness checks ran"
+    failed = [c for c in report["checks"] if not c["ok"]]
+    assert not failed, failed
+    assert report["environment"]["quick"] is True
+
+
+@pytest.mark.parametrize("scenario", CONSUMING)
+def test_quick_scenario_proves_every_message_consumed_exactly_once(quick_run: QuickRun,
+                                                                    scenario: str) -> None:
+    checks = quick_run.report(scenario)["checks"]
+    assert any("exactly once" in c["what"] and c["ok"] for c in checks), checks
+
+
+def test_quick_merge_counts_exactly_the_duplicates_as_merged(quick_run: QuickRun) -> None:
+    report = quick_run.report("merge")
+    sends, distinct = report["params"]["sends"], report["params"]["distinct"]
+    merged_checks = [c for c in report["checks"] if "merged" in c["what"]]
+    assert merged_checks and all(c["ok"] for c in merged_checks)
+    assert f"expected {sends - distinct}" in merged_checks[0]["detail"]
+    rate = next(f for f in report["figures"] if f["name"] == "merge rate")
+    assert rate["value"] == pytest.approx(100 * (sends - distinct) / sends)
+
+
+def test_quick_references_are_reported_as_ratios(quick_run: QuickRun) -> None:
+    send = quick_run.report("send")
+    assert any(f["role"] == "reference" for f in send["figures"])
+    many = next(f for f in send["figures"] if f["name"] == "send_many, 1 process")
+    assert "Streams XADD pipelined, 1 process" in many["ratios"]
+
+
+def test_benchmark_exits_non_zero_when_a_count_is_wrong(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    def miscounted(bench: Any) -> Report:
+        report = Report("send", {})
+        report.expect_equal("consumed", 9, 10)
+        return report
+
+    monkeypatch.setitem(SCENARIOS, "send", miscounted)
+    assert main(["--quick", "--scenarios", "send", "--out", str(tmp_path)]) == 1
+    assert json.loads((tmp_path / "send.json").read_text())["ok"] is False
+
+
+def test_benchmark_rejects_an_unknown_scenario(tmp_path: Path) -> None:
+    assert main(["--quick", "--scenarios", "nope", "--out", str(tmp_path)]) == 2

@@ -65,6 +65,7 @@ class Consumer:
         self.handler = handler
         self.concurrency = concurrency
         self.prefetch = max(prefetch or 2 * concurrency, concurrency)
+        self._claim_at_least = max(1, self.prefetch // 2)
         self.lease = lease
         self.grace = grace
         self.recover_interval = recover_interval
@@ -156,8 +157,11 @@ class Consumer:
     # -- fetching -------------------------------------------------------------------------
 
     def _room_left(self) -> int:
+        # Claim when half the prefetch is free (or nothing is held): one claim of many costs
+        # Redis far less than many claims of one.
         with self._room:
-            while self._running.is_set() and len(self._held) >= self.prefetch:
+            while self._running.is_set() and self._held and (
+                    self.prefetch - len(self._held) < self._claim_at_least):
                 self._room.wait(timeout=1.0)
             return self.prefetch - len(self._held)
 
@@ -328,7 +332,9 @@ class Consumer:
             held = list(self._held.values())
         if held:
             kept = self._safe(lambda: self.client.extend(held, self._lease_seconds()))
-            lost = [m for m, ok in zip(held, kept or [], strict=False) if not ok]
+            with self._room:  # settled meanwhile is not lost
+                lost = [m for m, ok in zip(held, kept or [], strict=False)
+                        if not ok and (m.slot, m.id) in self._held]
             for message in lost:
                 log.warning("%s: lease of %s was lost; it will be delivered again",
                             self.id, message.delivery_id)

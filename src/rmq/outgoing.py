@@ -70,9 +70,12 @@ def _as_bytes(what: str, value: object) -> bytes:
     raise InvalidMessage(f"{what} must be bytes or str, got {type(value).__name__}")
 
 
+DEFAULT_PRIORITY = int(Priority.MEDIUM)
+
+
 def _priority(value: object) -> int:
     if value is None:
-        return int(Priority.MEDIUM)
+        return DEFAULT_PRIORITY
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 255:
         raise InvalidPriority(f"priority must be an integer from 0 to 255, got {value!r}")
     return int(value)
@@ -170,7 +173,12 @@ def prepare_batch(settings: TopicSettings, now: int, items: object) -> list[Outg
     if isinstance(items, bytes | str | Mapping) or not hasattr(items, "__iter__"):
         raise InvalidMessage("send_many takes an iterable of bodies or of dicts of send options")
     prepared = []
+    slots_mask = settings.slots - 1
     for index, item in enumerate(items):  # type: ignore[arg-type]
+        if type(item) is bytes and len(item) <= settings.max_message_bytes and item[:1] != b"\0":
+            # the common case, a plain body: what prepare() would compute, without the checks
+            prepared.append(Outgoing(zlib.crc32(item) & slots_mask, item, DEFAULT_PRIORITY, now))
+            continue
         try:
             if isinstance(item, Mapping):
                 unknown = set(item) - _SEND_OPTIONS

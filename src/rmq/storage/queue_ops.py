@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import Any
 
 from ..errors import InvalidMessage
@@ -59,10 +60,7 @@ def send(topic: str, groups: Sequence[str], batch: Sequence[Outgoing], now: int)
     calls: list[Call] = []
     order: list[list[int]] = []
     for slot, indexes in by_slot.items():
-        slot_keys = SlotKeys(topic, slot)
-        keys = [slot_keys.clock]
-        for group in groups:
-            keys.extend(slot_keys.group(group).all())
+        keys = _enqueue_keys(topic, slot, tuple(groups))
         for start in range(0, len(indexes), MAX_SCRIPT_BATCH):
             chunk = indexes[start : start + MAX_SCRIPT_BATCH]
             args: list[Any] = [now, wake_channel(topic)]
@@ -78,13 +76,23 @@ def send(topic: str, groups: Sequence[str], batch: Sequence[Outgoing], now: int)
     return merged
 
 
-def _claim_keys(topic: str, group: str, slots: Iterable[int]) -> list[str]:
+@lru_cache(maxsize=4096)
+def _enqueue_keys(topic: str, slot: int, groups: tuple[str, ...]) -> tuple[str, ...]:
+    slot_keys = SlotKeys(topic, slot)
+    keys = [slot_keys.clock]
+    for group in groups:
+        keys.extend(slot_keys.group(group).all())
+    return tuple(keys)
+
+
+@lru_cache(maxsize=4096)
+def _claim_keys(topic: str, group: str, slots: tuple[int, ...]) -> tuple[str, ...]:
     keys: list[str] = []
     for slot in slots:
         slot_keys = SlotKeys(topic, slot)
         keys.append(slot_keys.seq)
         keys.extend(slot_keys.group(group).all())
-    return keys
+    return tuple(keys)
 
 
 def _claimed(topic: str, group: str, slots: Sequence[int], reply: list[Any],
@@ -112,7 +120,8 @@ def claim(topic: str, group: str, settings: TopicSettings, count: int, now: int,
         slots = list(range(settings.slots))
         args = base[:]
         args[1], args[5] = count, window
-        (reply,) = yield [script_call(script("claim"), _claim_keys(topic, group, slots), args)]
+        keys = _claim_keys(topic, group, tuple(slots))
+        (reply,) = yield [script_call(script("claim"), keys, args)]
         next_due = reply[0] if reply[0] >= 0 else None
         return _claimed(topic, group, slots, reply, lease_until), next_due
     start = random.randrange(settings.slots)
@@ -123,7 +132,7 @@ def claim(topic: str, group: str, settings: TopicSettings, count: int, now: int,
         wanted = count - len(messages)
         args = base[:]
         args[1], args[5] = wanted, max(wanted, _SERIAL_SCAN) if settings.serial_keys else wanted
-        (reply,) = yield [script_call(script("claim"), _claim_keys(topic, group, [slot]), args)]
+        (reply,) = yield [script_call(script("claim"), _claim_keys(topic, group, (slot,)), args)]
         messages += _claimed(topic, group, [slot], reply, lease_until)
         if reply[0] >= 0:
             next_due = reply[0] if next_due is None else min(next_due, reply[0])

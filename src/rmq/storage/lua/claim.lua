@@ -77,27 +77,63 @@ local function unlocked_heads(k, i)
   end
 end
 
-for i, k in ipairs(slots) do
-  if serial then
+-- The next message to claim, best first, across the slots: on a serial topic from the
+-- sorted unlocked heads; otherwise by merging the slots' ready zsets, read a chunk at a time
+-- (everything taken from a chunk is claimed and removed, so a refill reads from the top).
+local next_candidate
+if serial then
+  for i, k in ipairs(slots) do
     unlocked_heads(k, i)
-  else
-    local head = rcall("ZRANGE", k.ready, 0, count - 1, "WITHSCORES")
-    for j = 1, #head, 2 do
-      candidates[#candidates + 1] = {tonumber(head[j + 1]), i, head[j]}
+  end
+  table.sort(candidates, function(a, b) return a[1] < b[1] end)
+  local n = 0
+  next_candidate = function()
+    n = n + 1
+    local c = candidates[n]
+    if c then
+      return c[1], c[2], c[3]
     end
   end
-end
-if #slots > 1 then
-  table.sort(candidates, function(a, b) return a[1] < b[1] end)
+else
+  local chunk = math.ceil(count / #slots) + 4
+  local members, scores, pos, more = {}, {}, {}, {}
+  local function refill(i)
+    local head = rcall("ZRANGE", slots[i].ready, 0, chunk - 1, "WITHSCORES")
+    members[i], scores[i], pos[i] = {}, {}, 1
+    for j = 1, #head, 2 do
+      members[i][#members[i] + 1] = head[j]
+      scores[i][#scores[i] + 1] = tonumber(head[j + 1])
+    end
+    more[i] = #head == 2 * chunk
+  end
+  for i = 1, #slots do
+    refill(i)
+  end
+  next_candidate = function()
+    local best
+    for i = 1, #slots do
+      if pos[i] > #members[i] and more[i] then
+        refill(i)
+      end
+      if pos[i] <= #members[i] and (not best or scores[i][pos[i]] < scores[best][pos[best]]) then
+        best = i
+      end
+    end
+    if best then
+      local j = pos[best]
+      pos[best] = j + 1
+      return scores[best][j], best, members[best][j]
+    end
+  end
 end
 
 local out = {-1}
 local claimed = 0
-for _, c in ipairs(candidates) do
-  if claimed == count then
+while claimed < count do
+  local score, i, member = next_candidate()
+  if not score then
     break
   end
-  local score, i, member = c[1], c[2], c[3]
   local k = slots[i]
   local key = serial and member_key(member)
   local lock = key and rcall("HGET", k.locks, key)

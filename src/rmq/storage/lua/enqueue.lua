@@ -26,7 +26,7 @@ for first = 2, #KEYS, GROUP_KEY_COUNT do
   local n = 0
   for i = 3, #ARGV, 3 do
     n = n + 1
-    if put_pending(k.ready, k.delayed, ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]),
+    if put_pending(k, ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]),
         now, clock, nil) then
       merged = merged + 1
     else

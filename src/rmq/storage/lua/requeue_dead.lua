@@ -32,7 +32,7 @@ for _, id in ipairs(ids) do
     local p, _, _, _, _, member = parse_dead(record)
     rcall("HDEL", k.dead, id)
     rcall("ZREM", k.dead_index, id)
-    put_pending(k.ready, k.delayed, member, p, now, now, clock, nil)
+    put_pending(k, member, p, now, now, clock, nil)
     requeued = requeued + 1
   end
 end

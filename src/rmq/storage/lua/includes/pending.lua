@@ -33,24 +33,38 @@ end
 
 -- Set when a sleeping consumer has something new to do: work became ready where there was
 -- none, or the next due time moved earlier. Scripts publish on the wake channel once if set.
+-- What each group looked like before this script's first change is read once and kept on
+-- its key table `k`, so the check costs no extra command per message.
 local woke = false
 
-local function add_ready(ready, member, score)
-  rcall("ZADD", ready, fmt(score), member)
-  if not woke and rcall("ZCARD", ready) == 1 then
-    woke = true
+local function add_ready(k, member, score)
+  if k.ready_was_empty == nil then
+    k.ready_was_empty = rcall("EXISTS", k.ready) == 0
   end
+  rcall("ZADD", k.ready, fmt(score), member)
+  woke = woke or k.ready_was_empty
 end
 
-local function add_delayed(delayed, member, score)
-  rcall("ZADD", delayed, fmt(score), member)
-  if not woke and rcall("ZRANGE", delayed, 0, 0)[1] == member then
-    woke = true
+local function add_delayed(k, member, score)
+  if k.delayed_head == nil then
+    local head = rcall("ZRANGE", k.delayed, 0, 0, "WITHSCORES")
+    k.delayed_head = head[2] and tonumber(head[2]) or false
   end
+  rcall("ZADD", k.delayed, fmt(score), member)
+  k.has_delayed = true
+  woke = woke or not k.delayed_head or score < k.delayed_head
 end
 
-local function put_pending(ready, delayed, member, priority, due, now, clock, stamp)
-  local score = rcall("ZSCORE", ready, member)
+-- Most sends are immediate into a topic with nothing delayed: skip that lookup then.
+local function delayed_score_of(k, member)
+  if k.has_delayed == nil then
+    k.has_delayed = rcall("EXISTS", k.delayed) == 1
+  end
+  return k.has_delayed and rcall("ZSCORE", k.delayed, member)
+end
+
+local function put_pending(k, member, priority, due, now, clock, stamp)
+  local score = rcall("ZSCORE", k.ready, member)
   if score then
     score = tonumber(score)
     local held_p, held_stamp = ready_priority(score), ready_stamp(score)
@@ -59,11 +73,11 @@ local function put_pending(ready, delayed, member, priority, due, now, clock, st
       s = stamp  -- a delivery given back was due before this duplicate: it keeps its place
     end
     if p ~= held_p or s ~= held_stamp then
-      rcall("ZADD", ready, fmt(ready_score(p, s)), member)
+      rcall("ZADD", k.ready, fmt(ready_score(p, s)), member)
     end
     return true
   end
-  score = rcall("ZSCORE", delayed, member)
+  score = delayed_score_of(k, member)
   if score then
     score = tonumber(score)
     local held_due = delayed_due(score)
@@ -71,20 +85,20 @@ local function put_pending(ready, delayed, member, priority, due, now, clock, st
     if math.min(due, held_due) <= now then
       -- Whichever of the two is due first decides its place: the held message may have
       -- fallen due already (not promoted yet), earlier than this send.
-      rcall("ZREM", delayed, member)
+      rcall("ZREM", k.delayed, member)
       if held_due <= due then
         stamp = due_stamp(held_due)
       end
-      add_ready(ready, member, ready_score(p, stamp or clock:next()))
+      add_ready(k, member, ready_score(p, stamp or clock:next()))
     elseif due < held_due or p ~= delayed_priority(score) then
-      add_delayed(delayed, member, delayed_score(math.min(due, held_due), p))
+      add_delayed(k, member, delayed_score(math.min(due, held_due), p))
     end
     return true
   end
   if due <= now then
-    add_ready(ready, member, ready_score(priority, stamp or clock:next()))
+    add_ready(k, member, ready_score(priority, stamp or clock:next()))
   else
-    add_delayed(delayed, member, delayed_score(due, priority))
+    add_delayed(k, member, delayed_score(due, priority))
   end
   return false
 end

@@ -23,7 +23,7 @@ end
 -- Back to pending after `attempts` deliveries. A message that merges into one pending again
 -- (sent anew while it was in flight) keeps the pending one's attempt count: that is new work.
 local function requeue(k, member, p, attempts, due, now, clock, stamp)
-  local merged = put_pending(k.ready, k.delayed, member, p, due, now, clock, stamp)
+  local merged = put_pending(k, member, p, due, now, clock, stamp)
   if not merged and attempts > 0 then
     rcall("HSET", k.attempts, member, attempts)
   end

@@ -21,9 +21,8 @@ from typing import Any
 
 import redis
 from redis.backoff import ExponentialBackoff
-from redis.exceptions import AuthenticationError
+from redis.exceptions import AuthenticationError, NoScriptError, OutOfMemoryError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, OutOfMemoryError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 

@@ -83,6 +83,7 @@ class Consumer:
         self._threads: list[threading.Thread] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started_at = time.time()
+        self._visibility_timeout = 30.0  # the topic's, refreshed whenever the registry answers
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -236,6 +237,8 @@ class Consumer:
             message = self._waiting.get()
             if message is _STOP:
                 return
+            if (message.slot, message.id) not in self._held:
+                continue  # its lease was lost while it waited: another consumer has it
             try:
                 self.handler(message)
             except Exception as exc:  # noqa: BLE001 - any handler failure is a retry
@@ -251,6 +254,8 @@ class Consumer:
         async def work() -> None:
             while True:
                 message = await self._async_queue.get()
+                if (message.slot, message.id) not in self._held:
+                    continue  # its lease was lost while it waited: another consumer has it
                 try:
                     await self.handler(message)
                 except Exception as exc:  # noqa: BLE001 - any handler failure is a retry
@@ -313,6 +318,8 @@ class Consumer:
     # -- housekeeping ---------------------------------------------------------------------
 
     def _keep_loop(self) -> None:
+        # Every step is guarded: an outage longer than the reconnect budget must not end the
+        # thread, or nothing would extend, heartbeat or recover once Redis is back.
         last_recover = 0.0
         while not self._stopped.wait(self._keep_interval()):
             self._extend_held()
@@ -322,7 +329,12 @@ class Consumer:
                 self._safe(lambda: self.client.recover(self.topic))
 
     def _lease_seconds(self) -> float:
-        return self.lease or self.client.topic(self.topic).settings.visibility_timeout
+        if self.lease:
+            return self.lease
+        info = self._safe(lambda: self.client.topic(self.topic))
+        if info is not None:
+            self._visibility_timeout = info.settings.visibility_timeout
+        return self._visibility_timeout
 
     def _keep_interval(self) -> float:
         return min(self.heartbeat_interval, self.recover_interval, self._lease_seconds() / 3)
@@ -335,6 +347,8 @@ class Consumer:
             with self._room:  # settled meanwhile is not lost
                 lost = [m for m, ok in zip(held, kept or [], strict=False)
                         if not ok and (m.slot, m.id) in self._held]
+            # (a frozen or cut-off consumer): those not started yet are dropped, not run
+            self._forget(lost)
             for message in lost:
                 log.warning("%s: lease of %s was lost; it will be delivered again",
                             self.id, message.delivery_id)

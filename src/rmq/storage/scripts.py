@@ -32,6 +32,22 @@ def _expand(source: str, seen: set[str]) -> str:
     return _INCLUDE.sub(paste, source)
 
 
+# "#!lua" declares a script with flags. Without `allow-oom`, Redis refuses a script whole
+# when it is out of memory, instead of failing at its first write and leaving half a change:
+# what sends and requeues want. Scripts that move messages along or out (claim, settle,
+# recover, stats' promotion) are allowed, so consumers can drain a full Redis. `claim` reads
+# every slot of a topic on a single node (strict priority), hence cross-slot keys.
+_FLAGS: dict[str, tuple[str, ...]] = {
+    "claim": ("allow-oom", "allow-cross-slot-keys"),
+    "ack": ("allow-oom",),
+    "fail": ("allow-oom",),
+    "release": ("allow-oom",),
+    "recover": ("allow-oom",),
+    "extend": ("allow-oom",),
+    "stats": ("allow-oom",),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Script:
     """A script's full source and the SHA1 that EVALSHA names it by."""
@@ -44,9 +60,6 @@ class Script:
 @cache
 def script(name: str) -> Script:
     """The script ``lua/<name>.lua`` with its includes resolved."""
-    # "#!lua" declares a script with flags: Redis then refuses a writing script whole when it
-    # is out of memory, instead of failing at its first write and leaving half a change.
-    # The claim script reads every slot of a topic on a single node, hence cross-slot keys.
-    flags = " flags=allow-cross-slot-keys" if name == "claim" else ""
-    source = f"#!lua{flags}\n" + _expand(_read(f"{name}.lua"), set())
+    flags = ",".join(_FLAGS.get(name, ()))
+    source = f"#!lua{' flags=' + flags if flags else ''}\n" + _expand(_read(f"{name}.lua"), set())
     return Script(name, source, hashlib.sha1(source.encode()).hexdigest())

@@ -1,5 +1,5 @@
 """Minimal reproductions of disagreements that ``test_model.py`` found between RMQ and the
-model of SPEC §2-3, each kept as a plain test of the rule it breaks."""
+model of SPEC §2-3, kept as plain tests of the rule each one broke."""
 
 from __future__ import annotations
 

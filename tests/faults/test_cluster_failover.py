@@ -12,9 +12,9 @@ import pytest
 from fault_helpers import SIZE, kept_its_promises
 
 from rmq.chaos import scale
+from rmq.cluster import Cluster
 from rmq.faults.failover import master_failover
 from rmq.faults.scenarios import SEND_BOUND, Stage
-from rmq.server import Cluster
 
 
 @pytest.fixture

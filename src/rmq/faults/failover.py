@@ -14,7 +14,7 @@ import binascii
 import time
 import zlib
 
-from ..server import Cluster
+from ..cluster import Cluster
 from .scenarios import Outcome, Stage, outages
 
 __all__ = ["master_failover"]

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rmq
-from rmq.errors import InvalidGroupName, InvalidTopicName, RedisUnavailable
+from rmq.errors import AccessDenied, InvalidGroupName, InvalidTopicName, RedisUnavailable
 from rmq.tls import make_tls_files
 
 NAME_CHARS = "ABCXYZabcxyz0189._-"
@@ -120,3 +120,11 @@ def test_no_name_reaches_another_topics_keys(redis_url, topics, group, hostile):
         assert key.startswith(b"rmq:{" + topic) and (slot == b"" or slot.isdigit())
         owners.add(topic)
     assert owners == {t.encode() for t in topics}
+
+
+def test_a_user_the_acl_keeps_out_of_rmq_keys_gets_access_denied(fresh_server):
+    server = fresh_server(users=[("outsider", "pw", "on >pw ~other:* &* +@all")],
+                          disable_default_user=True)
+    url = server.url.replace("redis://", "redis://outsider:pw@")
+    with rmq.Client(url) as client, pytest.raises(AccessDenied, match="ACL refused"):
+        client.create_topic("t")

@@ -24,7 +24,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .connection import RETRY_ATTEMPTS, connect, map_errors, resolve_url
+from .connection import RETRY_ATTEMPTS, connect, is_permanent, map_errors, resolve_url
 from .connection import _options as connection_options
 from .storage.calls import Call, Op
 from .storage.keys import wake_channel
@@ -125,9 +125,21 @@ def _options(url: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     the same policy unless the caller gave one."""
     options = connection_options(url, kwargs)
     if "retry" not in kwargs:
-        options["retry"] = Retry(ExponentialBackoff(cap=1.0, base=0.05), RETRY_ATTEMPTS,
-                                 supported_errors=_RETRIED)
+        options["retry"] = _Retry(ExponentialBackoff(cap=1.0, base=0.05), RETRY_ATTEMPTS,
+                                  supported_errors=_RETRIED)
     return options
+
+
+class _Retry(Retry):
+    """Like ``connection._Retry``: a permanent error (refused credentials, an untrusted
+    certificate) is raised at once instead of being retried for the whole budget."""
+
+    async def call_with_retry(self, do: Any, fail: Any, is_retryable: Any = None,
+                              with_failure_count: bool = False) -> Any:
+        def retryable(error: Exception) -> bool:
+            return not is_permanent(error) and (is_retryable is None or is_retryable(error))
+
+        return await super().call_with_retry(do, fail, retryable, with_failure_count)
 
 
 async def open_async(url: str | None, **kwargs: Any) -> tuple[str, AsyncRedis]:

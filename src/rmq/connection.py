@@ -21,12 +21,18 @@ from typing import Any
 
 import redis
 from redis.backoff import ExponentialBackoff
-from redis.exceptions import AuthenticationError, NoScriptError, OutOfMemoryError, ResponseError
+from redis.exceptions import (
+    AuthenticationError,
+    NoPermissionError,
+    NoScriptError,
+    OutOfMemoryError,
+    ResponseError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
-from .errors import RedisOutOfMemory, RedisUnavailable
+from .errors import AccessDenied, RedisOutOfMemory, RedisUnavailable
 from .storage.calls import Call
 
 __all__ = ["resolve_url", "connect", "SyncExecutor", "is_cluster", "map_errors", "retry_policy",
@@ -163,6 +169,9 @@ class map_errors:  # noqa: N801 - used as a context manager, reads as a phrase
         if isinstance(exc, OutOfMemoryError) or (
                 isinstance(exc, ResponseError) and str(exc).startswith("OOM")):
             raise RedisOutOfMemory(f"Redis refused the write, out of memory: {exc}") from exc
+        if isinstance(exc, NoPermissionError) or (
+                isinstance(exc, ResponseError) and "NOPERM" in str(exc)):
+            raise AccessDenied(f"Redis's ACL refused this user: {exc}") from exc
         return False
 
 

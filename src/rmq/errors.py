@@ -24,6 +24,7 @@ __all__ = [
     "TopicPaused",
     "RedisUnavailable",
     "RedisOutOfMemory",
+    "AccessDenied",
     "ServerNotFound",
     "LeaseLost",
 ]
@@ -95,6 +96,11 @@ class RedisUnavailable(RMQError):
 
 class RedisOutOfMemory(RMQError):
     """Redis refused a write because it reached ``maxmemory``; the write did not happen."""
+
+
+class AccessDenied(RMQError):
+    """Redis's ACL refused a command or key to this user (NOPERM): grant the user the
+    ``rmq:*`` keys and channels (``~rmq:* &rmq:*``) and the commands RMQ runs."""
 
 
 class ServerNotFound(RMQError):

@@ -7,6 +7,7 @@ from .message import DeadLetter, Message, Priority, SendCounts, SendResult
 from .registry import ConsumerInfo, TopicInfo
 from .settings import TopicSettings
 from .stats import GroupStats, SlotStats, TopicStats
+from .storage.snapshot_ops import SnapshotRow
 
 __all__ = [
     "Client",
@@ -21,6 +22,7 @@ __all__ = [
     "SendCounts",
     "SendResult",
     "SlotStats",
+    "SnapshotRow",
     "TopicInfo",
     "TopicSettings",
     "TopicStats",

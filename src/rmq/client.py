@@ -10,7 +10,7 @@ from typing import Any
 import redis
 
 from . import registry
-from .connection import SyncExecutor, connect
+from .connection import SyncExecutor, connect, resolve_url
 from .errors import InvalidMessage, UnknownTopic
 from .message import DeadLetter, Message, SendCounts, SendResult
 from .outgoing import MISSING, prepare, prepare_batch
@@ -51,7 +51,8 @@ class Client:
 
     def __init__(self, url: str | None = None, *, clock: Clock = system_clock,
                  registry_ttl: float = 1.0, **redis_options: Any):
-        self.redis = connect(url, **redis_options)
+        self.url = resolve_url(url)  # what None resolved to: hand it to other processes
+        self.redis = connect(self.url, **redis_options)
         self.clock = clock
         self.registry_ttl = registry_ttl
         self._execute = SyncExecutor(self.redis)

@@ -84,7 +84,10 @@ def resolve_url(url: str | None) -> str:
 
 
 def _options(url: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    options: dict[str, Any] = {"retry": retry_policy(), "health_check_interval": 30}
+    # No command of RMQ blocks in Redis (waiting is pub/sub with its own timeout), so a
+    # read that takes 30 s is a dead connection: time out and reconnect, never hang.
+    options: dict[str, Any] = {"retry": retry_policy(), "health_check_interval": 30,
+                               "socket_timeout": 30.0, "socket_connect_timeout": 5.0}
     if not url.startswith("unix://"):
         options["socket_keepalive"] = True  # redis-py's unix socket connection refuses it
     options.update(kwargs)

@@ -149,11 +149,15 @@ class Consumer:
         self._threads.append(thread)
 
     def _safe(self, action: Callable[[], Any]) -> Any:
+        # The runtime's threads must outlive any error: a dead thread would stall the
+        # consumer silently with messages ready.
         try:
             return action()
         except RMQError as exc:
             log.warning("%s: %s", self.id, exc)
-            return None
+        except Exception:
+            log.exception("%s: unexpected error (carrying on)", self.id)
+        return None
 
     # -- fetching -------------------------------------------------------------------------
 
@@ -191,6 +195,9 @@ class Consumer:
             except RMQError as exc:
                 log.warning("%s: fetch failed, retrying: %s", self.id, exc)
                 self._stopped.wait(1.0)  # back off while Redis is unreachable
+            except Exception:
+                log.exception("%s: unexpected fetch error, retrying", self.id)
+                self._stopped.wait(1.0)
 
     def _idle_timeout(self, next_due: int | None) -> float:
         # Sleep until the next delayed message is due, but wake for recovery regardless.

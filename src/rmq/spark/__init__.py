@@ -1,0 +1,57 @@
+"""RMQ on Spark: the ``rmq`` Python data source (Spark 4) and helpers (docs/spark.md).
+
+>>> import rmq.spark
+>>> rmq.spark.register(spark)
+>>> df.write.format("rmq").option("topic", "renders").mode("append").save()
+>>> spark.read.format("rmq").option("topic", "renders").load()            # snapshot
+>>> spark.readStream.format("rmq").option("topic", "renders").load()      # at least once
+>>> stream_df.writeStream.format("rmq").option("topic", "renders").start()
+
+Options: ``topic`` (required); ``url`` (default ``RMQ_REDIS_URL``, else the embedded server);
+``group``; ``batchSize``; ``lease``; ``maxPartitions``; ``recoverInterval``; ``reportPath``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..message import SendCounts
+from .options import InvalidOption
+from .rows import READ_SCHEMA, InvalidRow, InvalidSchema
+from .session import spark_session
+from .source import RMQDataSource
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["register", "publish", "spark_session", "RMQDataSource", "READ_SCHEMA",
+           "InvalidOption", "InvalidSchema", "InvalidRow"]
+
+log = logging.getLogger("rmq.spark")
+
+
+def register(spark: SparkSession) -> None:
+    """Make ``format("rmq")`` available in ``spark`` (once per session; again is harmless)."""
+    spark.dataSource.register(RMQDataSource)
+
+
+def publish(df: DataFrame, topic: str, **options: object) -> SendCounts:
+    """Write ``df`` into ``topic`` (``df.write.format("rmq")``) and return what was sent and
+    how much merged, as the driver totalled the tasks' reports. ``options`` are the data
+    source's (``url``, ``batchSize``); raises what the write raises, nothing sent on a bad
+    option or column."""
+    register(df.sparkSession)
+    with tempfile.TemporaryDirectory(prefix="rmq-publish-") as scratch:
+        report = Path(scratch) / "report.json"
+        writer = df.write.format("rmq").mode("append").option("topic", topic)
+        for name, value in options.items():
+            writer = writer.option(name, str(value))
+        writer.option("reportPath", str(report)).save()
+        totals = json.loads(report.read_text(encoding="utf-8"))
+    counts = SendCounts(totals["sent"], totals["merged"])
+    log.info("published %d rows to %r, %d merged", counts.sent, topic, counts.merged)
+    return counts

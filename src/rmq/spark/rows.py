@@ -1,0 +1,148 @@
+"""The data source's rows: the schema it reads, and the columns it writes.
+
+Reading (batch snapshot and streaming) yields rows of :data:`READ_SCHEMA`; times are Spark
+``TIMESTAMP`` values (UTC instants, millisecond precision), bodies and keys ``BINARY``.
+Writing takes a DataFrame whose columns are those of ``Client.send``: ``body`` or ``json``,
+and optionally ``priority``, ``delay_ms``, ``deliver_at``, ``slot_basis``, ``key``. The
+schema is checked on the driver (:func:`check_write_schema`) before any task runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.types import (
+    BinaryType,
+    ByteType,
+    DataType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from ..errors import InputError
+from ..message import Message
+
+if TYPE_CHECKING:
+    from .. import SnapshotRow  # the type of Client.snapshot's rows
+
+__all__ = ["READ_SCHEMA", "InvalidSchema", "InvalidRow", "snapshot_row", "delivery_row",
+           "check_write_schema", "send_items"]
+
+READ_SCHEMA = (
+    StructType()
+    .add("topic", StringType(), False)
+    .add("group", StringType(), False)
+    .add("slot", IntegerType(), False)
+    .add("state", StringType(), False)
+    .add("priority", IntegerType(), False)
+    .add("due_at", TimestampType(), False)
+    .add("attempts", IntegerType(), False)
+    .add("key", BinaryType(), True)
+    .add("body", BinaryType(), False)
+    .add("delivery_id", StringType(), True)
+    .add("lease_until", TimestampType(), True)
+    .add("error", StringType(), True)
+    .add("dead_at", TimestampType(), True)
+)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_TEXT = (StringType, BinaryType)
+_INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
+_WRITE_COLUMNS: dict[str, tuple[tuple[type[DataType], ...], str]] = {
+    "body": (_TEXT, "string or binary"),
+    "json": ((StringType,), "string (JSON text)"),
+    "priority": (_INTEGRAL, "an integer type (0-255)"),
+    "delay_ms": (_INTEGRAL + (FloatType, DoubleType), "a number of milliseconds"),
+    "deliver_at": ((TimestampType, LongType), "timestamp, or long epoch milliseconds"),
+    "slot_basis": (_TEXT, "string or binary"),
+    "key": (_TEXT, "string or binary"),
+}
+
+
+class InvalidSchema(InputError):
+    """The DataFrame to write lacks a body, or has a column of the wrong name or type."""
+
+
+class InvalidRow(InputError):
+    """A row could not be sent (a null body, malformed JSON, a value ``send`` refuses)."""
+
+
+def _timestamp(ms: int | None) -> datetime | None:
+    return None if ms is None else _EPOCH + timedelta(milliseconds=ms)
+
+
+def snapshot_row(row: SnapshotRow) -> tuple[Any, ...]:
+    """A ``Client.snapshot`` row as a row of :data:`READ_SCHEMA`."""
+    return (row.topic, row.group, row.slot, row.state, row.priority, _timestamp(row.due_at),
+            row.attempts, row.key, row.body, row.delivery_id, _timestamp(row.lease_until),
+            row.error, _timestamp(row.dead_at))
+
+
+def delivery_row(message: Message) -> tuple[Any, ...]:
+    """A claimed delivery as a row of :data:`READ_SCHEMA` (state ``in_flight``; no
+    ``lease_until``: the streaming query keeps extending it until the batch commits)."""
+    return (message.topic, message.group, message.slot, "in_flight", message.priority,
+            _timestamp(message.due_at), message.attempts, message.key, message.body,
+            message.delivery_id, None, None, None)
+
+
+def check_write_schema(schema: StructType) -> tuple[str, ...]:
+    """The columns to send, checked: exactly one of ``body`` / ``json``, every other column
+    one of ``Client.send``'s options, each of an accepted type. Raises InvalidSchema."""
+    names = [field.name for field in schema.fields]
+    unknown = [name for name in names if name not in _WRITE_COLUMNS]
+    if unknown:
+        raise InvalidSchema(
+            f"column(s) {unknown} cannot be written to an rmq topic; the columns are "
+            f"{', '.join(_WRITE_COLUMNS)} (select the ones to send)"
+        )
+    if ("body" in names) == ("json" in names):
+        raise InvalidSchema(
+            "writing to an rmq topic needs exactly one of the columns 'body' (string or binary) "
+            f"and 'json' (JSON text); got columns {names}"
+        )
+    for field in schema.fields:
+        types, wanted = _WRITE_COLUMNS[field.name]
+        if isinstance(field.dataType, TimestampNTZType) and field.name == "deliver_at":
+            raise InvalidSchema("column 'deliver_at' is TIMESTAMP_NTZ, which names no instant; "
+                                "cast it to TIMESTAMP or give epoch milliseconds as a long")
+        if not isinstance(field.dataType, types):
+            raise InvalidSchema(f"column {field.name!r} must be {wanted}, "
+                                f"not {field.dataType.simpleString()}")
+    return tuple(names)
+
+
+def _deliver_at(value: Any) -> Any:
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return value.astimezone()  # Spark hands TIMESTAMPs over in the local time zone
+    return value
+
+
+def send_items(columns: dict[str, list[Any]], first_row: int) -> Iterator[dict[str, Any]]:
+    """``send_many`` items from a column-wise chunk of rows; ``first_row`` numbers the rows
+    in errors."""
+    names = list(columns)
+    for offset, values in enumerate(zip(*columns.values(), strict=True)):
+        item = {name: value for name, value in zip(names, values, strict=True)
+                if value is not None}
+        row = first_row + offset
+        if "json" in item:
+            try:
+                item["json"] = json.loads(item["json"])
+            except ValueError as exc:
+                raise InvalidRow(f"row {row}: column 'json' is not valid JSON: {exc}") from None
+        elif "body" not in item:
+            raise InvalidRow(f"row {row}: {'json' if 'json' in names else 'body'} is null")
+        if "deliver_at" in item:
+            item["deliver_at"] = _deliver_at(item["deliver_at"])
+        yield item

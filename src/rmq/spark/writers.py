@@ -1,0 +1,140 @@
+"""Writing DataFrames into a topic: the batch writer and the streaming writer.
+
+Each Spark task sends its partition with ``Client.send_many`` in chunks of ``batchSize`` rows
+(one pipelined round trip per chunk on a single node) and returns a :class:`SendReport` of
+what it sent and how much merged. Spark hands the reports of all tasks to ``commit`` on the
+driver, which logs the totals and, when the ``reportPath`` option names a file, records them
+there (``rmq.spark.publish`` uses that to return the counts).
+
+Sends are not transactional across chunks: a task that fails midway has sent its earlier
+chunks, and a retried task sends them again, which merges while they are still pending.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+
+from ..errors import InputError
+from .clients import client_for
+from .options import SourceOptions
+from .rows import InvalidRow, send_items
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["SendReport", "TopicWriter", "TopicStreamWriter", "total"]
+
+log = logging.getLogger("rmq.spark")
+
+
+@dataclass(frozen=True)
+class SendReport(WriterCommitMessage):
+    """One task's outcome: rows sent, and how many of them merged into pending messages."""
+
+    sent: int
+    merged: int
+
+
+def total(messages: list[WriterCommitMessage | None]) -> SendReport:
+    """The sum of the reports of the tasks that finished (a failed task reports None)."""
+    reports = [m for m in messages if isinstance(m, SendReport)]
+    return SendReport(sum(r.sent for r in reports), sum(r.merged for r in reports))
+
+
+def send_partition(url: str, options: SourceOptions,
+                   batches: Iterator[pa.RecordBatch]) -> SendReport:
+    """Send every row of one partition, ``batch_size`` rows per ``send_many`` call."""
+    client = client_for(url)
+    sent = merged = row = 0
+    for batch in batches:
+        for start in range(0, batch.num_rows, options.batch_size):
+            chunk = batch.slice(start, options.batch_size)
+            columns = {name: chunk.column(name).to_pylist() for name in chunk.schema.names}
+            items = list(send_items(columns, row))  # raises InvalidRow naming the row
+            try:
+                counts = client.send_many(options.topic, items)
+            except InputError as exc:
+                raise InvalidRow(
+                    f"rows {row}-{row + chunk.num_rows - 1} of this partition were refused "
+                    f"(the {sent} rows before them were sent): {exc}"
+                ) from None
+            sent += counts.sent
+            merged += counts.merged
+            row += chunk.num_rows
+    return SendReport(sent, merged)
+
+
+def _record(path: str, entry: dict[str, object], *, append: bool) -> None:
+    target = Path(path)
+    line = json.dumps(entry, sort_keys=True)
+    if append:
+        with target.open("a", encoding="utf-8") as out:
+            out.write(line + "\n")
+        return
+    partial = target.with_name(f".{target.name}.{os.getpid()}")
+    partial.write_text(line + "\n", encoding="utf-8")
+    partial.replace(target)
+
+
+class TopicWriter(DataSourceArrowWriter):
+    """``df.write.format("rmq")``: created and checked on the driver, run by each task."""
+
+    def __init__(self, url: str, options: SourceOptions):
+        self.url = url
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SendReport:
+        return send_partition(self.url, self.options, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        done = total(messages)
+        log.info("rmq: sent %d rows to topic %r, %d merged", done.sent, self.options.topic,
+                 done.merged)
+        if self.options.report_path:
+            _record(self.options.report_path,
+                    {"topic": self.options.topic, "partitions": len(messages), **asdict(done)},
+                    append=False)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        done = total(messages)
+        log.warning("rmq: write to topic %r failed; the tasks that finished had sent %d rows "
+                    "(%d merged), and the failed ones part of theirs", self.options.topic,
+                    done.sent, done.merged)
+
+
+class TopicStreamWriter(DataSourceStreamArrowWriter):
+    """``writeStream.format("rmq")``: each micro-batch is sent like a batch write. A batch
+    Spark runs again after a failure is sent again (at least once); while the first copies
+    are still pending, the repeats merge into them."""
+
+    def __init__(self, url: str, options: SourceOptions):
+        self.url = url
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SendReport:
+        return send_partition(self.url, self.options, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        done = total(messages)
+        log.info("rmq: micro-batch %d sent %d rows to topic %r, %d merged", batchId, done.sent,
+                 self.options.topic, done.merged)
+        if self.options.report_path:
+            _record(self.options.report_path,
+                    {"topic": self.options.topic, "batch": batchId, **asdict(done)}, append=True)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        done = total(messages)
+        log.warning("rmq: micro-batch %d to topic %r failed after sending %d rows",
+                    batchId, self.options.topic, done.sent)

@@ -1,0 +1,29 @@
+"""The founding-case demo (SPEC §8) at a small size, on the embedded defaults."""
+
+from __future__ import annotations
+
+import json
+
+from rmq import demo
+
+
+def test_demo_renders_every_changed_product_with_its_latest_price(spark, tmp_path, capsys):
+    out = tmp_path / "demo"
+
+    status = demo.main(["--events", "4000", "--products", "150", "--waves", "2",
+                        "--workers", "4", "--out", str(out)])
+
+    assert status == 0
+    summary = json.loads((out / "summary.json").read_text())
+    prices = json.loads((out / "prices.json").read_text())
+    assert summary["sent"] == 4000
+    assert summary["merged"] + summary["stored"] == 4000
+    assert summary["merged_pct"] > 50  # most changes hit a product already queued
+    assert summary["products_changed"] == len(prices) > 100
+    assert summary["rendered"] >= len(prices)
+    assert summary["stale_images"] == []
+    for product, cents in prices.items():
+        assert demo.image_price(out / f"{product}.png") == cents
+    assert sorted(p.stem for p in out.glob("sku-*.png")) == sorted(prices)
+    printed = capsys.readouterr().out
+    assert "merged while queued" in printed and "images show the latest price" in printed

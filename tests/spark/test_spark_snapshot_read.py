@@ -1,0 +1,92 @@
+"""Batch reads of a topic: ``spark.read.format("rmq")``, a non-destructive snapshot (SPEC §6)."""
+
+from __future__ import annotations
+
+import pytest
+
+import rmq
+
+
+def load(spark, redis_url, topic, **options):
+    reader = spark.read.format("rmq").option("topic", topic).option("url", redis_url)
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    return reader.load()
+
+
+def epoch_ms(moment):
+    return None if moment is None else round(moment.timestamp() * 1000)
+
+
+@pytest.fixture
+def topic_in_every_state(client):
+    """Topic ``renders`` (4 slots, no retries) bound to ``default`` and ``audit``. In
+    ``default``: sku-taken in flight, sku-broken dead, sku-a and sku-b (HIGH) ready,
+    sku-later delayed a minute. ``audit`` holds all five pending."""
+    client.create_topic("renders", slots=4, max_retries=0)
+    client.bind("renders", "default")
+    client.bind("renders", "audit")
+    client.send_many("renders", ["sku-taken", "sku-broken"])
+    claimed = {m.text: m for m in client.claim("renders", count=2)}
+    client.nack(claimed["sku-broken"], "renderer crashed")
+    client.send("renders", "sku-a")
+    client.send("renders", "sku-b", priority=rmq.Priority.HIGH)
+    client.send("renders", "sku-later", delay_ms=60_000)
+    return claimed["sku-taken"]
+
+
+def test_snapshot_read_shows_every_state_including_dead_letters(spark, client, redis_url,
+                                                                topic_in_every_state):
+    taken = topic_in_every_state
+
+    rows = {(r.group, bytes(r.body).decode()): r
+            for r in load(spark, redis_url, "renders").collect()}
+
+    default = {body: row.state for (group, body), row in rows.items() if group == "default"}
+    audit = {body: row.state for (group, body), row in rows.items() if group == "audit"}
+    assert default == {"sku-taken": "in_flight", "sku-broken": "dead", "sku-a": "ready",
+                       "sku-b": "ready", "sku-later": "delayed"}
+    assert audit == {"sku-taken": "ready", "sku-broken": "ready", "sku-a": "ready",
+                     "sku-b": "ready", "sku-later": "delayed"}
+    in_flight = rows[("default", "sku-taken")]
+    assert (in_flight.delivery_id, in_flight.attempts) == (taken.delivery_id, 1)
+    assert epoch_ms(in_flight.due_at) == taken.due_at
+    assert in_flight.lease_until is not None
+    dead = rows[("default", "sku-broken")]
+    assert (dead.error, dead.attempts) == ("renderer crashed", 1)
+    assert dead.dead_at is not None and dead.delivery_id is not None
+    assert rows[("default", "sku-b")].priority == rmq.Priority.HIGH
+    assert rows[("default", "sku-a")].priority == rmq.Priority.MEDIUM
+    for stored in client.snapshot("renders"):
+        row = rows[(stored.group, stored.body.decode())]
+        assert (epoch_ms(row.due_at), row.slot, row.attempts) == \
+            (stored.due_at, stored.slot, stored.attempts)
+
+
+def test_snapshot_read_changes_nothing(spark, client, redis_url, topic_in_every_state):
+    before = client.stats("renders").to_dict()
+
+    load(spark, redis_url, "renders").collect()
+
+    after = client.stats("renders").to_dict()
+    for group in ("default", "audit"):
+        for field in ("ready", "delayed", "in_flight", "dead", "counters"):
+            assert after["groups"][group][field] == before["groups"][group][field]
+
+
+def test_snapshot_read_has_one_partition_per_group_and_slot(spark, redis_url,
+                                                            topic_in_every_state):
+    assert load(spark, redis_url, "renders").rdd.getNumPartitions() == 2 * 4
+
+    audit = load(spark, redis_url, "renders", group="audit")
+
+    assert audit.rdd.getNumPartitions() == 4
+    assert {row.group for row in audit.collect()} == {"audit"}
+
+
+def test_snapshot_read_of_unknown_topic_or_group_fails_clearly(spark, redis_url,
+                                                               topic_in_every_state):
+    with pytest.raises(Exception, match="unknown topic 'nothing-here'"):
+        load(spark, redis_url, "nothing-here").collect()
+    with pytest.raises(Exception, match="group 'billing' holds nothing on topic 'renders'"):
+        load(spark, redis_url, "renders", group="billing").collect()

@@ -329,9 +329,12 @@ class Consumer:
         # thread, or nothing would extend, heartbeat or recover once Redis is back.
         last_recover = 0.0
         while not self._stopped.wait(self._keep_interval()):
-            self._extend_held()
+            extended = self._extend_held()
             self._heartbeat()
-            if time.monotonic() - last_recover >= self.recover_interval:
+            # Recover only right after our own leases were extended: after an outage, an
+            # extend that failed just before Redis came back would let recovery take back
+            # the messages this consumer is still running.
+            if extended and time.monotonic() - last_recover >= self.recover_interval:
                 last_recover = time.monotonic()
                 self._safe(lambda: self.client.recover(self.topic))
 
@@ -346,19 +349,24 @@ class Consumer:
     def _keep_interval(self) -> float:
         return min(self.heartbeat_interval, self.recover_interval, self._lease_seconds() / 3)
 
-    def _extend_held(self) -> None:
+    def _extend_held(self) -> bool:
+        """Extend the leases of held messages; False if Redis could not be asked."""
         with self._room:
             held = list(self._held.values())
         if held:
             kept = self._safe(lambda: self.client.extend(held, self._lease_seconds()))
+            if kept is None:
+                return False
             with self._room:  # settled meanwhile is not lost
-                lost = [m for m, ok in zip(held, kept or [], strict=False)
+                lost = [m for m, ok in zip(held, kept, strict=True)
                         if not ok and (m.slot, m.id) in self._held]
-            # (a frozen or cut-off consumer): those not started yet are dropped, not run
+            # Leases lost (this consumer was frozen or cut off): another consumer has these
+            # messages now, so the ones not started yet are dropped, not run.
             self._forget(lost)
             for message in lost:
                 log.warning("%s: lease of %s was lost; it will be delivered again",
                             self.id, message.delivery_id)
+        return True
 
     def _heartbeat(self) -> None:
         record = {"group": self.group, "host": socket.gethostname(), "pid": os.getpid(),

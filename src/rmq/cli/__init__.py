@@ -27,7 +27,7 @@ PASS_THROUGH = {
     "demo": ("rmq.demo", "run the founding-case demo (SPEC §8)"),
     "bench": ("rmq.bench", "run the benchmark"),
     "chaos": ("rmq.chaos", "run fault-injection scenarios"),
-    "console": ("rmq.console", "serve the web console"),
+    "console": ("rmq.console", "the web console (not built yet: exits with a message)"),
 }
 
 

@@ -303,6 +303,9 @@ class Consumer:
                     break
             stop = any(item is _STOP for item in batch)
             done = [item for item in batch if item is not _STOP]
+            # Forget them before settling: the keeper must not extend (and then report as
+            # lost) a lease this ack is ending, and the fetcher may claim again meanwhile.
+            self._forget(message for message, _ in done)
             succeeded = [message for message, error in done if error is None]
             if succeeded:
                 self._safe(lambda ok=succeeded: self.client.ack(ok))
@@ -312,7 +315,6 @@ class Consumer:
                     log.info("%s: handler failed on %s: %r", self.id, message.delivery_id, error)
                     self._safe(lambda m=message, e=error: self.client.nack(m, e))
             self.handled += len(succeeded)
-            self._forget(message for message, _ in done)
             if stop and self._settle.empty():
                 return
 

@@ -38,8 +38,5 @@ for first = 2, #KEYS, GROUP_KEY_COUNT do
     rcall("HINCRBY", k.counters, "merged", merged)
   end
 end
-clock:save()
-if woke then
-  rcall("PUBLISH", ARGV[2], "1")
-end
+finish(clock, ARGV[2])
 return merged_everywhere

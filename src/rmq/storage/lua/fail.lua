@@ -31,13 +31,6 @@ for i = 6, #ARGV, 2 do
     counts[outcome] = counts[outcome] + 1
   end
 end
-clock:save()
-for name, n in pairs(counts) do
-  if n > 0 then
-    rcall("HINCRBY", k.counters, name, n)
-  end
-end
-if woke then
-  rcall("PUBLISH", ARGV[2], "1")
-end
+count_outcomes(k, counts)
+finish(clock, ARGV[2])
 return {counts.retried, counts.dead}

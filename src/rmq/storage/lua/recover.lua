@@ -34,13 +34,6 @@ for _, id in ipairs(expired) do
     tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
   counts[outcome] = counts[outcome] + 1
 end
-clock:save()
-for name, n in pairs(counts) do
-  if n > 0 then
-    rcall("HINCRBY", k.counters, name, n)
-  end
-end
-if woke then
-  rcall("PUBLISH", ARGV[2], "1")
-end
+count_outcomes(k, counts)
+finish(clock, ARGV[2])
 return {counts.retried, counts.dead}

@@ -28,8 +28,5 @@ for i = 3, #ARGV do
     released = released + 1
   end
 end
-clock:save()
-if woke then
-  rcall("PUBLISH", ARGV[2], "1")
-end
+finish(clock, ARGV[2])
 return released

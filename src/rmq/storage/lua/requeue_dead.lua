@@ -36,8 +36,5 @@ for _, id in ipairs(ids) do
     requeued = requeued + 1
   end
 end
-clock:save()
-if woke then
-  rcall("PUBLISH", ARGV[2], "1")
-end
+finish(clock, ARGV[2])
 return requeued

@@ -103,6 +103,15 @@ local function put_pending(k, member, priority, due, now, clock, stamp)
   return false
 end
 
+-- The end of every script that puts messages into pending: keep the slot clock, and wake
+-- sleeping consumers once if there is something new for them.
+local function finish(clock, channel)
+  clock:save()
+  if woke then
+    rcall("PUBLISH", channel, "1")
+  end
+end
+
 -- Delayed messages whose time has come move to ready. Their stamp comes from their due time,
 -- not from when this runs, so the order among ready messages does not depend on who promotes.
 local function promote_due(ready, delayed, now, limit)

@@ -53,3 +53,12 @@ local function fail(k, id, err, now, clock, max_retries, backoff, backoff_max)
   end
   return "retried"
 end
+
+-- Add what fail() reported to the group's counters ({retried = n, dead = n}).
+local function count_outcomes(k, counts)
+  for name, n in pairs(counts) do
+    if n > 0 then
+      rcall("HINCRBY", k.counters, name, n)
+    end
+  end
+end

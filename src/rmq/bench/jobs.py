@@ -106,6 +106,11 @@ def claim_ack_job(url: str, topic: str, count: int,
     return run
 
 
+# The Consumer's default prefetch (2 x concurrency) suits slow handlers: a message held
+# locally is in flight and no longer absorbs duplicates. A no-op handler wants big claims.
+NOOP_PREFETCH = 256
+
+
 def consumer_job(url: str, topic: str, shared: tuple[Any, Any], target: int, concurrency: int,
                  use_async: bool, keep: bool) -> Callable[[], tuple[int, Counter[bytes]]]:
     """The worker runtime with a no-op handler, until the processes together have handled
@@ -121,7 +126,8 @@ def consumer_job(url: str, topic: str, shared: tuple[Any, Any], target: int, con
             tally.add(message.body)
 
     def run() -> tuple[int, Counter[bytes]]:
-        consumer = rmq.Consumer(client, topic, handle, concurrency=concurrency).start()
+        consumer = rmq.Consumer(client, topic, handle, concurrency=concurrency,
+                                prefetch=NOOP_PREFETCH).start()
         tally.done.wait(CONSUME_TIMEOUT)
         consumer.stop()
         return tally.count, tally.bodies or Counter()

@@ -53,10 +53,10 @@ def run(bench: Bench) -> Report:
     variants = [
         ("claim+ack, 1 process", 1, None, [XREAD_1], 100_000),
         (f"claim+ack, {n} processes", n, None, [XREAD_N.format(n=n)], None),
-        ("Consumer threads, no-op handler, 1 process", 1, False, [XREAD_1], 50_000),
-        ("Consumer async, no-op handler, 1 process", 1, True, [XREAD_1], None),
-        (f"Consumer threads, no-op handler, {n} processes", n, False, [XREAD_N.format(n=n)],
-         None),
+        ("Consumer threads, no-op handler, prefetch 256, 1 process", 1, False, [XREAD_1], 50_000),
+        ("Consumer async, no-op handler, prefetch 256, 1 process", 1, True, [XREAD_1], None),
+        (f"Consumer threads, no-op handler, prefetch 256, {n} processes", n, False,
+         [XREAD_N.format(n=n)], None),
     ]
     for i, (label, procs, use_async, compare, target) in enumerate(variants):
         topic = f"bench.consume{i}"

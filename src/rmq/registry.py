@@ -107,14 +107,16 @@ def alter_topic(name: str, changes: dict[str, Any]) -> Op[TopicSettings]:
 def delete_topic(info: TopicInfo) -> Op[None]:
     """Remove the topic from the registry first (so nobody sends to it), then its data."""
     keys = RegistryKeys(info.name)
-    yield [command("SREM", TOPICS, info.name), *(command("DEL", k) for k in keys.all()[:1])]
-    data: list[str] = []
+    # Without its settings the topic is unknown: sends and claims fail from here on.
+    yield [command("SREM", TOPICS, info.name), command("UNLINK", keys.settings)]
+    data = [k for k in keys.all() if k != keys.settings]
     for slot in range(info.settings.slots):
         slot_keys = SlotKeys(info.name, slot)
         data += [slot_keys.clock, slot_keys.seq]
         for group in groups_with_data(info):
             data += slot_keys.group(group).all()
-    yield [command("DEL", k) for k in data] + [command("DEL", k) for k in keys.all()[1:]]
+    # UNLINK frees a big backlog in the background instead of blocking Redis while it does.
+    yield [command("UNLINK", k) for k in data]
 
 
 def list_topics() -> Op[list[str]]:

@@ -4,11 +4,11 @@ reading a topic through the public API (``snapshot``, ``stats``)."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 import rmq
+from rmq.faults.fleet import wait_until
 
 __all__ = ["ManualClock", "START_MS", "wait_for", "states", "rows", "drain"]
 
@@ -34,14 +34,10 @@ class ManualClock:
 
 def wait_for(condition: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
     """Poll ``condition`` until it is truthy; fail the test after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.005)
+    try:
+        return wait_until(condition, timeout, what, interval=0.005)
+    except TimeoutError as exc:
+        raise AssertionError(str(exc)) from None
 
 
 def rows(client: rmq.Client, topic: str, **kwargs: Any) -> list[Any]:

@@ -8,12 +8,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+# The Spark suite needs pyspark, pyarrow and Java, which ./dev installs: fail plainly
+# rather than skip when one is missing.
+import pyarrow  # noqa: E402, F401
+import pyspark  # noqa: E402, F401
 import pytest
 
-pytest.importorskip("pyspark")
-pytest.importorskip("pyarrow")
 if shutil.which("java") is None:
-    pytest.skip("Spark needs Java", allow_module_level=True)
+    raise RuntimeError("the Spark tests need Java 17+: apt-get install openjdk-17-jre-headless")
 
 import rmq  # noqa: E402
 import rmq.spark  # noqa: E402

@@ -230,7 +230,7 @@ class AsyncClient:
     async def ack(self, messages: Message | Sequence[Message]) -> int:
         """Async twin of Client.ack."""
         batch = [messages] if isinstance(messages, Message) else list(messages)
-        return await self._run(queue_ops.ack(batch)) if batch else 0
+        return await self._run(queue_ops.ack(batch, not self.is_cluster)) if batch else 0
 
     async def nack(self, message: Message, error: str | BaseException = "failed") -> str | None:
         """Async twin of Client.nack."""

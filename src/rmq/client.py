@@ -228,7 +228,7 @@ class Client:
         """Acknowledge: the messages are done and removed. Returns how many still held their
         lease (a late ack, after the lease expired, changes nothing: it is redelivered)."""
         batch = [messages] if isinstance(messages, Message) else list(messages)
-        return self._run(queue_ops.ack(batch)) if batch else 0
+        return self._run(queue_ops.ack(batch, not self.is_cluster)) if batch else 0
 
     def nack(self, message: Message, error: str | BaseException = "failed") -> str | None:
         """The delivery failed: retried after the backoff, or dead-lettered once delivered

@@ -63,10 +63,8 @@ def send(topic: str, groups: Sequence[str], batch: Sequence[Outgoing], now: int)
         keys = _enqueue_keys(topic, slot, tuple(groups))
         for start in range(0, len(indexes), MAX_SCRIPT_BATCH):
             chunk = indexes[start : start + MAX_SCRIPT_BATCH]
-            args: list[Any] = [now, wake_channel(topic)]
-            for i in chunk:
-                args += (batch[i].member, batch[i].priority, batch[i].due_at)
-            calls.append(script_call(script("enqueue"), keys, args))
+            calls.append(script_call(script("enqueue"), keys,
+                                     [now, wake_channel(topic), *_runs(batch, chunk)]))
             order.append(chunk)
     results = yield calls
     merged = [False] * len(batch)
@@ -74,6 +72,27 @@ def send(topic: str, groups: Sequence[str], batch: Sequence[Outgoing], now: int)
         for i, flag in zip(chunk, flags, strict=True):
             merged[i] = bool(flag)
     return merged
+
+
+def _runs(batch: Sequence[Outgoing], chunk: list[int]) -> list[Any]:
+    """enqueue.lua's arguments for ``chunk``: runs of messages that share a priority and a
+    due time, each ``priority, due, n, member...``. A batch usually is one run, so a message
+    costs one argument, its member."""
+    args: list[Any] = []
+    run_at = 0
+    current = None
+    for i in chunk:
+        message = batch[i]
+        if (message.priority, message.due_at) != current:
+            if current is not None:
+                args[run_at + 2] = len(args) - run_at - 3
+            current = (message.priority, message.due_at)
+            run_at = len(args)
+            args += (message.priority, message.due_at, 0)
+        args.append(message.member)
+    if current is not None:
+        args[run_at + 2] = len(args) - run_at - 3
+    return args
 
 
 @lru_cache(maxsize=4096)
@@ -148,15 +167,29 @@ def _by_slot(messages: Iterable[Message]) -> dict[tuple[str, str, int], list[Mes
     return grouped
 
 
-def ack(messages: Iterable[Message]) -> Op[int]:
-    """Acknowledge deliveries; returns how many still held their lease."""
-    calls = [
-        script_call(script("ack"), SlotKeys(t, s).group(g).all(),
-                    [wake_channel(t), *(m.id for m in ms)])
-        for (t, g, s), ms in _by_slot(messages).items()
-    ]
+def ack(messages: Iterable[Message], one_call: bool) -> Op[int]:
+    """Acknowledge deliveries; returns how many still held their lease. ``one_call`` (single
+    node) acks every slot of a topic's group in one script call."""
+    calls = []
+    for (topic, group), slots in _by_group(messages, one_call):
+        keys: list[str] = []
+        args: list[Any] = [wake_channel(topic)]
+        for slot, ms in slots:
+            keys.extend(SlotKeys(topic, slot).group(group).all())
+            args += (len(ms), *(m.id for m in ms))
+        calls.append(script_call(script("ack"), keys, args))
     results = yield calls
     return sum(results)
+
+
+def _by_group(messages: Iterable[Message], one_call: bool
+              ) -> list[tuple[tuple[str, str], list[tuple[int, list[Message]]]]]:
+    """Messages by (topic, group), then by slot: all of a group's slots together when
+    ``one_call``, otherwise each slot on its own."""
+    parts: dict[tuple[str, str, int | None], list[tuple[int, list[Message]]]] = defaultdict(list)
+    for (t, g, s), ms in _by_slot(messages).items():
+        parts[(t, g, None if one_call else s)].append((s, ms))
+    return [((t, g), slots) for (t, g, _), slots in parts.items()]
 
 
 def fail(message: Message, error: str, settings: TopicSettings, now: int) -> Op[str | None]:

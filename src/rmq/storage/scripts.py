@@ -35,11 +35,12 @@ def _expand(source: str, seen: set[str]) -> str:
 # "#!lua" declares a script with flags. Without `allow-oom`, Redis refuses a script whole
 # when it is out of memory, instead of failing at its first write and leaving half a change:
 # what sends and requeues want. Scripts that move messages along or out (claim, settle,
-# recover, stats' promotion) are allowed, so consumers can drain a full Redis. `claim` reads
-# every slot of a topic on a single node (strict priority), hence cross-slot keys.
+# recover, stats' promotion) are allowed, so consumers can drain a full Redis. On a single
+# node `claim` reads every slot of a topic (strict priority) and `ack` settles every slot in
+# one call, hence cross-slot keys.
 _FLAGS: dict[str, tuple[str, ...]] = {
     "claim": ("allow-oom", "allow-cross-slot-keys"),
-    "ack": ("allow-oom",),
+    "ack": ("allow-oom", "allow-cross-slot-keys"),
     "fail": ("allow-oom",),
     "release": ("allow-oom",),
     "recover": ("allow-oom",),

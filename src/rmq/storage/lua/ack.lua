@@ -1,9 +1,10 @@
 --[[
-  Acknowledge deliveries of one group in one slot: the messages are done and gone.
+  Acknowledge deliveries of one group: the messages are done and gone. On a single node the
+  client passes every slot it has acks for in one call; on a cluster, one slot per call.
 
-  KEYS         the 9 group keys of includes/group_keys.lua
+  KEYS         per slot, the 9 group keys of includes/group_keys.lua
   ARGV[1]      wake channel
-  ARGV[2..]    delivery ids
+  ARGV[2..]    per slot, in KEYS order: n, then n delivery ids
 
   Returns how many were acknowledged; an id whose lease is gone (already acknowledged, or
   expired and returned to pending) is not counted and changes nothing.
@@ -15,21 +16,30 @@
 --- @include "group_keys"
 --- @include "settle"
 
-local k = group_keys(1)
-local acked = 0
-local unlocked = false
-for i = 2, #ARGV do
-  local p, _, _, _, released = take_inflight(k, ARGV[i])
-  if p then
-    acked = acked + 1
-    unlocked = unlocked or released
+local acked_in_all = 0
+local unlocked_any = false
+local ready_left = false
+local at = 2
+for first = 1, #KEYS, GROUP_KEY_COUNT do
+  local k = group_keys(first)
+  local n = tonumber(ARGV[at])
+  local ids = {}
+  for i = at + 1, at + n do
+    ids[#ids + 1] = ARGV[i]
+  end
+  at = at + 1 + n
+  local acked, unlocked = take_inflight_many(k, ids)
+  if acked > 0 then
+    rcall("HINCRBY", k.counters, "acked", acked)
+  end
+  acked_in_all = acked_in_all + acked
+  if unlocked then
+    unlocked_any = true
+    ready_left = ready_left or rcall("EXISTS", k.ready) == 1
   end
 end
-if acked > 0 then
-  rcall("HINCRBY", k.counters, "acked", acked)
-end
 -- On a serial topic, a released key can unblock ready messages a sleeping consumer skipped.
-if unlocked and rcall("EXISTS", k.ready) == 1 then
+if unlocked_any and ready_left then
   rcall("PUBLISH", ARGV[1], "1")
 end
-return acked
+return acked_in_all

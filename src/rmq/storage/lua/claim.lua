@@ -22,6 +22,7 @@
 --- @include "pending"
 --- @include "group_keys"
 --- @include "key_locks"
+--- @include "bulk"
 
 local now = tonumber(ARGV[1])
 local count = tonumber(ARGV[2])
@@ -79,7 +80,7 @@ end
 
 -- The next message to claim, best first, across the slots: on a serial topic from the
 -- sorted unlocked heads; otherwise by merging the slots' ready zsets, read a chunk at a time
--- (everything taken from a chunk is claimed and removed, so a refill reads from the top).
+-- (nothing is removed until the choice is made, so a refill reads on from where it was).
 local next_candidate
 if serial then
   for i, k in ipairs(slots) do
@@ -96,9 +97,11 @@ if serial then
   end
 else
   local chunk = math.ceil(count / #slots) + 4
-  local members, scores, pos, more = {}, {}, {}, {}
+  local members, scores, pos, more, read = {}, {}, {}, {}, {}
   local function refill(i)
-    local head = rcall("ZRANGE", slots[i].ready, 0, chunk - 1, "WITHSCORES")
+    local from = read[i] or 0
+    local head = rcall("ZRANGE", slots[i].ready, from, from + chunk - 1, "WITHSCORES")
+    read[i] = from + #head / 2
     members[i], scores[i], pos[i] = {}, {}, 1
     for j = 1, #head, 2 do
       members[i][#members[i] + 1] = head[j]
@@ -127,40 +130,74 @@ else
   end
 end
 
-local out = {-1}
-local claimed = 0
-while claimed < count do
+-- Choose first, then write each slot's share with a few commands (not five per message).
+local chosen = {}      -- per slot: members in claim order
+local order = {}       -- {slot index, score, member} in claim order
+local keys_taken = {}  -- serial: keys already claimed by this call
+while #order < count do
   local score, i, member = next_candidate()
   if not score then
     break
   end
-  local k = slots[i]
   local key = serial and member_key(member)
-  local lock = key and rcall("HGET", k.locks, key)
-  if not lock or holds_for(lock, member) then
-    rcall("ZREM", k.ready, member)
-    local attempts = rcall("HGET", k.attempts, member)
-    if attempts then
-      rcall("HDEL", k.attempts, member)
-    end
-    attempts = (tonumber(attempts) or 0) + 1
-    local id = rcall("INCR", k.seq)
-    local p = ready_priority(score)
-    local due = math.min(stamp_due(ready_stamp(score)), now)
-    rcall("HSET", k.inflight, id, inflight_record(p, attempts, due, member))
-    rcall("ZADD", k.leases, lease_until, id)
+  if not key or not keys_taken[key] then
     if key then
-      rcall("HSET", k.locks, key, id)
+      keys_taken[key] = true
     end
-    claimed = claimed + 1
-    out[#out + 1] = i
-    out[#out + 1] = id
-    out[#out + 1] = member
-    out[#out + 1] = p
-    out[#out + 1] = attempts
-    out[#out + 1] = due
+    chosen[i] = chosen[i] or {}
+    table.insert(chosen[i], member)
+    order[#order + 1] = {i, score, member}
   end
 end
+
+local ids, attempts_of = {}, {}  -- per slot: next delivery id; member -> earlier attempts
+local records, leases, locks = {}, {}, {}  -- per slot: HSET / ZADD arguments
+for i, members in pairs(chosen) do
+  records[i], leases[i], locks[i] = {}, {}, {}
+  local k = slots[i]
+  bulk("ZREM", k.ready, members)
+  if rcall("EXISTS", k.attempts) == 1 then  -- only messages that ran before have a count
+    local counts = bulk("HMGET", k.attempts, members)
+    for j, member in ipairs(members) do
+      attempts_of[member] = tonumber(counts[j])
+    end
+    bulk("HDEL", k.attempts, members)
+  end
+  ids[i] = rcall("INCRBY", k.seq, #members) - #members + 1
+end
+
+local out = {-1}
+for _, c in ipairs(order) do
+  local i, score, member = c[1], c[2], c[3]
+  local id = ids[i]
+  ids[i] = id + 1
+  local attempts = (attempts_of[member] or 0) + 1
+  local p = ready_priority(score)
+  local due = math.min(stamp_due(ready_stamp(score)), now)
+  table.insert(records[i], id)
+  table.insert(records[i], inflight_record(p, attempts, due, member))
+  table.insert(leases[i], lease_until)
+  table.insert(leases[i], id)
+  if serial then
+    table.insert(locks[i], member_key(member))
+    table.insert(locks[i], id)
+  end
+  out[#out + 1] = i
+  out[#out + 1] = id
+  out[#out + 1] = member
+  out[#out + 1] = p
+  out[#out + 1] = attempts
+  out[#out + 1] = due
+end
+for i in pairs(chosen) do
+  local k = slots[i]
+  bulk("HSET", k.inflight, records[i])
+  bulk("ZADD", k.leases, leases[i])
+  if serial then
+    bulk("HSET", k.locks, locks[i])
+  end
+end
+local claimed = #order
 
 if claimed < count then
   for _, k in ipairs(slots) do

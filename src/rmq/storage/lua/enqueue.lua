@@ -5,7 +5,8 @@
   KEYS[2..]    per bound group, the 9 group keys of includes/group_keys.lua
   ARGV[1]      now, epoch ms
   ARGV[2]      wake channel, published when a sleeping consumer has something new to do
-  ARGV[3..]    triples: member, priority (0-255), due (epoch ms; <= now means ready now)
+  ARGV[3..]    runs of messages sharing a priority and a due time, in send order, each:
+               priority (0-255), due (epoch ms; <= now means ready now), n, then n members
 
   Returns one integer per message: 1 when it merged into a pending message in every group.
 ]]
@@ -15,25 +16,36 @@
 
 local now = tonumber(ARGV[1])
 local clock = open_clock(KEYS[1], now)
+
+local runs = {}
+local total = 0
+local i = 3
+while i <= #ARGV do
+  local n = tonumber(ARGV[i + 2])
+  runs[#runs + 1] = {tonumber(ARGV[i]), tonumber(ARGV[i + 1]), i + 3, i + 2 + n, total}
+  total = total + n
+  i = i + 3 + n
+end
+
 local merged_everywhere = {}
-for i = 3, #ARGV, 3 do
-  merged_everywhere[#merged_everywhere + 1] = 1
+for n = 1, total do
+  merged_everywhere[n] = 1
 end
 
 for first = 2, #KEYS, GROUP_KEY_COUNT do
   local k = group_keys(first)
   local merged = 0
-  local n = 0
-  for i = 3, #ARGV, 3 do
-    n = n + 1
-    if put_pending(k, ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]),
-        now, clock, nil) then
-      merged = merged + 1
-    else
-      merged_everywhere[n] = 0
-    end
+  for _, run in ipairs(runs) do
+    local offset = run[5]
+    put_pending_run(k, run[3], run[4], run[1], run[2], now, clock, function(n, was_merged)
+      if was_merged then
+        merged = merged + 1
+      else
+        merged_everywhere[offset + n] = 0
+      end
+    end)
   end
-  rcall("HINCRBY", k.counters, "sent", n)
+  rcall("HINCRBY", k.counters, "sent", total)
   if merged > 0 then
     rcall("HINCRBY", k.counters, "merged", merged)
   end

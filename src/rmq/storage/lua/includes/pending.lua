@@ -6,6 +6,7 @@
   `stamp` is the ready stamp to use if the message is ready now; nil asks the slot clock
   for the next one (send order). Returns true when the message merged.
 ]]
+--- @include "bulk"
 local rcall = redis.call
 
 -- The slot clock hands out strictly increasing stamps so that sends in one millisecond
@@ -101,6 +102,62 @@ local function put_pending(k, member, priority, due, now, clock, stamp)
     add_delayed(k, member, delayed_score(due, priority))
   end
   return false
+end
+
+-- New sends of one priority and due time, ARGV[first..last] in send order: the same as
+-- put_pending on each in turn, with fewer commands. One ZMSCORE reads where every member is;
+-- members pending nowhere are written with one ZADD per zset, and a member already ready at
+-- an equal or higher priority merges with no write at all (the founding case's duplicates).
+-- Everything else (a duplicate within the batch, a member in delayed, a priority raise) goes
+-- through put_pending after the buffered adds are written, so it sees the state it would
+-- have seen one send at a time. Calls on_send(n, merged) for the n-th member.
+local function put_pending_run(k, first, last, priority, due, now, clock, on_send)
+  local members = {}
+  for i = first, last do
+    members[#members + 1] = ARGV[i]
+  end
+  if #members == 0 then
+    return
+  end
+  local in_ready = bulk("ZMSCORE", k.ready, members)
+  if k.has_delayed == nil then
+    k.has_delayed = rcall("EXISTS", k.delayed) == 1
+  end
+  local in_delayed = k.has_delayed and bulk("ZMSCORE", k.delayed, members) or {}
+  local ready_now = due <= now
+  local delayed_at = delayed_score(due, priority)
+  local fresh, seen = {}, {}
+  local function write_fresh()
+    if #fresh == 0 then
+      return
+    end
+    if ready_now then
+      if k.ready_was_empty == nil then
+        k.ready_was_empty = rcall("EXISTS", k.ready) == 0
+      end
+      bulk("ZADD", k.ready, fresh)
+      woke = woke or k.ready_was_empty
+    else
+      add_delayed(k, fresh[2], delayed_at)  -- one score for all: the first decides a wake-up
+      bulk("ZADD", k.delayed, fresh)
+    end
+    fresh = {}
+  end
+  for n, member in ipairs(members) do
+    local held = in_ready[n]
+    if not (seen[member] or in_delayed[n] or held) then
+      fresh[#fresh + 1] = fmt(ready_now and ready_score(priority, clock:next()) or delayed_at)
+      fresh[#fresh + 1] = member
+      on_send(n, false)
+    elseif held and not seen[member] and priority <= ready_priority(tonumber(held)) then
+      on_send(n, true)
+    else
+      write_fresh()
+      on_send(n, put_pending(k, member, priority, due, now, clock, nil))
+    end
+    seen[member] = true
+  end
+  write_fresh()
 end
 
 -- The end of every script that puts messages into pending: keep the slot clock, and wake

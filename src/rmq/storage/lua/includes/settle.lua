@@ -20,6 +20,45 @@ local function take_inflight(k, id)
   return p, a, due, member, released
 end
 
+-- take_inflight for a batch of acks, with a few commands for all of them: returns how many
+-- still held their lease, and whether a key lock was released.
+local function take_inflight_many(k, ids)
+  local leased = bulk("ZMSCORE", k.leases, ids)
+  local held, seen = {}, {}
+  for j, id in ipairs(ids) do
+    if leased[j] and not seen[id] then
+      seen[id] = true
+      held[#held + 1] = id
+    end
+  end
+  if #held == 0 then
+    return 0, false
+  end
+  local released = false
+  if rcall("EXISTS", k.locks) == 1 then  -- a serial topic: free the keys these deliveries hold
+    local records = bulk("HMGET", k.inflight, held)
+    local keys = {}
+    for j, record in ipairs(records) do
+      local _, _, _, member = parse_inflight(record)
+      keys[j] = member_key(member)
+    end
+    local holders = bulk("HMGET", k.locks, keys)
+    local free = {}
+    for j, holder in ipairs(holders) do
+      if holder == held[j] then
+        free[#free + 1] = keys[j]
+      end
+    end
+    if #free > 0 then
+      bulk("HDEL", k.locks, free)
+      released = true
+    end
+  end
+  bulk("ZREM", k.leases, held)
+  bulk("HDEL", k.inflight, held)
+  return #held, released
+end
+
 -- Back to pending after `attempts` deliveries. A message that merges into one pending again
 -- (sent anew while it was in flight) keeps the pending one's attempt count: that is new work.
 local function requeue(k, member, p, attempts, due, now, clock, stamp)

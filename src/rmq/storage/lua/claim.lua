@@ -97,36 +97,47 @@ if serial then
   end
 else
   local chunk = math.ceil(count / #slots) + 4
+  local n_slots = #slots
   local members, scores, pos, more, read = {}, {}, {}, {}, {}
+  local head = {}  -- per slot: the score of its next candidate, math.huge when none is left
   local function refill(i)
     local from = read[i] or 0
-    local head = rcall("ZRANGE", slots[i].ready, from, from + chunk - 1, "WITHSCORES")
-    read[i] = from + #head / 2
-    members[i], scores[i], pos[i] = {}, {}, 1
-    for j = 1, #head, 2 do
-      members[i][#members[i] + 1] = head[j]
-      scores[i][#scores[i] + 1] = tonumber(head[j + 1])
+    local got = rcall("ZRANGE", slots[i].ready, from, from + chunk - 1, "WITHSCORES")
+    read[i] = from + #got / 2
+    local m, sc = {}, {}
+    for j = 1, #got, 2 do
+      m[#m + 1] = got[j]
+      sc[#sc + 1] = tonumber(got[j + 1])
     end
-    more[i] = #head == 2 * chunk
+    members[i], scores[i], pos[i] = m, sc, 1
+    more[i] = #got == 2 * chunk
+    head[i] = sc[1] or math.huge
   end
-  for i = 1, #slots do
+  for i = 1, n_slots do
     refill(i)
   end
   next_candidate = function()
-    local best
-    for i = 1, #slots do
-      if pos[i] > #members[i] and more[i] then
-        refill(i)
-      end
-      if pos[i] <= #members[i] and (not best or scores[i][pos[i]] < scores[best][pos[best]]) then
-        best = i
+    local best, best_score = nil, math.huge
+    for i = 1, n_slots do
+      if head[i] < best_score then
+        best, best_score = i, head[i]
       end
     end
-    if best then
-      local j = pos[best]
-      pos[best] = j + 1
-      return scores[best][j], best, members[best][j]
+    if not best then
+      return nil
     end
+    local j = pos[best]
+    local member = members[best][j]
+    pos[best] = j + 1
+    local following = scores[best][j + 1]
+    if following then
+      head[best] = following
+    elseif more[best] then
+      refill(best)
+    else
+      head[best] = math.huge
+    end
+    return best_score, best, member
   end
 end
 
@@ -166,28 +177,28 @@ for i, members in pairs(chosen) do
   ids[i] = rcall("INCRBY", k.seq, #members) - #members + 1
 end
 
-local out = {-1}
+local out, o = {-1}, 1
 for _, c in ipairs(order) do
   local i, score, member = c[1], c[2], c[3]
   local id = ids[i]
   ids[i] = id + 1
+  id = string.format("%d", id)  -- once, not each time Redis would turn it into text
   local attempts = (attempts_of[member] or 0) + 1
   local p = ready_priority(score)
   local due = math.min(stamp_due(ready_stamp(score)), now)
-  table.insert(records[i], id)
-  table.insert(records[i], inflight_record(p, attempts, due, member))
-  table.insert(leases[i], lease_until)
-  table.insert(leases[i], id)
+  local r, l = records[i], leases[i]
+  r[#r + 1] = id
+  r[#r + 1] = inflight_record(p, attempts, due, member)
+  l[#l + 1] = lease_until
+  l[#l + 1] = id
   if serial then
-    table.insert(locks[i], member_key(member))
-    table.insert(locks[i], id)
+    local lk = locks[i]
+    lk[#lk + 1] = member_key(member)
+    lk[#lk + 1] = id
   end
-  out[#out + 1] = i
-  out[#out + 1] = id
-  out[#out + 1] = member
-  out[#out + 1] = p
-  out[#out + 1] = attempts
-  out[#out + 1] = due
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] =
+    i, id, member, p, attempts, due
+  o = o + 6
 end
 for i in pairs(chosen) do
   local k = slots[i]

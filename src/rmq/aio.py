@@ -19,6 +19,7 @@ import redis.asyncio as aredis
 from . import registry
 from .async_connection import AsyncExecutor, AsyncRedis, AsyncWaiter, drive, open_async
 from .client import Clock, check_count, system_clock
+from .coalesce import AsyncSendCoalescer
 from .errors import UnknownTopic
 from .message import DeadLetter, Message, SendCounts, SendResult
 from .outgoing import MISSING, prepare, prepare_batch
@@ -48,8 +49,10 @@ class AsyncClient:
         self._execute: AsyncExecutor | None = None
         self._opening = asyncio.Lock()
         self._cache: dict[str, tuple[float, TopicInfo]] = {}
+        self._loading: dict[str, asyncio.Future[TopicInfo]] = {}
         self._waiters: dict[str, AsyncWaiter] = {}
         self._handlers: list[tuple[str, Callable[..., Any], dict[str, Any]]] = []
+        self._sends = AsyncSendCoalescer(self._run)  # concurrent sends share round trips
 
     @classmethod
     async def connect(cls, url: str | None = None, **options: Any) -> AsyncClient:
@@ -125,7 +128,15 @@ class AsyncClient:
         cached = self._cache.get(name)
         if cached and not fresh and cached[0] > now:
             return cached[1]
-        info = await self._run(registry.load_info(name))
+        # Tasks that find the entry stale together share one load: hundreds of concurrent
+        # senders must not each open a connection for it at the same moment.
+        loading = self._loading.get(name)
+        if loading is None or fresh:
+            loading = asyncio.ensure_future(self._run(registry.load_info(name)))
+            if not fresh:
+                self._loading[name] = loading
+                loading.add_done_callback(lambda _: self._loading.pop(name, None))
+        info = await asyncio.shield(loading)
         self._cache[name] = (now + self.registry_ttl, info)
         return info
 
@@ -162,13 +173,13 @@ class AsyncClient:
                    priority: int | None = None, delay_ms: float | None = None,
                    deliver_at: Any = None, slot_basis: bytes | str | None = None,
                    key: bytes | str | None = None) -> SendResult:
-        """Async twin of Client.send."""
+        """Async twin of Client.send; sends made at once by several tasks travel together."""
         info = await self.topic(topic)
         now = self.clock()
         message = prepare(info.settings, now, body, json=json, priority=priority,
                           delay_ms=delay_ms, deliver_at=deliver_at, slot_basis=slot_basis,
                           key=key)
-        (merged,) = await self._run(queue_ops.send(topic, info.groups, [message], now))
+        merged = await self._sends.send(topic, tuple(info.groups), message, now)
         return SendResult(message.slot, merged)
 
     async def send_many(self, topic: str, items: Iterable[Any]) -> SendCounts:

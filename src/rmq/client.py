@@ -10,6 +10,7 @@ from typing import Any
 import redis
 
 from . import registry
+from .coalesce import SendCoalescer
 from .connection import SyncExecutor, connect, resolve_url
 from .errors import InvalidMessage, UnknownTopic
 from .message import DeadLetter, Message, SendCounts, SendResult
@@ -60,6 +61,8 @@ class Client:
         self._lock = threading.Lock()
         self._waiters: dict[str, Waiter] = {}
         self._handlers: list[Any] = []
+        # concurrent single sends from several threads share round trips (coalesce.py)
+        self._sends = SendCoalescer(self._run)
 
     @property
     def is_cluster(self) -> bool:
@@ -157,13 +160,14 @@ class Client:
              deliver_at: Any = None, slot_basis: bytes | str | None = None,
              key: bytes | str | None = None) -> SendResult:
         """Send one message (SPEC §2). Merges into an identical pending message of each group
-        (earliest due time and highest priority win); never into one in flight."""
+        (earliest due time and highest priority win); never into one in flight. Sends made
+        at once from several threads travel together (group commit, ``rmq.coalesce``)."""
         info = self.topic(topic)
         now = self.clock()
         message = prepare(info.settings, now, body, json=json, priority=priority,
                           delay_ms=delay_ms, deliver_at=deliver_at, slot_basis=slot_basis,
                           key=key)
-        (merged,) = self._run(queue_ops.send(topic, info.groups, [message], now))
+        merged = self._sends.send(topic, tuple(info.groups), message, now)
         return SendResult(message.slot, merged)
 
     def send_many(self, topic: str, items: Iterable[Any]) -> SendCounts:

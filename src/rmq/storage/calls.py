@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from .scripts import Script
 
-__all__ = ["Call", "Op", "drive", "command", "script_call"]
+__all__ = ["Call", "Op", "drive", "together", "command", "script_call"]
 
 T = TypeVar("T")
 
@@ -47,3 +47,28 @@ def drive(op: Op[T], execute: Callable[[list[Call]], list[Any]]) -> T:
             batch = op.send(execute(batch) if batch else [])
     except StopIteration as done:
         return done.value
+
+
+
+def together(ops: list[Op[Any]]) -> Op[list[Any]]:
+    """Several operations as one: each round trip carries the next batch of every one still
+    running. Returns their values in order."""
+    values: list[Any] = [None] * len(ops)
+    pending: dict[int, list[Call]] = {}
+    for i, op in enumerate(ops):
+        try:
+            pending[i] = next(op)
+        except StopIteration as done:
+            values[i] = done.value
+    while pending:
+        results = yield [call for batch in pending.values() for call in batch]
+        following: dict[int, list[Call]] = {}
+        at = 0
+        for i, batch in pending.items():
+            try:
+                following[i] = ops[i].send(results[at : at + len(batch)])
+            except StopIteration as done:
+                values[i] = done.value
+            at += len(batch)
+        pending = following
+    return values

@@ -1,0 +1,157 @@
+"""Group commit of single sends (``rmq.coalesce``): sends made at once, from threads or from
+asyncio tasks, share round trips, and each sender still gets its own result or error."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+
+import pytest
+from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
+from helpers import wait_for
+
+import rmq
+from rmq.coalesce import SendCoalescer
+from rmq.outgoing import prepare
+
+
+def _sends_in_flight(client: rmq.Client, topic: str, bodies: list[bytes],
+                     run: object) -> tuple[SendCoalescer, list[object]]:
+    """Threads sending ``bodies`` through a coalescer driven by ``run``; returns it and the
+    per-thread outcomes (a bool, or the exception raised)."""
+    coalescer = SendCoalescer(run)  # type: ignore[arg-type]
+    info = client.topic(topic)
+    outcomes: list[object] = [None] * len(bodies)
+
+    def send(i: int) -> None:
+        now = client.clock()
+        message = prepare(info.settings, now, bodies[i])
+        try:
+            outcomes[i] = coalescer.send(topic, tuple(info.groups), message, now)
+        except Exception as exc:  # noqa: BLE001 - the outcome under test
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(bodies))]
+    return coalescer, [threads, outcomes]
+
+
+def test_threads_sending_while_a_send_is_on_the_wire_go_out_together(client):
+    client.create_topic("t")
+    gate, batches = threading.Event(), []
+
+    def run(op):  # the real client, with the first round trip held until the rest queue
+        if not batches:
+            gate.wait(10)
+        batches.append(op)
+        return client._run(op)
+
+    bodies = [b"first", b"a", b"b", b"a", b"c"]
+    coalescer, (threads, outcomes) = _sends_in_flight(client, "t", bodies, run)
+    threads[0].start()
+    wait_for(lambda: coalescer._busy)
+    for thread in threads[1:]:
+        thread.start()
+    wait_for(lambda: len(coalescer._queued) == 4)
+    gate.set()
+    for thread in threads:
+        thread.join(10)
+
+    assert len(batches) == 2  # "first" alone, then the four that queued behind it
+    assert outcomes == [False, False, False, True, False]  # the second b"a" merged
+    stats = client.stats("t").groups["default"]
+    assert (stats.ready, stats.counters["sent"], stats.counters["merged"]) == (4, 5, 1)
+    assert not coalescer._busy
+
+
+def test_a_failed_batch_raises_in_every_sender_and_the_next_batch_still_goes(client):
+    client.create_topic("t")
+    gate, calls = threading.Event(), []
+
+    def run(op):
+        calls.append(op)
+        if len(calls) == 1:
+            gate.wait(10)
+            return client._run(op)
+        if len(calls) == 2:
+            raise rmq.errors.RedisUnavailable("the batch's round trip failed")
+        return client._run(op)
+
+    coalescer, (threads, outcomes) = _sends_in_flight(client, "t", [b"x", b"y", b"z"], run)
+    threads[0].start()
+    wait_for(lambda: coalescer._busy)
+    threads[1].start()
+    threads[2].start()
+    wait_for(lambda: len(coalescer._queued) == 2)
+    gate.set()
+    for thread in threads:
+        thread.join(10)
+    assert outcomes[0] is False
+    assert all(isinstance(o, rmq.errors.RedisUnavailable) for o in outcomes[1:])
+    assert not coalescer._busy
+
+    now = client.clock()
+    message = prepare(client.topic("t").settings, now, b"after")
+    assert coalescer.send("t", tuple(client.topic("t").groups), message, now) is False
+    assert client.stats("t").groups["default"].ready == 2  # x and after; y and z failed
+
+
+def test_many_threads_sending_duplicates_get_consistent_results(client):
+    client.create_topic("t", slots=4)
+    bodies = [f"p{i % 7}".encode() for i in range(64)]
+    results: list[rmq.SendResult | None] = [None] * len(bodies)
+
+    def send(i: int) -> None:
+        results[i] = client.send("t", bodies[i])
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(bodies))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    fresh = Counter(bodies[i] for i, r in enumerate(results) if r is not None and not r.merged)
+    assert fresh == Counter({f"p{i}".encode(): 1 for i in range(7)})  # one send of each stored
+    stats = client.stats("t").groups["default"]
+    assert (stats.ready, stats.counters["sent"], stats.counters["merged"]) == (7, 64, 57)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_concurrent_async_sends_share_round_trips(redis_url: str, anyio_backend: str):
+    async with rmq.AsyncClient(redis_url) as client:
+        await client.create_topic("t", slots=4)
+        await client.topic("t")  # cached: the sends below only queue and wait
+        carried: list[object] = []
+        original = client._sends._run
+
+        async def counting(op):
+            carried.append(op)
+            return await original(op)
+
+        client._sends._run = counting
+        bodies = [f"p{i % 50}".encode() for i in range(400)]
+        results = await asyncio.gather(*(client.send("t", body) for body in bodies))
+
+        assert sum(not r.merged for r in results) == 50
+        assert len(carried) < len(bodies) / 10  # hundreds of sends, a handful of round trips
+        stats = (await client.stats("t")).groups["default"]
+        assert (stats.ready, stats.counters["sent"], stats.counters["merged"]) == (50, 400, 350)
+        assert client._sends._carrier is None
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_cancelled_async_sender_does_not_break_the_others(redis_url: str,
+                                                                  anyio_backend: str):
+    async with rmq.AsyncClient(redis_url) as client:
+        await client.create_topic("t")
+        await client.topic("t")
+        tasks = [asyncio.ensure_future(client.send("t", f"m{i}")) for i in range(20)]
+        await asyncio.sleep(0)  # every task has queued its send; the carrier has not run yet
+        assert len(client._sends._queued) == 20
+        tasks[3].cancel()  # its sender stops waiting; its message is already on its way
+        done = await asyncio.gather(*tasks, return_exceptions=True)
+        assert isinstance(done[3], asyncio.CancelledError)
+        assert all(isinstance(r, rmq.SendResult) for i, r in enumerate(done) if i != 3)
+        assert (await client.stats("t")).groups["default"].ready == 20
+        assert client._sends._carrier is None

@@ -211,11 +211,15 @@ class Consumer:
             for message in messages:
                 self._held[(message.slot, message.id)] = message
         if self.is_async and self._loop is not None:
-            for message in messages:
-                self._loop.call_soon_threadsafe(self._async_queue.put_nowait, message)
+            # one wake-up of the event loop per claim, not one per message
+            self._loop.call_soon_threadsafe(self._queue_async, messages)
         else:
             for message in messages:
                 self._waiting.put(message)
+
+    def _queue_async(self, messages: list[Message]) -> None:
+        for message in messages:
+            self._async_queue.put_nowait(message)
 
     def _wake_fetcher(self) -> None:
         with self._room:

@@ -3,6 +3,7 @@ the references (Redis Streams and a raw merge-enqueue Lua call through redis-py)
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import shutil
 import subprocess
@@ -19,7 +20,7 @@ import rmq
 
 from .workload import Bodies, SharedTally
 
-__all__ = ["open_client", "send_one_job", "send_many_job", "claim_ack_job", "consumer_job",
+__all__ = ["open_client", "send_one_job", "send_threads_job", "send_tasks_job", "send_many_job", "claim_ack_job", "consumer_job",
            "paced_send_job", "redis_benchmark", "xadd_job", "merge_lua_job", "xconsume_job",
            "MERGE_ENQUEUE_LUA", "CONSUME_TIMEOUT"]
 
@@ -65,6 +66,60 @@ def send_one_job(url: str, topic: str, bodies: Bodies) -> Callable[[], tuple[int
         return len(items), merged
 
     return run
+
+
+def send_threads_job(url: str, topic: str, bodies: Bodies,
+                     threads: int) -> Callable[[], tuple[int, int]]:
+    """``send`` one at a time from ``threads`` threads sharing one client (group commit)."""
+    client, items = open_client(url), bodies.build()
+    parts = [items[i::threads] for i in range(threads)]
+
+    def run() -> tuple[int, int]:
+        merged = [0] * threads
+
+        def send(i: int) -> None:
+            merged[i] = sum(client.send(topic, body).merged for body in parts[i])
+
+        workers = [threading.Thread(target=send, args=(i,)) for i in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        return len(items), sum(merged)
+
+    return run
+
+
+def send_tasks_job(url: str, topic: str, bodies: Bodies,
+                   tasks: int) -> Callable[[], tuple[int, int]]:
+    """``AsyncClient.send`` one at a time from ``tasks`` asyncio tasks (group commit)."""
+    items = bodies.build()
+    parts = [items[i::tasks] for i in range(tasks)]
+    loop = asyncio.new_event_loop()
+    client = loop.run_until_complete(_open_async(url, topic))
+
+    async def send_all() -> int:
+        async def send(part: list[bytes]) -> int:
+            return sum([(await client.send(topic, body)).merged for body in part])
+
+        return sum(await asyncio.gather(*(send(part) for part in parts)))
+
+    def run() -> tuple[int, int]:
+        try:
+            return len(items), loop.run_until_complete(send_all())
+        finally:
+            loop.run_until_complete(client.close())
+            loop.close()
+
+    return run
+
+
+async def _open_async(url: str, topic: str) -> rmq.AsyncClient:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        client = await rmq.AsyncClient.connect(url)
+    await client.topic(topic)  # cached before the clock starts, as the sync client's is
+    return client
 
 
 def send_many_job(url: str, topic: str, bodies: Bodies, batch: int,

@@ -3,7 +3,8 @@ from several processes, against Redis Streams XADD and the raw merge-enqueue Lua
 
 from __future__ import annotations
 
-from ..jobs import merge_lua_job, send_many_job, send_one_job, xadd_job
+from ..jobs import (merge_lua_job, send_many_job, send_one_job, send_tasks_job, send_threads_job,
+                    xadd_job)
 from ..parallel import time_inline, time_processes
 from ..report import Figure, Report, at_least, bar_chart, ratio_at_least
 from ..runner import Bench
@@ -15,6 +16,7 @@ TOPIC = "bench.send"
 XADD_1, XADD_N = "Streams XADD pipelined, 1 process", "Streams XADD pipelined, {n} processes"
 LUA_1, LUA_N = "merge-enqueue Lua, 1 process", "merge-enqueue Lua, {n} processes"
 XADD_ONE = "Streams XADD one at a time"
+THREADS, TASKS = 32, 512  # concurrent senders sharing one client: group commit (rmq.coalesce)
 
 
 def run(bench: Bench) -> Report:
@@ -31,6 +33,20 @@ def run(bench: Bench) -> Report:
     expected += span.count
     report.add(Figure("send, one at a time", span.rate, "msg/s", compare=[XADD_ONE],
                       targets=[at_least(40_000, "msg/s")(span.rate)]))
+
+    with step(f"send one at a time from {THREADS} threads, {s.send_single} messages"):
+        span = time_inline(send_threads_job, url, TOPIC,
+                           Bodies(b"threads", s.body_size, 0, s.send_single), THREADS)
+    expected += span.count
+    report.add(Figure(f"send, one at a time, {THREADS} threads", span.rate, "msg/s",
+                      compare=[XADD_ONE], targets=[at_least(40_000, "msg/s")(span.rate)]))
+
+    with step(f"send one at a time from {TASKS} asyncio tasks, {s.send_single} messages"):
+        span = time_inline(send_tasks_job, url, TOPIC,
+                           Bodies(b"tasks", s.body_size, 0, s.send_single), TASKS)
+    expected += span.count
+    report.add(Figure(f"send, one at a time, {TASKS} asyncio tasks", span.rate, "msg/s",
+                      compare=[XADD_ONE], targets=[at_least(40_000, "msg/s")(span.rate)]))
 
     with step(f"send_many, 1 process, {s.send} messages"):
         span = time_inline(send_many_job, url, TOPIC, Bodies(b"many", s.body_size, 0, s.send),

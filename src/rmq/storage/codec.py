@@ -1,7 +1,8 @@
 """Encodings of members, scores and records; the Python side of ``lua/includes``.
 
 ``docs/storage.md`` is the reference; the Lua includes ``scores``, ``member`` and ``records``
-must agree with this module, and ``tests/test_storage_codec.py`` checks that they do.
+must agree with this module; the snapshot tests (``tests/test_snapshot.py``) read what the
+scripts wrote through it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ __all__ = [
     "ready_due",
     "delayed_due",
     "delayed_priority",
+    "lease_until",
     "InflightRecord",
     "DeadRecord",
     "parse_inflight",
@@ -26,6 +28,7 @@ __all__ = [
 EPOCH_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
 _BAND = 2**46
 _SUB = 32
+_LEASE_SUB = 1024
 _NO_KEY = 0xFFFFFFFF
 _LEN = struct.Struct(">I")
 
@@ -68,6 +71,11 @@ def delayed_due(score: float) -> int:
 
 def delayed_priority(score: float) -> int:
     return 255 - int(score) % 256
+
+
+def lease_until(score: float) -> int:
+    """Epoch ms a lease runs until, from its score ``-(until * 1024 + id % 1024)``."""
+    return -int(score) // _LEASE_SUB
 
 
 class InflightRecord(NamedTuple):

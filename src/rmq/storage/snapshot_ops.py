@@ -15,6 +15,7 @@ from .codec import (
     decode_member,
     delayed_due,
     delayed_priority,
+    lease_until,
     parse_dead,
     parse_inflight,
     ready_due,
@@ -72,7 +73,7 @@ def snapshot_slot(topic: str, group: str, slot: int, now: int) -> Op[list[Snapsh
 
     pending("ready", ready, ready_due, ready_priority)
     pending("delayed", delayed, delayed_due, delayed_priority)
-    lease_of = {member: int(score) for member, score in leases}
+    lease_of = {member: lease_until(score) for member, score in leases}
     for delivery, raw in inflight.items():
         record = parse_inflight(raw)
         body, key = decode_member(record.member)

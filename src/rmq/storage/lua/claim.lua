@@ -26,7 +26,7 @@
 
 local now = tonumber(ARGV[1])
 local count = tonumber(ARGV[2])
-local lease_until = fmt(now + tonumber(ARGV[3]))
+local lease_until = now + tonumber(ARGV[3])
 local serial = ARGV[4] == "1"
 local promote_limit = tonumber(ARGV[5])
 local window = tonumber(ARGV[6])
@@ -166,7 +166,13 @@ local records, leases, locks = {}, {}, {}  -- per slot: HSET / ZADD arguments
 for i, members in pairs(chosen) do
   records[i], leases[i], locks[i] = {}, {}, {}
   local k = slots[i]
-  bulk("ZREM", k.ready, members)
+  if serial then
+    bulk("ZREM", k.ready, members)
+  else
+    -- the merge took a prefix of this slot's ready zset: drop it by rank, without sending
+    -- the members back into Redis
+    rcall("ZREMRANGEBYRANK", k.ready, 0, #members - 1)
+  end
   if rcall("EXISTS", k.attempts) == 1 then  -- only messages that ran before have a count
     local counts = bulk("HMGET", k.attempts, members)
     for j, member in ipairs(members) do
@@ -180,16 +186,16 @@ end
 local out, o = {-1}, 1
 for _, c in ipairs(order) do
   local i, score, member = c[1], c[2], c[3]
-  local id = ids[i]
-  ids[i] = id + 1
-  id = string.format("%d", id)  -- once, not each time Redis would turn it into text
+  local n = ids[i]
+  ids[i] = n + 1
+  local id = string.format("%d", n)  -- once, not each time Redis would turn it into text
   local attempts = (attempts_of[member] or 0) + 1
   local p = ready_priority(score)
   local due = math.min(stamp_due(ready_stamp(score)), now)
   local r, l = records[i], leases[i]
   r[#r + 1] = id
   r[#r + 1] = inflight_record(p, attempts, due, member)
-  l[#l + 1] = lease_until
+  l[#l + 1] = fmt(lease_score(lease_until, n))
   l[#l + 1] = id
   if serial then
     local lk = locks[i]

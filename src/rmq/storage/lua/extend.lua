@@ -7,14 +7,22 @@
 
   Returns one integer per id: 1 if extended, 0 if the lease was already gone.
 ]]
-local rcall = redis.call
-local out = {}
+--- @include "scores"
+--- @include "bulk"
+
+local until_ms = tonumber(ARGV[1])
+local ids = {}
 for i = 2, #ARGV do
-  if rcall("ZSCORE", KEYS[1], ARGV[i]) then
-    rcall("ZADD", KEYS[1], ARGV[1], ARGV[i])
-    out[#out + 1] = 1
-  else
-    out[#out + 1] = 0
+  ids[#ids + 1] = ARGV[i]
+end
+local held = bulk("ZMSCORE", KEYS[1], ids)
+local out, moved = {}, {}
+for j, id in ipairs(ids) do
+  out[j] = held[j] and 1 or 0
+  if held[j] then
+    moved[#moved + 1] = fmt(lease_score(until_ms, tonumber(id)))
+    moved[#moved + 1] = id
   end
 end
+bulk("ZADD", KEYS[1], moved)
 return out

@@ -23,7 +23,9 @@
 
 local now = tonumber(ARGV[1])
 local k = group_keys(2)
-local expired = rcall("ZRANGEBYSCORE", k.leases, "-inf", fmt(now), "LIMIT", 0, tonumber(ARGV[6]))
+-- the longest expired first (leases score negative: scores.lua)
+local expired = rcall("ZREVRANGEBYSCORE", k.leases, "+inf", fmt(expired_from(now)),
+  "LIMIT", 0, tonumber(ARGV[6]))
 if #expired == 0 then
   return {0, 0}
 end

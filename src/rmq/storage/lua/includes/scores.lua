@@ -10,6 +10,12 @@
            divides the score itself by 2^46: shifting it first would leave [-2^53, 2^53].
   delayed: due_ms * 256 + (255 - priority)
            -> earliest due first.
+  leases:  -(lease_until_ms * 1024 + id % 1024)
+           -> the newest lease first. A zset of up to 128 small members is a listpack, and
+           a listpack insert scans from the head to its place: with the newest first, a claim
+           inserts at the head instead of scanning every lease in flight (measured: a third
+           of claim+ack's server instructions). The low bits make scores unique, so an insert
+           never falls back to comparing members among equal scores.
 ]]
 local EPOCH = 1704067200000     -- 2024-01-01T00:00:00Z; stamps count from here
 local BAND = 70368744177664     -- 2^46: one priority's share of the ready score range
@@ -49,4 +55,15 @@ end
 
 local function delayed_priority(score)
   return 255 - (score - math.floor(score / 256) * 256)
+end
+
+local LEASE_SUB = 1024
+
+local function lease_score(until_ms, id)
+  return -(until_ms * LEASE_SUB + id % LEASE_SUB)
+end
+
+-- Leases that have run out by `now` are those scoring at least this.
+local function expired_from(now)
+  return -(now * LEASE_SUB + LEASE_SUB - 1)
 end

@@ -21,42 +21,41 @@ local function take_inflight(k, id)
 end
 
 -- take_inflight for a batch of acks, with a few commands for all of them: returns how many
--- still held their lease, and whether a key lock was released.
+-- still held their lease, and whether a key lock was released. A record exists exactly while
+-- its lease does, and ids are never reused, so deleting both for every id is right for ids
+-- already settled too: it removes nothing.
 local function take_inflight_many(k, ids)
-  local leased = bulk("ZMSCORE", k.leases, ids)
-  local held, seen = {}, {}
-  for j, id in ipairs(ids) do
-    if leased[j] and not seen[id] then
-      seen[id] = true
-      held[#held + 1] = id
-    end
-  end
-  if #held == 0 then
-    return 0, false
-  end
   local released = false
   if rcall("EXISTS", k.locks) == 1 then  -- a serial topic: free the keys these deliveries hold
-    local records = bulk("HMGET", k.inflight, held)
-    local keys = {}
+    local records = bulk("HMGET", k.inflight, ids)
+    local keys, holders_of = {}, {}
     for j, record in ipairs(records) do
-      local _, _, _, member = parse_inflight(record)
-      keys[j] = member_key(member)
-    end
-    local holders = bulk("HMGET", k.locks, keys)
-    local free = {}
-    for j, holder in ipairs(holders) do
-      if holder == held[j] then
-        free[#free + 1] = keys[j]
+      if record then
+        local _, _, _, member = parse_inflight(record)
+        keys[#keys + 1] = member_key(member)
+        holders_of[#keys] = ids[j]
       end
     end
-    if #free > 0 then
-      bulk("HDEL", k.locks, free)
-      released = true
+    if #keys > 0 then
+      local holders = bulk("HMGET", k.locks, keys)
+      local free = {}
+      for j, holder in ipairs(holders) do
+        if holder == holders_of[j] then
+          free[#free + 1] = keys[j]
+        end
+      end
+      if #free > 0 then
+        bulk("HDEL", k.locks, free)
+        released = true
+      end
     end
   end
-  bulk("ZREM", k.leases, held)
-  bulk("HDEL", k.inflight, held)
-  return #held, released
+  local acked = 0
+  for from = 1, #ids, 1000 do  -- bulk() does not sum counts
+    acked = acked + rcall("ZREM", k.leases, unpack(ids, from, math.min(from + 999, #ids)))
+  end
+  bulk("HDEL", k.inflight, ids)
+  return acked, released
 end
 
 -- Back to pending after `attempts` deliveries. A message that merges into one pending again

@@ -105,6 +105,11 @@ def _enqueue_keys(topic: str, slot: int, groups: tuple[str, ...]) -> tuple[str, 
 
 
 @lru_cache(maxsize=4096)
+def _group_keys(topic: str, slot: int, group: str) -> tuple[str, ...]:
+    return tuple(SlotKeys(topic, slot).group(group).all())
+
+
+@lru_cache(maxsize=4096)
 def _claim_keys(topic: str, group: str, slots: tuple[int, ...]) -> tuple[str, ...]:
     keys: list[str] = []
     for slot in slots:
@@ -175,7 +180,7 @@ def ack(messages: Iterable[Message], one_call: bool) -> Op[int]:
         keys: list[str] = []
         args: list[Any] = [wake_channel(topic)]
         for slot, ms in slots:
-            keys.extend(SlotKeys(topic, slot).group(group).all())
+            keys += _group_keys(topic, slot, group)
             args += (len(ms), *(m.id for m in ms))
         calls.append(script_call(script("ack"), keys, args))
     results = yield calls

@@ -10,9 +10,8 @@ import json as _json
 import math
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import (
     ConflictingOptions,
@@ -36,10 +35,10 @@ _SEND_OPTIONS = frozenset(
 MISSING: Any = object()  # "not given", distinct from None
 
 
-@dataclass(frozen=True, slots=True)
-class Outgoing:
+class Outgoing(NamedTuple):
     """A validated message: its slot, zset member, priority and due time (epoch ms; at or
-    before the send's ``now`` means ready at once)."""
+    before the send's ``now`` means ready at once). A tuple: a batch builds one per message,
+    and a tuple is built in a third of a frozen dataclass's time."""
 
     slot: int
     member: bytes

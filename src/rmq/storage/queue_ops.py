@@ -122,11 +122,13 @@ def _claim_keys(topic: str, group: str, slots: tuple[int, ...]) -> tuple[str, ..
 def _claimed(topic: str, group: str, slots: Sequence[int], reply: list[Any],
              lease_until: float) -> list[Message]:
     out = []
-    for i in range(1, len(reply), 6):
-        index, delivery, member, priority, attempts, due = reply[i : i + 6]
+    fields = iter(reply)
+    next(fields)  # next_due
+    # six fields per message; zip over one iterator takes them in order without slicing
+    for index, delivery, member, priority, attempts, due in zip(*[fields] * 6, strict=True):
         body, key = decode_member(member)
-        out.append(Message(topic, group, slots[index - 1], int(delivery), body, int(priority),
-                           int(attempts), int(due), key, lease_until))
+        out.append(Message(topic, group, slots[index - 1], int(delivery), body, priority,
+                           attempts, due, key, lease_until))
     return out
 
 

@@ -173,10 +173,11 @@ for i, members in pairs(chosen) do
     -- the members back into Redis
     rcall("ZREMRANGEBYRANK", k.ready, 0, #members - 1)
   end
+  attempts_of[i] = {}
   if rcall("EXISTS", k.attempts) == 1 then  -- only messages that ran before have a count
     local counts = bulk("HMGET", k.attempts, members)
     for j, member in ipairs(members) do
-      attempts_of[member] = tonumber(counts[j])
+      attempts_of[i][member] = tonumber(counts[j])
     end
     bulk("HDEL", k.attempts, members)
   end
@@ -189,7 +190,7 @@ for _, c in ipairs(order) do
   local n = ids[i]
   ids[i] = n + 1
   local id = string.format("%d", n)  -- once, not each time Redis would turn it into text
-  local attempts = (attempts_of[member] or 0) + 1
+  local attempts = (attempts_of[i][member] or 0) + 1
   local p = ready_priority(score)
   local due = math.min(stamp_due(ready_stamp(score)), now)
   local r, l = records[i], leases[i]

@@ -79,19 +79,17 @@ def _runs(batch: Sequence[Outgoing], chunk: list[int]) -> list[Any]:
     due time, each ``priority, due, n, member...``. A batch usually is one run, so a message
     costs one argument, its member."""
     args: list[Any] = []
-    run_at = 0
-    current = None
+    run_at = -1
+    priority = due_at = None
     for i in chunk:
-        message = batch[i]
-        if (message.priority, message.due_at) != current:
-            if current is not None:
+        _, member, p, due = batch[i]
+        if p != priority or due != due_at:
+            if run_at >= 0:
                 args[run_at + 2] = len(args) - run_at - 3
-            current = (message.priority, message.due_at)
-            run_at = len(args)
-            args += (message.priority, message.due_at, 0)
-        args.append(message.member)
-    if current is not None:
-        args[run_at + 2] = len(args) - run_at - 3
+            priority, due_at, run_at = p, due, len(args)
+            args += (p, due, 0)
+        args.append(member)
+    args[run_at + 2] = len(args) - run_at - 3
     return args
 
 

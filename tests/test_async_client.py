@@ -208,3 +208,15 @@ async def test_handler_consumers_run_until_cancelled(redis_url: str) -> None:
         stats = (await client.stats("jobs")).groups["default"]
         assert (stats.ready, stats.in_flight, stats.counters["acked"]) == (0, 0, 3)
         assert await client.consumers("jobs") == []
+
+
+async def test_claim_acknowledges_the_previous_batch_in_the_same_round_trip(
+        aclient: rmq.AsyncClient) -> None:
+    await aclient.create_topic("t")
+    await aclient.send_many("t", [b"a", b"b", b"c"])
+    first = await aclient.claim("t", count=2)
+    rest = await aclient.claim("t", count=2, ack=first)
+    assert sorted(m.body for m in first + rest) == [b"a", b"b", b"c"]
+    assert await aclient.claim("t", ack=rest) == []
+    stats = (await aclient.stats("t")).groups["default"]
+    assert (stats.ready, stats.in_flight, stats.counters["acked"]) == (0, 0, 3)

@@ -31,6 +31,34 @@ def test_ack_removes_the_message_for_good(client, clock):
     assert rows(client, "t") == []
 
 
+def test_claim_can_acknowledge_the_previous_batch_in_the_same_round_trip(client, clock):
+    client.create_topic("t", slots=4)
+    client.send_many("t", [f"job-{i}".encode() for i in range(7)])
+    first = client.claim("t", count=3)
+    second = client.claim("t", count=3, ack=first)
+    assert {m.body for m in first}.isdisjoint({m.body for m in second})
+    assert states(client, "t")["in_flight"] == sorted(m.body for m in second)
+    third = client.claim("t", count=3, ack=second)
+    assert len(third) == 1
+    assert client.claim("t", count=3, ack=third) == []
+    assert rows(client, "t") == []
+    assert client.stats("t").groups["default"].counters["acked"] == 7
+
+
+def test_a_claim_acks_even_when_the_topic_is_paused_and_late_acks_change_nothing(client,
+                                                                                 clock):
+    client.create_topic("t", visibility_timeout=1, retry_backoff=0)
+    client.send_many("t", [b"a", b"b"])
+    late, kept = client.claim("t", count=2)
+    clock.advance(1000)
+    client.recover("t")  # both leases ran out: both are pending again
+    (again,) = client.claim("t", count=1)
+    client.pause("t")
+    assert client.claim("t", ack=[late, kept, again]) == []
+    assert client.stats("t").groups["default"].counters["acked"] == 1  # only the live one
+    assert [r.state for r in rows(client, "t")] == ["ready"]
+
+
 def test_default_lease_is_the_topics_visibility_timeout(client, clock):
     client.create_topic("t", visibility_timeout=12)
     client.send("t", b"job")

@@ -193,12 +193,15 @@ class AsyncClient:
     # -- consuming ------------------------------------------------------------------------
 
     async def claim(self, topic: str, group: str = DEFAULT_GROUP, count: int = 100, *,
-                    lease: float | None = None, wait: float | None = None) -> list[Message]:
+                    lease: float | None = None, wait: float | None = None,
+                    ack: Message | Sequence[Message] = ()) -> list[Message]:
         """Async twin of Client.claim; ``wait`` sleeps on the wake channel, not the loop."""
         deadline = None if wait is None else time.monotonic() + wait
         waiter = None
         while True:
-            messages, next_due = await self.claim_until(topic, group, count, lease=lease)
+            messages, next_due = await self.claim_until(topic, group, count, lease=lease,
+                                                        ack=ack)
+            ack = ()
             if messages or deadline is None:
                 return messages
             remaining = deadline - time.monotonic()
@@ -214,16 +217,19 @@ class AsyncClient:
             await waiter.wait(remaining)
 
     async def claim_until(self, topic: str, group: str = DEFAULT_GROUP, count: int = 100, *,
-                          lease: float | None = None) -> tuple[list[Message], int | None]:
+                          lease: float | None = None, ack: Message | Sequence[Message] = ()
+                          ) -> tuple[list[Message], int | None]:
         """Async twin of Client.claim_until."""
         info = await self.topic(topic)
         check_group_name(group)
         check_count(count)
+        acks = [ack] if isinstance(ack, Message) else list(ack)
         if info.paused:
+            await self.ack(acks)
             return [], None
-        return await self._run(queue_ops.claim(
+        return await self._run(queue_ops.with_acks(acks, not self.is_cluster, queue_ops.claim(
             topic, group, info.settings, count, self.clock(),
-            lease or info.settings.visibility_timeout, not self.is_cluster))
+            lease or info.settings.visibility_timeout, not self.is_cluster)))
 
     async def waiter(self, topic: str) -> AsyncWaiter:
         """Async twin of Client.waiter (one subscription per topic)."""

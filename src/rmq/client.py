@@ -183,16 +183,20 @@ class Client:
     # -- consuming ------------------------------------------------------------------------
 
     def claim(self, topic: str, group: str = DEFAULT_GROUP, count: int = 100, *,
-              lease: float | None = None, wait: float | None = None) -> list[Message]:
+              lease: float | None = None, wait: float | None = None,
+              ack: Message | Sequence[Message] = ()) -> list[Message]:
         """Claim up to ``count`` due messages, highest priority first, then FIFO. Each is in
         flight for ``lease`` seconds (default: the topic's visibility_timeout) until acked,
         nacked or extended. Returns at once, possibly empty, unless ``wait`` seconds are
         given: then it sleeps until work arrives, a delayed message is due, or time is up.
-        A paused topic yields nothing."""
+        A paused topic yields nothing. ``ack``: deliveries to acknowledge first, in the same
+        round trip (a loop's previous batch; use ``ack()`` to learn how many still held
+        their lease)."""
         deadline = None if wait is None else time.monotonic() + wait
         waiter = None
         while True:
-            messages, next_due = self.claim_until(topic, group, count, lease=lease)
+            messages, next_due = self.claim_until(topic, group, count, lease=lease, ack=ack)
+            ack = ()
             if messages or deadline is None:
                 return messages
             remaining = deadline - time.monotonic()
@@ -208,18 +212,21 @@ class Client:
             waiter.wait(remaining)
 
     def claim_until(self, topic: str, group: str = DEFAULT_GROUP, count: int = 100, *,
-                    lease: float | None = None) -> tuple[list[Message], int | None]:
+                    lease: float | None = None, ack: Message | Sequence[Message] = ()
+                    ) -> tuple[list[Message], int | None]:
         """``claim`` without waiting, also returning, when fewer than ``count`` were due, the
         epoch ms at which the next delayed message falls due (None if there is none): what
         a consumer needs to know how long it may sleep."""
         info = self.topic(topic)
         check_group_name(group)
         check_count(count)
+        acks = [ack] if isinstance(ack, Message) else list(ack)
         if info.paused:
+            self.ack(acks)
             return [], None
-        return self._run(queue_ops.claim(topic, group, info.settings, count, self.clock(),
-                                         lease or info.settings.visibility_timeout,
-                                         not self.is_cluster))
+        return self._run(queue_ops.with_acks(acks, not self.is_cluster, queue_ops.claim(
+            topic, group, info.settings, count, self.clock(),
+            lease or info.settings.visibility_timeout, not self.is_cluster)))
 
     def waiter(self, topic: str) -> Waiter:
         """A subscription that wakes when ``topic`` gets new ready work (one per topic)."""

@@ -141,19 +141,27 @@ def send_many_job(url: str, topic: str, bodies: Bodies, batch: int,
     return run
 
 
-def claim_ack_job(url: str, topic: str, count: int,
-                  keep: bool) -> Callable[[], tuple[int, Counter[bytes]]]:
-    """Claim ``count`` at a time and acknowledge, until nothing is ready."""
+def claim_ack_job(url: str, topic: str, count: int, keep: bool,
+                  ack_in_claim: bool = False) -> Callable[[], tuple[int, Counter[bytes]]]:
+    """Claim ``count`` at a time and acknowledge, until nothing is ready: ``ack`` then
+    ``claim`` (two round trips a batch), or with ``ack_in_claim`` each claim acknowledging
+    the previous batch (``claim(..., ack=previous)``: one round trip)."""
     client = open_client(url)
 
     def run() -> tuple[int, Counter[bytes]]:
         seen: Counter[bytes] = Counter()
         done = 0
+        finished: list[rmq.Message] = []
         while True:
-            messages = client.claim(topic, count=count)
+            if ack_in_claim:
+                messages = client.claim(topic, count=count, ack=finished)
+            else:
+                messages = client.claim(topic, count=count)
             if not messages:
                 return done, seen
-            client.ack(messages)
+            if not ack_in_claim:
+                client.ack(messages)
+            finished = messages
             done += len(messages)
             if keep:
                 seen.update(m.body for m in messages)
@@ -226,19 +234,28 @@ def merge_lua_job(url: str, zset: str, bodies: Bodies,
     return run
 
 
-def xconsume_job(url: str, stream: str, group: str, name: str,
-                 count: int) -> Callable[[], int]:
-    """Redis Streams out: XREADGROUP ``count`` at a time, then XACK, until nothing is new."""
+def xconsume_job(url: str, stream: str, group: str, name: str, count: int,
+                 ack_in_read: bool = False) -> Callable[[], int]:
+    """Redis Streams out: XREADGROUP ``count`` at a time, then XACK, until nothing is new;
+    with ``ack_in_read`` the XACK of the previous batch is pipelined with the next read."""
     r = _redis(url)
 
     def run() -> int:
         done = 0
+        ids: list[bytes] = []
         while True:
-            reply = r.xreadgroup(group, name, {stream: ">"}, count=count)
+            if ack_in_read and ids:
+                pipe = r.pipeline(transaction=False)
+                pipe.xack(stream, group, *ids)
+                pipe.xreadgroup(group, name, {stream: ">"}, count=count)
+                reply = pipe.execute()[1]
+            else:
+                reply = r.xreadgroup(group, name, {stream: ">"}, count=count)
             if not reply or not reply[0][1]:
                 return done
             ids = [entry_id for entry_id, _ in reply[0][1]]
-            r.xack(stream, group, *ids)
+            if not ack_in_read:
+                r.xack(stream, group, *ids)
             done += len(ids)
 
     return run

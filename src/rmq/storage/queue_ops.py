@@ -11,13 +11,13 @@ import random
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import InvalidMessage
 from ..message import DeadLetter, Message
 from ..outgoing import Outgoing
 from ..settings import TopicSettings
-from .calls import Call, Op, command, script_call
+from .calls import Call, Op, command, script_call, together
 from .codec import decode_member, parse_dead
 from .keys import SlotKeys, wake_channel
 from .scripts import script
@@ -27,6 +27,7 @@ __all__ = [
     "send",
     "claim",
     "ack",
+    "with_acks",
     "fail",
     "release",
     "extend",
@@ -35,6 +36,8 @@ __all__ = [
     "requeue_dead",
     "purge_dead",
 ]
+
+T = TypeVar("T")
 
 MAX_SCRIPT_BATCH = 500  # messages per script call: keeps each call well under a millisecond
 _PROMOTE_LIMIT = 1000
@@ -185,6 +188,15 @@ def ack(messages: Iterable[Message], one_call: bool) -> Op[int]:
         calls.append(script_call(script("ack"), keys, args))
     results = yield calls
     return sum(results)
+
+
+def with_acks(acks: Sequence[Message], one_call: bool, op: Op[T]) -> Op[T]:
+    """``op`` with ``acks`` acknowledged in its first round trip, ahead of it: a consumer
+    loop acks the batch it finished in the same round trip that claims the next one."""
+    if not acks:
+        return (yield from op)
+    _, value = yield from together([ack(acks, one_call), op])
+    return value
 
 
 def _by_group(messages: Iterable[Message], one_call: bool

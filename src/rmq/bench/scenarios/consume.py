@@ -16,6 +16,7 @@ __all__ = ["run", "check_consumed"]
 CLAIM = 100
 XREAD_1, XREAD_N = ("Streams XREADGROUP+XACK, 1 consumer",
                     "Streams XREADGROUP+XACK, {n} consumers")
+XREAD_PIPE = "Streams XACK previous + XREADGROUP pipelined, 1 consumer"
 
 
 def check_consumed(report: Report, bench: Bench, label: str, topic: str, span: Span,
@@ -50,26 +51,30 @@ def run(bench: Bench) -> Report:
     report = Report("consume", {"messages": s.consume, "claim_count": CLAIM,
                                 "concurrency": s.concurrency, "processes": n,
                                 "body_size": s.body_size}, chart=bar_chart)
+    # how: "claim" (claim, then ack: two round trips a batch), "claim+ack" (each claim
+    # acknowledges the previous batch: one round trip), "threads" or "async" (Consumer)
     variants = [
-        ("claim+ack, 1 process", 1, None, [XREAD_1], 100_000),
-        (f"claim+ack, {n} processes", n, None, [XREAD_N.format(n=n)], None),
-        ("Consumer threads, no-op handler, prefetch 256, 1 process", 1, False, [XREAD_1], 50_000),
-        ("Consumer async, no-op handler, prefetch 256, 1 process", 1, True, [XREAD_1], None),
-        (f"Consumer threads, no-op handler, prefetch 256, {n} processes", n, False,
+        ("claim+ack, 1 process", 1, "claim", [XREAD_1], 100_000),
+        ("claim acking the previous batch, 1 process", 1, "claim+ack", [XREAD_PIPE], 100_000),
+        (f"claim+ack, {n} processes", n, "claim", [XREAD_N.format(n=n)], None),
+        ("Consumer threads, no-op handler, prefetch 256, 1 process", 1, "threads", [XREAD_1],
+         50_000),
+        ("Consumer async, no-op handler, prefetch 256, 1 process", 1, "async", [XREAD_1], None),
+        (f"Consumer threads, no-op handler, prefetch 256, {n} processes", n, "threads",
          [XREAD_N.format(n=n)], None),
     ]
-    for i, (label, procs, use_async, compare, target) in enumerate(variants):
+    for i, (label, procs, how, compare, target) in enumerate(variants):
         topic = f"bench.consume{i}"
         bodies = Bodies(b"c%d" % i, s.body_size, 0, s.consume)
         with step(f"filling {topic} with {s.consume} messages"):
             _fill(bench, topic, bodies)
         with step(label):
-            if use_async is None:
-                args = [(url, topic, CLAIM, bench.verify)] * procs
+            if how.startswith("claim"):
+                args = [(url, topic, CLAIM, bench.verify, how == "claim+ack")] * procs
                 job = claim_ack_job
             else:
                 shared = (ctx.Value("q", 0), ctx.Event())
-                args = [(url, topic, shared, s.consume, s.concurrency, use_async,
+                args = [(url, topic, shared, s.consume, s.concurrency, how == "async",
                          bench.verify)] * procs
                 job = consumer_job
             span = (time_inline(job, *args[0]) if procs == 1 else time_processes(job, args))
@@ -79,11 +84,12 @@ def run(bench: Bench) -> Report:
         bench.fresh()
 
     with step("references: Streams XREADGROUP + XACK"):
-        for label, consumers in ((XREAD_1, 1), (XREAD_N.format(n=n), n)):
-            stream = f"ref:{consumers}"
+        for label, consumers, pipelined in ((XREAD_1, 1, False), (XREAD_PIPE, 1, True),
+                                            (XREAD_N.format(n=n), n, False)):
+            stream = f"ref:{label}"
             time_inline(xadd_job, url, stream, Bodies(b"x", s.body_size, 0, s.consume), s.batch)
             bench.redis.xgroup_create(stream, "g", id="0")
-            args = [(url, stream, "g", f"c{i}", CLAIM) for i in range(consumers)]
+            args = [(url, stream, "g", f"c{i}", CLAIM, pipelined) for i in range(consumers)]
             span = (time_inline(xconsume_job, *args[0]) if consumers == 1
                     else time_processes(xconsume_job, args))
             report.add(Figure(label, span.rate, "msg/s", role="reference"))

@@ -90,3 +90,17 @@ def test_benchmark_exits_non_zero_when_a_count_is_wrong(tmp_path: Path,
 
 def test_benchmark_rejects_an_unknown_scenario(tmp_path: Path) -> None:
     assert main(["--quick", "--scenarios", "nope", "--out", str(tmp_path)]) == 2
+
+
+def test_a_scenario_run_again_into_the_folder_replaces_only_its_own_targets(
+        quick_run: QuickRun, tmp_path: Path) -> None:
+    for name in ("send.json", "memory.json", "summary.json"):
+        (tmp_path / name).write_bytes((quick_run.out / name).read_bytes())
+    assert main(["--quick", "--scenarios", "memory", "--out", str(tmp_path)]) == 0
+    before = json.loads((quick_run.out / "summary.json").read_text())["targets"]
+    after = json.loads((tmp_path / "summary.json").read_text())["targets"]
+    assert [r for r in after if r["scenario"] == "send"] == [
+        r for r in before if r["scenario"] == "send"]
+    assert [r["figure"] for r in after if r["scenario"] == "memory"] == [
+        r["figure"] for r in before if r["scenario"] == "memory"]
+    assert [r["scenario"] for r in after] == [r["scenario"] for r in before]  # same order

@@ -195,6 +195,20 @@ def summary_rows(reports: list[Report]) -> list[dict[str, Any]]:
     return rows
 
 
+def _with_earlier_rows(summary: Path, names: list[str], rows: list[dict[str, Any]]
+                       ) -> list[dict[str, Any]]:
+    """``rows`` plus the targets of scenarios an earlier run wrote into the same folder and
+    this run did not repeat (a scenario re-run on its own replaces only its own rows)."""
+    from .scenarios import SCENARIOS
+
+    if not summary.exists():
+        return rows
+    earlier = [row for row in json.loads(summary.read_text())["targets"]
+               if row["scenario"] not in names and row["scenario"] in SCENARIOS]
+    order = list(SCENARIOS)
+    return sorted(earlier + rows, key=lambda row: order.index(row["scenario"]))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark; returns the exit status (1 when a correctness check failed)."""
     from .scenarios import SCENARIOS
@@ -228,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 bench.close()
         finally:
             server.stop()
-    rows = summary_rows(reports)
+    rows = _with_earlier_rows(out / "summary.json", names, summary_rows(reports))
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(
         {"environment": env, "targets": rows, "failed": failed,

@@ -20,8 +20,9 @@ import rmq
 
 from .workload import Bodies, SharedTally
 
-__all__ = ["open_client", "send_one_job", "send_threads_job", "send_tasks_job", "send_many_job", "claim_ack_job", "consumer_job",
-           "paced_send_job", "redis_benchmark", "xadd_job", "merge_lua_job", "xconsume_job",
+__all__ = ["open_client", "send_one_job", "send_threads_job", "send_tasks_job", "send_many_job",
+           "claim_ack_job", "consumer_job", "paced_send_job", "redis_benchmark", "xadd_job",
+           "merge_lua_job", "xconsume_job",
            "MERGE_ENQUEUE_LUA", "CONSUME_TIMEOUT"]
 
 CONSUME_TIMEOUT = 1800.0

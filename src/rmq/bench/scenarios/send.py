@@ -3,8 +3,14 @@ from several processes, against Redis Streams XADD and the raw merge-enqueue Lua
 
 from __future__ import annotations
 
-from ..jobs import (merge_lua_job, send_many_job, send_one_job, send_tasks_job, send_threads_job,
-                    xadd_job)
+from ..jobs import (
+    merge_lua_job,
+    send_many_job,
+    send_one_job,
+    send_tasks_job,
+    send_threads_job,
+    xadd_job,
+)
 from ..parallel import time_inline, time_processes
 from ..report import Figure, Report, at_least, bar_chart, ratio_at_least
 from ..runner import Bench

@@ -74,8 +74,7 @@ class Consumer:
         self.is_async = inspect.iscoroutinefunction(handler)
         self.handled = 0
         self.failed = 0
-        self._held: dict[tuple[int, int], Message] = {}  # claimed, handler not finished
-        self._settling = 0  # handlers finished, their ack or nack not yet done
+        self._held: dict[tuple[int, int], Message] = {}  # claimed, not yet settled
         self._room = threading.Condition()
         # SimpleQueue: a put or get costs a fraction of queue.Queue's (no Condition in Python)
         self._waiting: queue.SimpleQueue[Any] = queue.SimpleQueue()  # claimed, not started
@@ -167,14 +166,10 @@ class Consumer:
         # Claim when half the prefetch is free (or nothing is held): one claim of many costs
         # Redis far less than many claims of one.
         with self._room:
-            while self._running.is_set() and self._in_flight() and (
-                    self.prefetch - self._in_flight() < self._claim_at_least):
+            while self._running.is_set() and self._held and (
+                    self.prefetch - len(self._held) < self._claim_at_least):
                 self._room.wait(timeout=1.0)
-            return self.prefetch - self._in_flight()
-
-    def _in_flight(self) -> int:
-        # claimed and not yet settled in Redis: held (waiting or running) or being settled
-        return len(self._held) + self._settling
+            return self.prefetch - len(self._held)
 
     def _fetch_loop(self) -> None:
         waiter = None
@@ -313,34 +308,25 @@ class Consumer:
                     break
             stop = any(item is _STOP for item in batch)
             done = [item for item in batch if item is not _STOP]
-            # Out of `_held` before settling, so the keeper does not extend (and then report
-            # as lost) a lease this ack is ending; but their room stays taken until Redis has
-            # the outcome, so this consumer never has more than `prefetch` messages in flight
-            # (the most a kill or freeze can make it deliver twice).
-            self._forget((message for message, _ in done), settling=len(done))
-            try:
-                succeeded = [message for message, error in done if error is None]
-                if succeeded:
-                    self._safe(lambda ok=succeeded: self.client.ack(ok))
-                for message, error in done:
-                    if error is not None:
-                        self.failed += 1
-                        log.info("%s: handler failed on %s: %r", self.id, message.delivery_id,
-                                 error)
-                        self._safe(lambda m=message, e=error: self.client.nack(m, e))
-                self.handled += len(succeeded)
-            finally:
-                with self._room:
-                    self._settling -= len(done)
-                    self._room.notify_all()
+            # Forget them before settling: the keeper must not extend (and then report as
+            # lost) a lease this ack is ending, and the fetcher may claim again meanwhile.
+            self._forget(message for message, _ in done)
+            succeeded = [message for message, error in done if error is None]
+            if succeeded:
+                self._safe(lambda ok=succeeded: self.client.ack(ok))
+            for message, error in done:
+                if error is not None:
+                    self.failed += 1
+                    log.info("%s: handler failed on %s: %r", self.id, message.delivery_id, error)
+                    self._safe(lambda m=message, e=error: self.client.nack(m, e))
+            self.handled += len(succeeded)
             if stop and self._settle.empty():
                 return
 
-    def _forget(self, messages: Iterable[Message], settling: int = 0) -> None:
+    def _forget(self, messages: Iterable[Message]) -> None:
         with self._room:
             for message in messages:
                 self._held.pop((message.slot, message.id), None)
-            self._settling += settling
             self._room.notify_all()
 
     # -- housekeeping ---------------------------------------------------------------------

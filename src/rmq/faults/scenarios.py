@@ -135,7 +135,8 @@ def worker_kills(stage: Stage, size: int = 2000, kills: int = 5, workers: int = 
                  work_ms: float = 20.0) -> Outcome:
     """Consumer processes SIGKILLed at random points of the run, each replaced at once.
     Nothing may be lost; duplicates may not exceed what the killed workers held (their
-    prefetch) at the moment they died. ``work_ms`` (each handling's duration) sets the pace:
+    prefetch, plus the batch whose acknowledgement was on its way: at most twice the prefetch)
+    at the moment they died. ``work_ms`` (each handling's duration) sets the pace:
     the run must outlast the kills for them to land mid-run."""
     started, topic = time.monotonic(), "chaos-kills"
     client = Client(stage.url, registry_ttl=0.5)
@@ -153,7 +154,7 @@ def worker_kills(stage: Stage, size: int = 2000, kills: int = 5, workers: int = 
         victim = stage.rng.choice(fleet.alive())
         in_flight_at_kill.append(_totals(client, topic)[1])
         victim.kill()
-        bound += victim.prefetch
+        bound += 2 * victim.prefetch  # held, plus one batch being acknowledged
         fleet.spawn()
     problems: list[str] = []
     _wait_drained(client, topic, size, problems)
@@ -330,7 +331,7 @@ def frozen_consumer(stage: Stage, messages: int = 12, lease: float = 1.5) -> Out
     _wait_drained(client, topic, messages, problems)
     figures = {"lease_s": lease, "held_when_frozen": len(held),
                "lease_left_when_frozen_s": expiry_ms / 1000 - frozen_at,
-               "first_redelivery_s": redelivered_after, "duplicate_bound": frozen.prefetch}
+               "first_redelivery_s": redelivered_after, "duplicate_bound": len(held)}
     frozen.signal(signal.SIGCONT)
     outcome = _close_out("frozen-consumer", started, client, topic, fleet, sent, figures,
                          problems)
@@ -339,9 +340,14 @@ def frozen_consumer(stage: Stage, messages: int = 12, lease: float = 1.5) -> Out
     if seen_ms < expiry_ms:
         outcome.problems.append(f"redelivered {expiry_ms - seen_ms:.0f} ms before the lease "
                                 "ran out")
-    if outcome.ledger.duplicates > frozen.prefetch:
-        outcome.problems.append(f"{outcome.ledger.duplicates} duplicates exceed the frozen "
-                                f"consumer's prefetch {frozen.prefetch}")
+    # In flight under it when frozen: its prefetch, plus the batch it had finished and was
+    # acknowledging (the settler frees room before the ack's round trip).
+    if len(held) > 2 * frozen.prefetch:
+        outcome.problems.append(f"{len(held)} messages in flight under the frozen consumer "
+                                f"exceed twice its prefetch {frozen.prefetch}")
+    if outcome.ledger.duplicates > len(held):
+        outcome.problems.append(f"{outcome.ledger.duplicates} duplicates exceed the "
+                                f"{len(held)} messages the frozen consumer held")
     return outcome
 
 

@@ -4,12 +4,13 @@ asyncio tasks, share round trips, and each sender still gets its own result or e
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 from collections import Counter
 
 import pytest
 from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
-from helpers import wait_for
+from helpers import rows, wait_for
 
 import rmq
 from rmq.coalesce import SendCoalescer
@@ -32,7 +33,8 @@ def _sends_in_flight(client: rmq.Client, topic: str, bodies: list[bytes],
         except Exception as exc:  # noqa: BLE001 - the outcome under test
             outcomes[i] = exc
 
-    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(bodies))]
+    # daemons: a regression that strands a sender must fail the test, not hang the run
+    threads = [threading.Thread(target=send, args=(i,), daemon=True) for i in range(len(bodies))]
     return coalescer, [threads, outcomes]
 
 
@@ -94,6 +96,52 @@ def test_a_failed_batch_raises_in_every_sender_and_the_next_batch_still_goes(cli
     message = prepare(client.topic("t").settings, now, b"after")
     assert coalescer.send("t", tuple(client.topic("t").groups), message, now) is False
     assert client.stats("t").groups["default"].ready == 2  # x and after; y and z failed
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_a_sender_interrupted_while_waiting_does_not_strand_the_threads_behind_it(client):
+    """The main thread, queued behind a send on the wire, is interrupted by a signal: the
+    thread queued after it must still be carried, and the coalescer end idle."""
+    client.create_topic("t")
+    gate = threading.Event()
+
+    def run(op):
+        gate.wait(10)
+        return client._run(op)
+
+    coalescer, (threads, outcomes) = _sends_in_flight(client, "t", [b"first", b"last"], run)
+    threads[0].start()
+    wait_for(lambda: coalescer._busy)
+    info = client.topic("t")
+    message = prepare(info.settings, client.clock(), b"interrupted")
+
+    def interrupt(*_: object) -> None:
+        raise Interrupted
+
+    def queue_behind_main_and_interrupt() -> None:
+        wait_for(lambda: len(coalescer._queued) == 1)  # the main thread's send is queued
+        threads[1].start()
+        wait_for(lambda: len(coalescer._queued) == 2)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    helper = threading.Thread(target=queue_behind_main_and_interrupt)
+    try:
+        helper.start()
+        with pytest.raises(Interrupted):
+            coalescer.send("t", tuple(info.groups), message, client.clock())
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        helper.join(10)
+    gate.set()
+    for thread in threads:
+        thread.join(10)
+    assert outcomes == [False, False]
+    assert not coalescer._busy and not coalescer._queued
+    assert sorted(r.body for r in rows(client, "t")) == [b"first", b"last"]
 
 
 def test_many_threads_sending_duplicates_get_consistent_results(client):

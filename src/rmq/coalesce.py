@@ -28,7 +28,7 @@ from .storage.calls import Op, together
 __all__ = ["SendCoalescer", "AsyncSendCoalescer"]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # tickets are told apart by identity, not by content
 class _Ticket:
     topic: str
     groups: tuple[str, ...]
@@ -78,11 +78,34 @@ class SendCoalescer:
             self._busy = True
             self._queued.append(ticket)
         if ticket.done is not None:
-            ticket.done.wait()
+            try:
+                ticket.done.wait()
+            except BaseException:  # interrupted (KeyboardInterrupt, a signal handler's error)
+                self._abandon(ticket)
+                raise
             if not ticket.leads:
                 return ticket.outcome()
         self._carry()
         return ticket.outcome()
+
+    def _abandon(self, ticket: _Ticket) -> None:
+        # A sender that stops waiting must not take the next batch's carrier with it: the
+        # threads queued behind it would wait forever.
+        with self._lock:
+            if ticket in self._queued:  # not yet carried: it will not be
+                self._queued.remove(ticket)
+                if ticket.leads:
+                    self._hand_over()
+
+    def _hand_over(self) -> None:
+        # under the lock: the first queued thread carries the next batch, or nobody is busy
+        if self._queued:
+            following = self._queued[0]
+            following.leads = True
+            assert following.done is not None
+            following.done.set()
+        else:
+            self._busy = False
 
     def _carry(self) -> None:
         with self._lock:
@@ -96,14 +119,8 @@ class SendCoalescer:
             for ticket in batch:
                 if ticket.done is not None:
                     ticket.done.set()
-            with self._lock:  # hand the next batch to its first thread, or go idle
-                if self._queued:
-                    following = self._queued[0]
-                    following.leads = True
-                    assert following.done is not None
-                    following.done.set()
-                else:
-                    self._busy = False
+            with self._lock:
+                self._hand_over()
 
 
 class AsyncSendCoalescer:

@@ -30,7 +30,7 @@ def _sends_in_flight(client: rmq.Client, topic: str, bodies: list[bytes],
         message = prepare(info.settings, now, bodies[i])
         try:
             outcomes[i] = coalescer.send(topic, tuple(info.groups), message, now)
-        except Exception as exc:  # noqa: BLE001 - the outcome under test
+        except BaseException as exc:  # noqa: BLE001 - the outcome under test
             outcomes[i] = exc
 
     # daemons: a regression that strands a sender must fail the test, not hang the run
@@ -100,6 +100,37 @@ def test_a_failed_batch_raises_in_every_sender_and_the_next_batch_still_goes(cli
 
 class Interrupted(Exception):
     pass
+
+
+class Abort(BaseException):  # as KeyboardInterrupt: not an Exception
+    pass
+
+
+def test_an_abort_in_the_carrying_thread_is_its_own_and_the_others_get_an_rmq_error(client):
+    client.create_topic("t")
+    gate, calls = threading.Event(), []
+
+    def run(op):
+        calls.append(op)
+        if len(calls) == 1:
+            gate.wait(10)
+            return client._run(op)
+        raise Abort  # in the thread carrying the second batch: "y", the first queued
+
+    coalescer, (threads, outcomes) = _sends_in_flight(client, "t", [b"x", b"y", b"z"], run)
+    threads[0].start()
+    wait_for(lambda: coalescer._busy)
+    threads[1].start()
+    wait_for(lambda: len(coalescer._queued) == 1)
+    threads[2].start()
+    wait_for(lambda: len(coalescer._queued) == 2)
+    gate.set()
+    for thread in threads:
+        thread.join(10)
+    assert outcomes[0] is False
+    assert isinstance(outcomes[1], Abort)
+    assert isinstance(outcomes[2], rmq.errors.RMQError) and "interrupted" in str(outcomes[2])
+    assert not coalescer._busy
 
 
 def test_a_sender_interrupted_while_waiting_does_not_strand_the_threads_behind_it(client):

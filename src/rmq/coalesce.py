@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import RMQError
 from .outgoing import Outgoing
 from .storage import queue_ops
 from .storage.calls import Op, together
@@ -85,7 +86,7 @@ class SendCoalescer:
                 raise
             if not ticket.leads:
                 return ticket.outcome()
-        self._carry()
+        self._carry(ticket)
         return ticket.outcome()
 
     def _abandon(self, ticket: _Ticket) -> None:
@@ -107,14 +108,20 @@ class SendCoalescer:
         else:
             self._busy = False
 
-    def _carry(self) -> None:
+    def _carry(self, own: _Ticket) -> None:
         with self._lock:
             batch, self._queued = self._queued, []
         try:
             self._run(_store(batch))
         except BaseException as exc:  # every waiting thread gets the error; none hangs
+            # A KeyboardInterrupt or SystemExit belongs to this thread; the others get an
+            # error of their own.
+            shared = exc if isinstance(exc, Exception) else RMQError(
+                f"the send was interrupted in the thread carrying it ({type(exc).__name__}); "
+                "it may or may not have been stored")
             for ticket in batch:
-                ticket.error = exc
+                ticket.error = shared
+            own.error = exc
         finally:
             for ticket in batch:
                 if ticket.done is not None:

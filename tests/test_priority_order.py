@@ -43,6 +43,21 @@ def test_one_claim_returns_its_batch_in_priority_order_across_slots(client):
 
 
 @pytest.mark.single_node
+@pytest.mark.parametrize("slots", [8, 64])  # above 16 slots a claim reads just the heads
+def test_batched_claims_keep_strict_priority_across_many_slots(client, slots):
+    client.create_topic("t", slots=slots)
+    rng = random.Random(slots)
+    sent = {f"m{i}".encode(): rng.choice([0, 64, 128, 192, 255]) for i in range(600)}
+    client.send_many("t", [{"body": b, "priority": p} for b, p in sent.items()])
+    taken: list[rmq.Message] = []
+    batch: list[rmq.Message] = []
+    while batch := client.claim("t", count=rng.choice([1, 7, 50, 130]), ack=batch):
+        taken += batch
+    assert [m.priority for m in taken] == sorted(sent.values(), reverse=True)
+    assert sorted(m.body for m in taken) == sorted(sent)
+
+
+@pytest.mark.single_node
 def test_within_a_priority_earlier_sends_are_claimed_first_across_slots(client, clock):
     client.create_topic("t", slots=8)
     bodies = [f"m{i}".encode() for i in range(40)]

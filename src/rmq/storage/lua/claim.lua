@@ -96,7 +96,8 @@ if serial then
     end
   end
 else
-  local chunk = math.ceil(count / #slots) + 4
+  -- enough for an even share plus a margin against refills; with many slots, just the heads
+  local chunk = math.ceil(count / #slots) + (#slots <= 16 and 4 or 1)
   local n_slots = #slots
   local members, scores, pos, more, read = {}, {}, {}, {}, {}
   local head = {}  -- per slot: the score of its next candidate, math.huge when none is left

@@ -38,26 +38,43 @@ def _sends_in_flight(client: rmq.Client, topic: str, bodies: list[bytes],
     return coalescer, [threads, outcomes]
 
 
-def test_threads_sending_while_a_send_is_on_the_wire_go_out_together(client):
-    client.create_topic("t")
-    gate, batches = threading.Event(), []
+def _first_round_trip_held(client: rmq.Client, gate: threading.Event,
+                           later: object = None) -> tuple[object, list[object]]:
+    """A coalescer's ``run``: the real client, its first round trip held until ``gate`` is
+    set (so the other senders queue behind it); ``later(n)`` may fail the n-th."""
+    calls: list[object] = []
 
-    def run(op):  # the real client, with the first round trip held until the rest queue
-        if not batches:
+    def run(op):
+        calls.append(op)
+        if len(calls) == 1:
             gate.wait(10)
-        batches.append(op)
+        elif later is not None:
+            later(len(calls))  # type: ignore[operator]
         return client._run(op)
 
-    bodies = [b"first", b"a", b"b", b"a", b"c"]
-    coalescer, (threads, outcomes) = _sends_in_flight(client, "t", bodies, run)
+    return run, calls
+
+
+def _queue_behind_the_first(coalescer: SendCoalescer, threads: list[threading.Thread],
+                            gate: threading.Event) -> None:
+    """Start the first sender, queue the others behind it in order, then let it go."""
     threads[0].start()
     wait_for(lambda: coalescer._busy)
-    for thread in threads[1:]:
+    for queued, thread in enumerate(threads[1:], 1):
         thread.start()
-    wait_for(lambda: len(coalescer._queued) == 4)
+        wait_for(lambda n=queued: len(coalescer._queued) == n)
     gate.set()
     for thread in threads:
         thread.join(10)
+
+
+def test_threads_sending_while_a_send_is_on_the_wire_go_out_together(client):
+    client.create_topic("t")
+    gate = threading.Event()
+    run, batches = _first_round_trip_held(client, gate)
+    bodies = [b"first", b"a", b"b", b"a", b"c"]
+    coalescer, (threads, outcomes) = _sends_in_flight(client, "t", bodies, run)
+    _queue_behind_the_first(coalescer, threads, gate)
 
     assert len(batches) == 2  # "first" alone, then the four that queued behind it
     assert outcomes == [False, False, False, True, False]  # the second b"a" merged
@@ -68,26 +85,15 @@ def test_threads_sending_while_a_send_is_on_the_wire_go_out_together(client):
 
 def test_a_failed_batch_raises_in_every_sender_and_the_next_batch_still_goes(client):
     client.create_topic("t")
-    gate, calls = threading.Event(), []
+    gate = threading.Event()
 
-    def run(op):
-        calls.append(op)
-        if len(calls) == 1:
-            gate.wait(10)
-            return client._run(op)
-        if len(calls) == 2:
+    def fail_the_second(n: int) -> None:
+        if n == 2:
             raise rmq.errors.RedisUnavailable("the batch's round trip failed")
-        return client._run(op)
 
+    run, _ = _first_round_trip_held(client, gate, fail_the_second)
     coalescer, (threads, outcomes) = _sends_in_flight(client, "t", [b"x", b"y", b"z"], run)
-    threads[0].start()
-    wait_for(lambda: coalescer._busy)
-    threads[1].start()
-    threads[2].start()
-    wait_for(lambda: len(coalescer._queued) == 2)
-    gate.set()
-    for thread in threads:
-        thread.join(10)
+    _queue_behind_the_first(coalescer, threads, gate)
     assert outcomes[0] is False
     assert all(isinstance(o, rmq.errors.RedisUnavailable) for o in outcomes[1:])
     assert not coalescer._busy
@@ -108,25 +114,14 @@ class Abort(BaseException):  # as KeyboardInterrupt: not an Exception
 
 def test_an_abort_in_the_carrying_thread_is_its_own_and_the_others_get_an_rmq_error(client):
     client.create_topic("t")
-    gate, calls = threading.Event(), []
+    gate = threading.Event()
 
-    def run(op):
-        calls.append(op)
-        if len(calls) == 1:
-            gate.wait(10)
-            return client._run(op)
+    def abort(n: int) -> None:
         raise Abort  # in the thread carrying the second batch: "y", the first queued
 
+    run, _ = _first_round_trip_held(client, gate, abort)
     coalescer, (threads, outcomes) = _sends_in_flight(client, "t", [b"x", b"y", b"z"], run)
-    threads[0].start()
-    wait_for(lambda: coalescer._busy)
-    threads[1].start()
-    wait_for(lambda: len(coalescer._queued) == 1)
-    threads[2].start()
-    wait_for(lambda: len(coalescer._queued) == 2)
-    gate.set()
-    for thread in threads:
-        thread.join(10)
+    _queue_behind_the_first(coalescer, threads, gate)
     assert outcomes[0] is False
     assert isinstance(outcomes[1], Abort)
     assert isinstance(outcomes[2], rmq.errors.RMQError) and "interrupted" in str(outcomes[2])
@@ -138,11 +133,7 @@ def test_a_sender_interrupted_while_waiting_does_not_strand_the_threads_behind_i
     thread queued after it must still be carried, and the coalescer end idle."""
     client.create_topic("t")
     gate = threading.Event()
-
-    def run(op):
-        gate.wait(10)
-        return client._run(op)
-
+    run, _ = _first_round_trip_held(client, gate)
     coalescer, (threads, outcomes) = _sends_in_flight(client, "t", [b"first", b"last"], run)
     threads[0].start()
     wait_for(lambda: coalescer._busy)

@@ -26,8 +26,7 @@ from pathlib import Path
 import redis
 
 import rmq
-from rmq.faults.fleet import wait_until
-from rmq.server import free_port
+from rmq.server import free_port, wait_until
 
 MESSAGES = 6000
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import rmq
-from rmq.faults.fleet import wait_until
+from rmq.server import wait_until
 
 __all__ = ["ManualClock", "START_MS", "wait_for", "states", "rows", "drain"]
 

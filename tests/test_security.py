@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import rmq
 from rmq.errors import AccessDenied, InvalidGroupName, InvalidTopicName, RedisUnavailable
-from rmq.tls import make_tls_files
+from rmq.tools.servers.tls import make_tls_files
 
 NAME_CHARS = "ABCXYZabcxyz0189._-"
 HOSTILE_CHARS = "{}:*?[]\\ \n\t\x00/é" + NAME_CHARS

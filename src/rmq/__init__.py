@@ -4,10 +4,10 @@ priority, with delayed and fixed-time delivery and at-least-once consumption."""
 from .client import Client, system_clock
 from .errors import RMQError
 from .message import DeadLetter, Message, Priority, SendCounts, SendResult
-from .registry import ConsumerInfo, TopicInfo
 from .settings import TopicSettings
-from .stats import GroupStats, SlotStats, TopicStats
-from .storage.snapshot_ops import SnapshotRow
+from .storage.registry import ConsumerInfo, TopicInfo
+from .storage.snapshot import SnapshotRow
+from .storage.stats import GroupStats, SlotStats, TopicStats
 
 __all__ = [
     "Client",
@@ -32,11 +32,11 @@ __all__ = [
 
 def __getattr__(name: str):  # the worker runtime and asyncio client load on first use
     if name == "Consumer":
-        from .consumer import Consumer
+        from .runtime import Consumer
 
         return Consumer
     if name == "AsyncClient":
-        from .aio import AsyncClient
+        from .client.asynchronous import AsyncClient
 
         return AsyncClient
     raise AttributeError(name)

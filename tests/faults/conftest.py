@@ -1,4 +1,4 @@
-"""Fixtures of the fault-injection suite: a ``Stage`` for each scenario of ``rmq.faults``.
+"""Fixtures of the fault-injection suite: a ``Stage`` for each scenario of ``rmq.tools.chaos``.
 
 ``RMQ_CHAOS_SIZE`` sets the number of messages of the large scenarios (default 1500 here, to
 keep the suite within a couple of minutes; ``rmq chaos --size 100000`` is the full run), and
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from rmq.faults.scenarios import Stage
 from rmq.server import RedisServer
+from rmq.tools.chaos.scenarios import Stage
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from rmq.faults.scenarios import Outcome
+from rmq.tools.chaos.scenarios import Outcome
 
 __all__ = ["SIZE", "kept_its_promises"]
 

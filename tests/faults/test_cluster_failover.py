@@ -11,10 +11,10 @@ from collections.abc import Iterator
 import pytest
 from fault_helpers import SIZE, kept_its_promises
 
-from rmq.chaos import scale
-from rmq.cluster import Cluster
-from rmq.faults.failover import master_failover
-from rmq.faults.scenarios import SEND_BOUND, Stage
+from rmq.tools.chaos.failover import master_failover
+from rmq.tools.chaos.main import scale
+from rmq.tools.chaos.scenarios import SEND_BOUND, Stage
+from rmq.tools.servers.cluster import Cluster
 
 
 @pytest.fixture

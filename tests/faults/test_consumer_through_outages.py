@@ -12,7 +12,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 import rmq
-from rmq.faults.fleet import wait_until
+from rmq.server import wait_until
 
 
 def test_consumer_still_extends_heartbeats_and_recovers_after_an_outage_beyond_its_retries(

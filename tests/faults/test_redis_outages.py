@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fault_helpers import SIZE, kept_its_promises
 
-from rmq.chaos import scale
-from rmq.faults.scenarios import SEND_BOUND, network_cuts, redis_restarts
+from rmq.tools.chaos.main import scale
+from rmq.tools.chaos.scenarios import SEND_BOUND, network_cuts, redis_restarts
 
 
 def test_redis_killed_and_restarted_under_appendfsync_always_loses_no_acknowledged_work(

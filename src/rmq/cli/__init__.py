@@ -24,9 +24,9 @@ __all__ = ["main", "build_parser"]
 
 # Subcommand -> (module, what it does); the module is imported only when used.
 PASS_THROUGH = {
-    "demo": ("rmq.demo", "run the founding-case demo (SPEC §8)"),
-    "bench": ("rmq.bench", "run the benchmark"),
-    "chaos": ("rmq.chaos", "run fault-injection scenarios"),
+    "demo": ("rmq.tools.demo", "run the founding-case demo (SPEC §8)"),
+    "bench": ("rmq.tools.bench", "run the benchmark"),
+    "chaos": ("rmq.tools.chaos", "run fault-injection scenarios"),
     "console": ("rmq.console", "the web console (not built yet: exits with a message)"),
 }
 

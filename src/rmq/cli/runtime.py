@@ -47,7 +47,7 @@ def _positive(text: str) -> int:
 
 
 def worker(args: argparse.Namespace) -> None:
-    from ..consumer import Consumer
+    from ..runtime.consumer import Consumer
 
     handler = load_handler(args.target)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any
 
-from ..stats import TopicStats
+from ..storage.stats import TopicStats
 from .common import age, open_client, print_json, table
 
 __all__ = ["add_parsers"]

@@ -1,9 +1,0 @@
-"""``rmq bench``: RMQ's speed, memory and latency against Redis Streams and a raw merge-enqueue
-Lua call measured in the same run, with exact correctness checks (``--quick`` for CI).
-
-Run ``rmq bench --help``, ``python -m rmq.bench`` or ``bench/run.py``.
-"""
-
-from .runner import main
-
-__all__ = ["main"]

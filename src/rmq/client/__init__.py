@@ -1,0 +1,15 @@
+"""The client layer: ``Client`` and ``AsyncClient``, the queue's API over a Redis connection."""
+
+from typing import Any
+
+from .sync import Client, Clock, system_clock
+
+__all__ = ["Client", "AsyncClient", "Clock", "system_clock"]
+
+
+def __getattr__(name: str) -> Any:  # the asyncio client loads redis.asyncio on first use
+    if name == "AsyncClient":
+        from .asynchronous import AsyncClient
+
+        return AsyncClient
+    raise AttributeError(name)

@@ -1,0 +1,167 @@
+"""Group commit for ``send``: single sends made at once share round trips.
+
+A send made while another send of the same client is on the wire does not open a round trip
+of its own: it queues its message (validated already) and waits. When the round trip in
+flight returns, everything queued meanwhile goes out as one batch (one script call per topic
+and slot, pipelined), and every sender gets its own result, or the batch's error. A lone
+sender still makes one round trip per send; N senders at once make about one per N sends,
+which lifts single sends past the round-trip rate of one connection (docs/benchmarks.md).
+
+``SendCoalescer`` serves threads (``Client``): the first waiting thread carries the next
+batch, so a lone thread never hands its send to another thread. ``AsyncSendCoalescer``
+serves tasks (``AsyncClient``): one carrier task runs while anything is queued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import RMQError
+from ..storage import queue as queue_ops
+from ..storage.calls import Op, together
+from ..storage.queue import Outgoing
+
+__all__ = ["SendCoalescer", "AsyncSendCoalescer"]
+
+
+@dataclass(slots=True, eq=False)  # tickets are told apart by identity, not by content
+class _Ticket:
+    topic: str
+    groups: tuple[str, ...]
+    message: Outgoing
+    now: int
+    done: threading.Event | None = None  # threads: None for the one carrying its own batch
+    leads: bool = False  # threads: set when this waiting thread is to carry the next batch
+    merged: bool = False
+    error: BaseException | None = field(default=None, repr=False)
+
+    def outcome(self) -> bool:
+        if self.error is not None:
+            raise self.error
+        return self.merged
+
+
+def _store(batch: list[_Ticket]) -> Op[None]:
+    """Send the batch, one ``queue_ops.send`` per topic, all in one round trip; each ticket
+    gets its ``merged``."""
+    by_topic: dict[tuple[str, tuple[str, ...]], list[_Ticket]] = defaultdict(list)
+    for ticket in batch:
+        by_topic[(ticket.topic, ticket.groups)].append(ticket)
+    # One `now` per script call: the latest, so that every message in it is due by then.
+    merged = yield from together([
+        queue_ops.send(topic, groups, [t.message for t in tickets], max(t.now for t in tickets))
+        for (topic, groups), tickets in by_topic.items()])
+    for tickets, flags in zip(by_topic.values(), merged, strict=True):
+        for ticket, flag in zip(tickets, flags, strict=True):
+            ticket.merged = flag
+
+
+class SendCoalescer:
+    """Single sends from threads; ``run`` drives an operation to its value."""
+
+    def __init__(self, run: Callable[[Op[Any]], Any]):
+        self._run = run
+        self._lock = threading.Lock()
+        self._queued: list[_Ticket] = []
+        self._busy = False
+
+    def send(self, topic: str, groups: tuple[str, ...], message: Outgoing, now: int) -> bool:
+        """Store ``message``; returns whether it merged everywhere (as ``queue_ops.send``)."""
+        ticket = _Ticket(topic, groups, message, now)
+        with self._lock:
+            if self._busy:
+                ticket.done = threading.Event()
+            self._busy = True
+            self._queued.append(ticket)
+        if ticket.done is not None:
+            try:
+                ticket.done.wait()
+            except BaseException:  # interrupted (KeyboardInterrupt, a signal handler's error)
+                self._abandon(ticket)
+                raise
+            if not ticket.leads:
+                return ticket.outcome()
+        self._carry(ticket)
+        return ticket.outcome()
+
+    def _abandon(self, ticket: _Ticket) -> None:
+        # A sender that stops waiting must not take the next batch's carrier with it: the
+        # threads queued behind it would wait forever.
+        with self._lock:
+            if ticket in self._queued:  # not yet carried: it will not be
+                self._queued.remove(ticket)
+                if ticket.leads:
+                    self._hand_over()
+
+    def _hand_over(self) -> None:
+        # under the lock: the first queued thread carries the next batch, or nobody is busy
+        if self._queued:
+            following = self._queued[0]
+            following.leads = True
+            assert following.done is not None
+            following.done.set()
+        else:
+            self._busy = False
+
+    def _carry(self, own: _Ticket) -> None:
+        with self._lock:
+            batch, self._queued = self._queued, []
+        try:
+            self._run(_store(batch))
+        except BaseException as exc:  # every waiting thread gets the error; none hangs
+            # A KeyboardInterrupt or SystemExit belongs to this thread; the others get an
+            # error of their own.
+            shared = exc if isinstance(exc, Exception) else RMQError(
+                f"the send was interrupted in the thread carrying it ({type(exc).__name__}); "
+                "it may or may not have been stored")
+            for ticket in batch:
+                ticket.error = shared
+            own.error = exc
+        finally:
+            for ticket in batch:
+                if ticket.done is not None:
+                    ticket.done.set()
+            with self._lock:
+                self._hand_over()
+
+
+class AsyncSendCoalescer:
+    """Single sends from asyncio tasks; ``run`` drives an operation to its value."""
+
+    def __init__(self, run: Callable[[Op[Any]], Awaitable[Any]]):
+        self._run = run
+        self._queued: list[tuple[_Ticket, asyncio.Future[bool]]] = []
+        self._carrier: asyncio.Task[None] | None = None
+
+    async def send(self, topic: str, groups: tuple[str, ...], message: Outgoing,
+                   now: int) -> bool:
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._queued.append((_Ticket(topic, groups, message, now), future))
+        if self._carrier is None:
+            self._carrier = asyncio.ensure_future(self._carry())
+        return await future
+
+    async def _carry(self) -> None:
+        try:
+            while self._queued:
+                batch, self._queued = self._queued, []
+                tickets = [ticket for ticket, _ in batch]
+                try:
+                    await self._run(_store(tickets))
+                except BaseException as exc:  # noqa: BLE001 - handed to every sender
+                    for _, future in batch:
+                        if not future.done():  # a sender may have been cancelled
+                            future.set_exception(exc)
+                    if isinstance(exc, asyncio.CancelledError):
+                        raise
+                else:
+                    for ticket, future in batch:
+                        if not future.done():
+                            future.set_result(ticket.merged)
+        finally:
+            self._carrier = None

@@ -1,0 +1,324 @@
+"""The queue's operations on stored messages, as sans-IO generators (see ``calls.py``).
+
+Each operation knows the topic's settings and groups already (the client's registry cache
+supplies them) and touches only the keys ``keys.py`` builds. Batches travel as one script call
+per slot, which on a single node are pipelined into one round trip.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from typing import Any, NamedTuple, TypeVar
+
+from ..errors import InvalidMessage
+from ..message import DeadLetter, Message
+from ..settings import TopicSettings
+from .calls import Call, Op, command, script_call, together
+from .codec import decode_member, parse_dead
+from .keys import SlotKeys, wake_channel
+from .scripts import script
+
+__all__ = [
+    "Outgoing",
+    "MAX_SCRIPT_BATCH",
+    "send",
+    "claim",
+    "ack",
+    "with_acks",
+    "fail",
+    "release",
+    "extend",
+    "recover",
+    "dead_letters",
+    "requeue_dead",
+    "purge_dead",
+]
+
+T = TypeVar("T")
+
+
+class Outgoing(NamedTuple):
+    """A validated message: its slot, zset member, priority and due time (epoch ms; at or
+    before the send's ``now`` means ready at once). A tuple: a batch builds one per message,
+    and a tuple is built in a third of a frozen dataclass's time."""
+
+    slot: int
+    member: bytes
+    priority: int
+    due_at: int
+
+MAX_SCRIPT_BATCH = 500  # messages per script call: keeps each call well under a millisecond
+_PROMOTE_LIMIT = 1000
+_RECOVER_LIMIT = 1000
+# How deep a serial topic's claim looks past messages of keys in flight, per slot: a busy
+# key's backlog up to this size does not hold back the keys queued behind it.
+_SERIAL_SCAN = 1000
+
+
+def _ms(seconds: float) -> int:
+    return int(round(seconds * 1000))
+
+
+def _retry_args(settings: TopicSettings) -> list[Any]:
+    return [settings.max_retries, _ms(settings.retry_backoff), _ms(settings.retry_backoff_max)]
+
+
+def send(topic: str, groups: Sequence[str], batch: Sequence[Outgoing], now: int) -> Op[list[bool]]:
+    """Store ``batch`` in every group; returns, per message, whether it merged everywhere."""
+    by_slot: dict[int, list[int]] = defaultdict(list)
+    for index, message in enumerate(batch):
+        by_slot[message.slot].append(index)
+    calls: list[Call] = []
+    order: list[list[int]] = []
+    for slot, indexes in by_slot.items():
+        keys = _enqueue_keys(topic, slot, tuple(groups))
+        for start in range(0, len(indexes), MAX_SCRIPT_BATCH):
+            chunk = indexes[start : start + MAX_SCRIPT_BATCH]
+            calls.append(script_call(script("enqueue"), keys,
+                                     [now, wake_channel(topic), *_runs(batch, chunk)]))
+            order.append(chunk)
+    results = yield calls
+    merged = [False] * len(batch)
+    for chunk, flags in zip(order, results, strict=True):
+        for i, flag in zip(chunk, flags, strict=True):
+            merged[i] = bool(flag)
+    return merged
+
+
+def _runs(batch: Sequence[Outgoing], chunk: list[int]) -> list[Any]:
+    """enqueue.lua's arguments for ``chunk``: runs of messages that share a priority and a
+    due time, each ``priority, due, n, member...``. A batch usually is one run, so a message
+    costs one argument, its member."""
+    args: list[Any] = []
+    run_at = -1
+    priority = due_at = None
+    for i in chunk:
+        _, member, p, due = batch[i]
+        if p != priority or due != due_at:
+            if run_at >= 0:
+                args[run_at + 2] = len(args) - run_at - 3
+            priority, due_at, run_at = p, due, len(args)
+            args += (p, due, 0)
+        args.append(member)
+    args[run_at + 2] = len(args) - run_at - 3
+    return args
+
+
+@lru_cache(maxsize=4096)
+def _enqueue_keys(topic: str, slot: int, groups: tuple[str, ...]) -> tuple[str, ...]:
+    slot_keys = SlotKeys(topic, slot)
+    keys = [slot_keys.clock]
+    for group in groups:
+        keys.extend(slot_keys.group(group).all())
+    return tuple(keys)
+
+
+@lru_cache(maxsize=4096)
+def _group_keys(topic: str, slot: int, group: str) -> tuple[str, ...]:
+    return tuple(SlotKeys(topic, slot).group(group).all())
+
+
+@lru_cache(maxsize=4096)
+def _claim_keys(topic: str, group: str, slots: tuple[int, ...]) -> tuple[str, ...]:
+    keys: list[str] = []
+    for slot in slots:
+        slot_keys = SlotKeys(topic, slot)
+        keys.append(slot_keys.seq)
+        keys.extend(slot_keys.group(group).all())
+    return tuple(keys)
+
+
+def _claimed(topic: str, group: str, slots: Sequence[int], reply: list[Any],
+             lease_until: float) -> list[Message]:
+    out = []
+    fields = iter(reply)
+    next(fields)  # next_due
+    # six fields per message; zip over one iterator takes them in order without slicing
+    for index, delivery, member, priority, attempts, due in zip(*[fields] * 6, strict=True):
+        body, key = decode_member(member)
+        out.append(Message(topic, group, slots[index - 1], int(delivery), body, priority,
+                           attempts, due, key, lease_until))
+    return out
+
+
+def claim(topic: str, group: str, settings: TopicSettings, count: int, now: int,
+          lease: float, one_call: bool) -> Op[tuple[list[Message], int | None]]:
+    """Claim up to ``count`` messages; returns them and the next delayed due time (ms) when
+    fewer than ``count`` were ready. ``one_call`` (single node) claims across all slots in one
+    script, which makes priority strict topic-wide; otherwise slots are visited one by one
+    from a random start so that no slot starves."""
+    lease_ms = _ms(lease)
+    window = max(count, _SERIAL_SCAN) if settings.serial_keys else count
+    base = [now, 0, lease_ms, int(settings.serial_keys), _PROMOTE_LIMIT, 0]
+    lease_until = (now + lease_ms) / 1000
+    if one_call:
+        slots = list(range(settings.slots))
+        args = base[:]
+        args[1], args[5] = count, window
+        keys = _claim_keys(topic, group, tuple(slots))
+        (reply,) = yield [script_call(script("claim"), keys, args)]
+        next_due = reply[0] if reply[0] >= 0 else None
+        return _claimed(topic, group, slots, reply, lease_until), next_due
+    start = random.randrange(settings.slots)
+    messages: list[Message] = []
+    next_due: int | None = None
+    for offset in range(settings.slots):
+        slot = (start + offset) % settings.slots
+        wanted = count - len(messages)
+        args = base[:]
+        args[1], args[5] = wanted, max(wanted, _SERIAL_SCAN) if settings.serial_keys else wanted
+        (reply,) = yield [script_call(script("claim"), _claim_keys(topic, group, (slot,)), args)]
+        messages += _claimed(topic, group, [slot], reply, lease_until)
+        if reply[0] >= 0:
+            next_due = reply[0] if next_due is None else min(next_due, reply[0])
+        if len(messages) == count:
+            return messages, None
+    return messages, next_due
+
+
+def _by_slot(messages: Iterable[Message]) -> dict[tuple[str, str, int], list[Message]]:
+    grouped: dict[tuple[str, str, int], list[Message]] = defaultdict(list)
+    for message in messages:
+        grouped[(message.topic, message.group, message.slot)].append(message)
+    return grouped
+
+
+def ack(messages: Iterable[Message], one_call: bool) -> Op[int]:
+    """Acknowledge deliveries; returns how many still held their lease. ``one_call`` (single
+    node) acks every slot of a topic's group in one script call."""
+    calls = []
+    for (topic, group), slots in _by_group(messages, one_call):
+        keys: list[str] = []
+        args: list[Any] = [wake_channel(topic)]
+        for slot, ms in slots:
+            keys += _group_keys(topic, slot, group)
+            args += (len(ms), *(m.id for m in ms))
+        calls.append(script_call(script("ack"), keys, args))
+    results = yield calls
+    return sum(results)
+
+
+def with_acks(acks: Sequence[Message], one_call: bool, op: Op[T]) -> Op[T]:
+    """``op`` with ``acks`` acknowledged in its first round trip, ahead of it: a consumer
+    loop acks the batch it finished in the same round trip that claims the next one."""
+    if not acks:
+        return (yield from op)
+    _, value = yield from together([ack(acks, one_call), op])
+    return value
+
+
+def _by_group(messages: Iterable[Message], one_call: bool
+              ) -> list[tuple[tuple[str, str], list[tuple[int, list[Message]]]]]:
+    """Messages by (topic, group), then by slot: all of a group's slots together when
+    ``one_call``, otherwise each slot on its own."""
+    parts: dict[tuple[str, str, int | None], list[tuple[int, list[Message]]]] = defaultdict(list)
+    for (t, g, s), ms in _by_slot(messages).items():
+        parts[(t, g, None if one_call else s)].append((s, ms))
+    return [((t, g), slots) for (t, g, _), slots in parts.items()]
+
+
+def fail(message: Message, error: str, settings: TopicSettings, now: int) -> Op[str | None]:
+    """A failed delivery: "retried", "dead", or None if its lease was already gone."""
+    slot_keys = SlotKeys(message.topic, message.slot)
+    args = [now, wake_channel(message.topic), *_retry_args(settings), message.id, error]
+    (reply,) = yield [script_call(script("fail"),
+                                  [slot_keys.clock, *slot_keys.group(message.group).all()], args)]
+    retried, dead = reply
+    return "retried" if retried else "dead" if dead else None
+
+
+def release(messages: Iterable[Message], now: int) -> Op[int]:
+    """Give unstarted deliveries back without counting an attempt."""
+    calls = []
+    for (t, g, s), ms in _by_slot(messages).items():
+        slot_keys = SlotKeys(t, s)
+        calls.append(script_call(script("release"), [slot_keys.clock, *slot_keys.group(g).all()],
+                                 [now, wake_channel(t), *(m.id for m in ms)]))
+    results = yield calls
+    return sum(results)
+
+
+def extend(messages: Sequence[Message], until_ms: int) -> Op[list[bool]]:
+    """Move the leases of ``messages`` to ``until_ms``; per message, whether it still had one."""
+    grouped = _by_slot(messages)
+    calls = [
+        script_call(script("extend"), [SlotKeys(t, s).group(g).leases],
+                    [until_ms, *(m.id for m in ms)])
+        for (t, g, s), ms in grouped.items()
+    ]
+    results = yield calls
+    held: dict[tuple[str, str, int, int], bool] = {}
+    for ((t, g, s), ms), flags in zip(grouped.items(), results, strict=True):
+        for m, flag in zip(ms, flags, strict=True):
+            held[(t, g, s, m.id)] = bool(flag)
+    return [held[(m.topic, m.group, m.slot, m.id)] for m in messages]
+
+
+def recover(topic: str, groups: Sequence[str], settings: TopicSettings,
+            now: int) -> Op[tuple[int, int]]:
+    """Return every expired lease of the topic to pending; returns (retried, dead)."""
+    calls = []
+    for group in groups:
+        for slot in range(settings.slots):
+            slot_keys = SlotKeys(topic, slot)
+            calls.append(script_call(
+                script("recover"), [slot_keys.clock, *slot_keys.group(group).all()],
+                [now, wake_channel(topic), *_retry_args(settings), _RECOVER_LIMIT]))
+    results = yield calls
+    return sum(r[0] for r in results), sum(r[1] for r in results)
+
+
+def dead_letters(topic: str, group: str, settings: TopicSettings) -> Op[list[DeadLetter]]:
+    """Every dead letter of the group, oldest death first."""
+    results = yield [command("HGETALL", SlotKeys(topic, s).group(group).dead)
+                     for s in range(settings.slots)]
+    letters = []
+    for slot, records in enumerate(results):
+        for delivery, record in records.items():
+            dead = parse_dead(record)
+            body, key = decode_member(dead.member)
+            letters.append(DeadLetter(f"{slot}-{int(delivery)}", topic, group, body, key,
+                                      dead.priority, dead.attempts, dead.error, dead.due_at,
+                                      dead.dead_at))
+    letters.sort(key=lambda d: (d.dead_at, d.id))
+    return letters
+
+
+def _dead_ids_by_slot(ids: Iterable[str], slots: int) -> dict[int, list[str]]:
+    grouped: dict[int, list[str]] = defaultdict(list)
+    for dead_id in ids:
+        slot, _, delivery = str(dead_id).partition("-")
+        if not (slot.isdigit() and delivery.isdigit() and int(slot) < slots):
+            raise InvalidMessage(f"not a dead-letter id of this topic: {dead_id!r}")
+        grouped[int(slot)].append(delivery)
+    return grouped
+
+
+def requeue_dead(topic: str, group: str, settings: TopicSettings, ids: Iterable[str] | None,
+                 now: int) -> Op[int]:
+    """Put dead letters (``ids``, or all) back to pending, ready now with attempts reset."""
+    targets = ({s: [] for s in range(settings.slots)} if ids is None
+               else _dead_ids_by_slot(ids, settings.slots))
+    calls = []
+    for slot, deliveries in targets.items():
+        slot_keys = SlotKeys(topic, slot)
+        calls.append(script_call(script("requeue_dead"),
+                                 [slot_keys.clock, *slot_keys.group(group).all()],
+                                 [now, wake_channel(topic), *deliveries]))
+    results = yield calls
+    return sum(results)
+
+
+def purge_dead(topic: str, group: str, settings: TopicSettings) -> Op[int]:
+    """Delete every dead letter of the group; returns how many there were."""
+    slots = [SlotKeys(topic, s).group(group) for s in range(settings.slots)]
+    listed = yield [command("HKEYS", k.dead) for k in slots]
+    calls = []
+    for k, ids in zip(slots, listed, strict=True):
+        if ids:
+            calls += [command("HDEL", k.dead, *ids), command("ZREM", k.dead_index, *ids)]
+    results = yield calls
+    return sum(results[0::2])

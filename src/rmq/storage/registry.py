@@ -1,0 +1,181 @@
+"""The registry (the seed's configuration service), kept in Redis: topics with their settings,
+bound groups, the paused flag, and the consumers' heartbeats. Sans-IO operations, like
+``queue.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import TopicConflict, UnknownTopic
+from ..settings import DEFAULT_GROUP, TopicSettings
+from .calls import Op, command
+from .keys import TOPICS, RegistryKeys, SlotKeys
+
+__all__ = [
+    "TopicInfo",
+    "ConsumerInfo",
+    "load_info",
+    "create_topic",
+    "alter_topic",
+    "delete_topic",
+    "list_topics",
+    "bind",
+    "unbind",
+    "set_paused",
+    "heartbeat",
+    "forget_consumer",
+    "list_consumers",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    """A topic as registered: settings, the groups that receive its messages, paused flag."""
+
+    name: str
+    settings: TopicSettings
+    bound_groups: tuple[str, ...]
+    paused: bool
+    unbound_groups: tuple[str, ...] = ()  # unbound, but what they held stays until purged
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        """The groups that receive new messages: the bound ones, or ``default`` if none."""
+        return self.bound_groups or (DEFAULT_GROUP,)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerInfo:
+    """A consumer's last heartbeat; ``alive`` is false once heartbeats stop arriving."""
+
+    id: str
+    topic: str
+    group: str
+    host: str
+    pid: int
+    started_at: float
+    last_seen: float
+    handled: int
+    alive: bool
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def load_info(name: str) -> Op[TopicInfo]:
+    keys = RegistryKeys(name)
+    settings, groups, paused, unbound = yield [
+        command("GET", keys.settings), command("SMEMBERS", keys.groups),
+        command("GET", keys.paused), command("SMEMBERS", keys.unbound),
+    ]
+    if settings is None:
+        raise UnknownTopic(name)
+    return TopicInfo(name, TopicSettings.from_json(settings),
+                     tuple(sorted(g.decode() for g in groups)), paused is not None,
+                     tuple(sorted(g.decode() for g in unbound)))
+
+
+def create_topic(name: str, settings: TopicSettings) -> Op[TopicSettings]:
+    """Register ``name``; the same settings again is a no-op, different ones TopicConflict."""
+    keys = RegistryKeys(name)
+    created, _ = yield [command("SET", keys.settings, settings.to_json(), "NX"),
+                        command("SADD", TOPICS, name)]
+    if created:
+        return settings
+    (stored,) = yield [command("GET", keys.settings)]
+    existing = TopicSettings.from_json(stored)
+    if existing != settings:
+        raise TopicConflict(
+            f"topic {name!r} exists with other settings: {existing.to_json()} "
+            f"(asked for {settings.to_json()}); use alter_topic to change them"
+        )
+    return existing
+
+
+def alter_topic(name: str, changes: dict[str, Any]) -> Op[TopicSettings]:
+    keys = RegistryKeys(name)
+    (stored,) = yield [command("GET", keys.settings)]
+    if stored is None:
+        raise UnknownTopic(name)
+    settings = TopicSettings.from_json(stored).altered(**changes)
+    yield [command("SET", keys.settings, settings.to_json(), "XX")]
+    return settings
+
+
+def delete_topic(info: TopicInfo) -> Op[None]:
+    """Remove the topic from the registry first (so nobody sends to it), then its data."""
+    keys = RegistryKeys(info.name)
+    # Without its settings the topic is unknown: sends and claims fail from here on.
+    yield [command("SREM", TOPICS, info.name), command("UNLINK", keys.settings)]
+    data = [k for k in keys.all() if k != keys.settings]
+    for slot in range(info.settings.slots):
+        slot_keys = SlotKeys(info.name, slot)
+        data += [slot_keys.clock, slot_keys.seq]
+        for group in groups_with_data(info):
+            data += slot_keys.group(group).all()
+    # UNLINK frees a big backlog in the background instead of blocking Redis while it does.
+    yield [command("UNLINK", k) for k in data]
+
+
+def list_topics() -> Op[list[str]]:
+    (names,) = yield [command("SMEMBERS", TOPICS)]
+    return sorted(n.decode() for n in names)
+
+
+def bind(name: str, group: str) -> Op[bool]:
+    """Bind ``group`` to the topic; returns False if it was bound already."""
+    keys = RegistryKeys(name)
+    added, _ = yield [command("SADD", keys.groups, group), command("SREM", keys.unbound, group)]
+    return bool(added)
+
+
+def unbind(name: str, group: str) -> Op[bool]:
+    """Unbind ``group``; it is remembered as unbound, so that stats, recovery and
+    delete_topic still reach the messages it holds."""
+    keys = RegistryKeys(name)
+    (removed,) = yield [command("SREM", keys.groups, group)]
+    if removed:
+        yield [command("SADD", keys.unbound, group)]
+    return bool(removed)
+
+
+def set_paused(name: str, paused: bool) -> Op[None]:
+    key = RegistryKeys(name).paused
+    yield [command("SET", key, "1") if paused else command("DEL", key)]
+
+
+def heartbeat(name: str, consumer_id: str, record: dict[str, Any]) -> Op[None]:
+    yield [command("HSET", RegistryKeys(name).consumers, consumer_id, json.dumps(record))]
+
+
+def forget_consumer(name: str, consumer_id: str) -> Op[None]:
+    yield [command("HDEL", RegistryKeys(name).consumers, consumer_id)]
+
+
+def list_consumers(name: str, now: float, dead_after: float,
+                   forget_after: float = 3600.0) -> Op[list[ConsumerInfo]]:
+    """Consumers of the topic; silent ones longer than ``forget_after`` are dropped."""
+    key = RegistryKeys(name).consumers
+    (records,) = yield [command("HGETALL", key)]
+    consumers, stale = [], []
+    for consumer_id, raw in records.items():
+        record = json.loads(raw)
+        age = now - record["last_seen"]
+        if age > forget_after:
+            stale.append(consumer_id)
+            continue
+        consumers.append(ConsumerInfo(
+            id=consumer_id.decode(), topic=name, group=record["group"], host=record["host"],
+            pid=record["pid"], started_at=record["started_at"], last_seen=record["last_seen"],
+            handled=record.get("handled", 0), alive=age <= dead_after,
+            extra=record.get("extra", {})))
+    if stale:
+        yield [command("HDEL", key, *stale)]
+    return sorted(consumers, key=lambda c: c.id)
+
+
+def groups_with_data(info: TopicInfo) -> Sequence[str]:
+    """Groups whose data may exist: the bound ones, the unbound ones, and ``default``."""
+    return sorted(set(info.groups) | set(info.unbound_groups) | {DEFAULT_GROUP})

@@ -1,0 +1,292 @@
+"""The measured work, as jobs for :mod:`rmq.tools.bench.parallel`: RMQ through its public API, and
+the references (Redis Streams and a raw merge-enqueue Lua call through redis-py)."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import shutil
+import subprocess
+import threading
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+import rmq
+
+from .workload import Bodies, SharedTally
+
+__all__ = ["open_client", "send_one_job", "send_threads_job", "send_tasks_job", "send_many_job",
+           "claim_ack_job", "consumer_job", "paced_send_job", "redis_benchmark", "xadd_job",
+           "merge_lua_job", "xconsume_job",
+           "MERGE_ENQUEUE_LUA", "CONSUME_TIMEOUT"]
+
+CONSUME_TIMEOUT = 1800.0
+
+# The reference for RMQ's enqueue: the least a merging enqueue can do in one Lua call
+# (one zset, no priorities, delays, groups, counters or wake-ups).
+#   KEYS[1]  zset of pending bodies
+#   ARGV[1]  base score; ARGV[2..] bodies
+# Returns how many bodies were already pending (merged).
+MERGE_ENQUEUE_LUA = """
+local merged = 0
+local base = tonumber(ARGV[1])
+for i = 2, #ARGV do
+  if redis.call("ZSCORE", KEYS[1], ARGV[i]) then
+    merged = merged + 1
+  else
+    redis.call("ZADD", KEYS[1], "NX", base + i, ARGV[i])
+  end
+end
+return merged
+"""
+
+
+def open_client(url: str) -> rmq.Client:
+    """An rmq client; the throughput server runs without persistence on purpose."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return rmq.Client(url)
+
+
+def _chunks(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+# -- RMQ ------------------------------------------------------------------------------------
+
+def send_one_job(url: str, topic: str, bodies: Bodies) -> Callable[[], tuple[int, int]]:
+    client, items = open_client(url), bodies.build()
+
+    def run() -> tuple[int, int]:
+        merged = sum(client.send(topic, body).merged for body in items)
+        return len(items), merged
+
+    return run
+
+
+def send_threads_job(url: str, topic: str, bodies: Bodies,
+                     threads: int) -> Callable[[], tuple[int, int]]:
+    """``send`` one at a time from ``threads`` threads sharing one client (group commit)."""
+    client, items = open_client(url), bodies.build()
+    parts = [items[i::threads] for i in range(threads)]
+
+    def run() -> tuple[int, int]:
+        merged = [0] * threads
+
+        def send(i: int) -> None:
+            merged[i] = sum(client.send(topic, body).merged for body in parts[i])
+
+        workers = [threading.Thread(target=send, args=(i,)) for i in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        return len(items), sum(merged)
+
+    return run
+
+
+def send_tasks_job(url: str, topic: str, bodies: Bodies,
+                   tasks: int) -> Callable[[], tuple[int, int]]:
+    """``AsyncClient.send`` one at a time from ``tasks`` asyncio tasks (group commit)."""
+    items = bodies.build()
+    parts = [items[i::tasks] for i in range(tasks)]
+    loop = asyncio.new_event_loop()
+    client = loop.run_until_complete(_open_async(url, topic))
+
+    async def send_all() -> int:
+        async def send(part: list[bytes]) -> int:
+            return sum([(await client.send(topic, body)).merged for body in part])
+
+        return sum(await asyncio.gather(*(send(part) for part in parts)))
+
+    def run() -> tuple[int, int]:
+        try:
+            return len(items), loop.run_until_complete(send_all())
+        finally:
+            loop.run_until_complete(client.close())
+            loop.close()
+
+    return run
+
+
+async def _open_async(url: str, topic: str) -> rmq.AsyncClient:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        client = await rmq.AsyncClient.connect(url)
+    await client.topic(topic)  # cached before the clock starts, as the sync client's is
+    return client
+
+
+def send_many_job(url: str, topic: str, bodies: Bodies, batch: int,
+                  priority: int | None = None) -> Callable[[], tuple[int, int]]:
+    """``send_many`` ``batch`` bodies at a time (as option dicts when a priority is given)."""
+    client, items = open_client(url), bodies.build()
+    if priority is not None:
+        items = [{"body": body, "priority": priority} for body in items]  # type: ignore[misc]
+    chunks = _chunks(items, batch)
+
+    def run() -> tuple[int, int]:
+        sent = merged = 0
+        for chunk in chunks:
+            counts = client.send_many(topic, chunk)
+            sent += counts.sent
+            merged += counts.merged
+        return sent, merged
+
+    return run
+
+
+def claim_ack_job(url: str, topic: str, count: int, keep: bool,
+                  ack_in_claim: bool = False) -> Callable[[], tuple[int, Counter[bytes]]]:
+    """Claim ``count`` at a time and acknowledge, until nothing is ready: ``ack`` then
+    ``claim`` (two round trips a batch), or with ``ack_in_claim`` each claim acknowledging
+    the previous batch (``claim(..., ack=previous)``: one round trip)."""
+    client = open_client(url)
+
+    def run() -> tuple[int, Counter[bytes]]:
+        seen: Counter[bytes] = Counter()
+        done = 0
+        finished: list[rmq.Message] = []
+        while True:
+            if ack_in_claim:
+                messages = client.claim(topic, count=count, ack=finished)
+            else:
+                messages = client.claim(topic, count=count)
+            if not messages:
+                return done, seen
+            if not ack_in_claim:
+                client.ack(messages)
+            finished = messages
+            done += len(messages)
+            if keep:
+                seen.update(m.body for m in messages)
+
+    return run
+
+
+# The Consumer's default prefetch (2 x concurrency) suits slow handlers: a message held
+# locally is in flight and no longer absorbs duplicates. A no-op handler wants big claims.
+NOOP_PREFETCH = 256
+
+
+def consumer_job(url: str, topic: str, shared: tuple[Any, Any], target: int, concurrency: int,
+                 use_async: bool, keep: bool) -> Callable[[], tuple[int, Counter[bytes]]]:
+    """The worker runtime with a no-op handler, until the processes together have handled
+    ``target`` messages (``shared`` = a multiprocessing Value and Event)."""
+    client = open_client(url)
+    tally = SharedTally(shared[0], shared[1], target, keep)
+
+    if use_async:
+        async def handle(message: rmq.Message) -> None:
+            tally.add(message.body)
+    else:
+        def handle(message: rmq.Message) -> None:
+            tally.add(message.body)
+
+    def run() -> tuple[int, Counter[bytes]]:
+        consumer = rmq.Consumer(client, topic, handle, concurrency=concurrency,
+                                prefetch=NOOP_PREFETCH).start()
+        tally.done.wait(CONSUME_TIMEOUT)
+        consumer.stop()
+        return tally.count, tally.bodies or Counter()
+
+    return run
+
+
+# -- references -----------------------------------------------------------------------------
+
+def _redis(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url)
+
+
+def xadd_job(url: str, stream: str, bodies: Bodies, batch: int) -> Callable[[], int]:
+    """Redis Streams in: XADD pipelined ``batch`` at a time."""
+    r, chunks = _redis(url), _chunks(bodies.build(), batch)
+
+    def run() -> int:
+        for chunk in chunks:
+            pipe = r.pipeline(transaction=False)
+            for body in chunk:
+                pipe.xadd(stream, {b"b": body})
+            pipe.execute()
+        return sum(len(c) for c in chunks)
+
+    return run
+
+
+def merge_lua_job(url: str, zset: str, bodies: Bodies,
+                  batch: int) -> Callable[[], tuple[int, int]]:
+    """The raw merge-enqueue Lua call, ``batch`` bodies per call."""
+    r, chunks = _redis(url), _chunks(bodies.build(), batch)
+    script = r.register_script(MERGE_ENQUEUE_LUA)
+
+    def run() -> tuple[int, int]:
+        merged = 0
+        for i, chunk in enumerate(chunks):
+            merged += script(keys=[zset], args=[i * batch, *chunk])
+        return sum(len(c) for c in chunks), merged
+
+    return run
+
+
+def xconsume_job(url: str, stream: str, group: str, name: str, count: int,
+                 ack_in_read: bool = False) -> Callable[[], int]:
+    """Redis Streams out: XREADGROUP ``count`` at a time, then XACK, until nothing is new;
+    with ``ack_in_read`` the XACK of the previous batch is pipelined with the next read."""
+    r = _redis(url)
+
+    def run() -> int:
+        done = 0
+        ids: list[bytes] = []
+        while True:
+            if ack_in_read and ids:
+                pipe = r.pipeline(transaction=False)
+                pipe.xack(stream, group, *ids)
+                pipe.xreadgroup(group, name, {stream: ">"}, count=count)
+                reply = pipe.execute()[1]
+            else:
+                reply = r.xreadgroup(group, name, {stream: ">"}, count=count)
+            if not reply or not reply[0][1]:
+                return done
+            ids = [entry_id for entry_id, _ in reply[0][1]]
+            if not ack_in_read:
+                r.xack(stream, group, *ids)
+            done += len(ids)
+
+    return run
+
+
+def paced_send_job(url: str, topic: str, bodies: Bodies, rate: float,
+                   batch: int) -> Callable[[], tuple[int, int]]:
+    """Background load: ``send_many`` of ``batch`` bodies at ``rate`` messages/s."""
+    client, chunks = open_client(url), _chunks(bodies.build(), batch)
+    pause = threading.Event()
+
+    def run() -> tuple[int, int]:
+        start = time.monotonic()
+        for k, chunk in enumerate(chunks):
+            pause.wait(max(0.0, start + k * batch / rate - time.monotonic()))  # pacing
+            client.send_many(topic, chunk)
+        return sum(len(c) for c in chunks), 0
+
+    return run
+
+
+def redis_benchmark(server_port: int, requests: int, clients: int, pipeline: int,
+                    *command: str) -> float:
+    """``redis-benchmark`` on ``command`` (``__rand_int__`` is replaced by random numbers):
+    requests/s, or NaN when the binary is not installed."""
+    binary = shutil.which("redis-benchmark") or shutil.which("valkey-benchmark")
+    if binary is None:
+        return float("nan")
+    done = subprocess.run([binary, "-h", "127.0.0.1", "-p", str(server_port), "-n", str(requests),
+                           "-c", str(clients), "-P", str(pipeline), "-r", "1000000000", "--csv",
+                           *command], capture_output=True, text=True, timeout=600, check=True)
+    rows = list(csv.reader(done.stdout.splitlines()))
+    return float(rows[-1][1])

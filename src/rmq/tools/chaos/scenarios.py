@@ -1,0 +1,386 @@
+"""The fault scenarios behind ``rmq chaos`` and ``tests/faults``.
+
+Each one injects real faults into real processes (consumer processes SIGKILLed or SIGSTOPped,
+Redis SIGKILLed and restarted, the network cut by a TCP proxy), lets the system recover by
+itself, and ends with a :class:`~rmq.tools.chaos.ledger.Ledger` plus the figures that matter for
+it (duplicates and their bound, recovery times). A scenario never asserts: it returns an
+:class:`Outcome` whose ``problems`` say what broke a promise, so the test suite and the
+command line judge the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...client import Client
+from ...server import RedisServer, wait_until
+from .fleet import Fleet, stopping_fleets
+from .ledger import Ledger, account
+from .producer import Producer
+from .proxy import TcpProxy
+
+__all__ = ["Stage", "Outcome", "outages", "worker_kills", "redis_restarts", "network_cuts",
+           "slow_handler", "frozen_consumer", "poison_messages", "SEND_BOUND"]
+
+LEASE = 2.0  # seconds: short, so a dead consumer's messages come back quickly
+# A send may take the client's whole reconnect budget (about 10 s) plus a restart.
+SEND_BOUND = 15.0
+
+
+@dataclass
+class Stage:
+    """Where a scenario runs: a Redis URL (single node or cluster), a directory for worker
+    logs, a seeded random source, and the server itself when the scenario kills it."""
+
+    url: str
+    workdir: Path
+    rng: random.Random = field(default_factory=random.Random)
+    server: RedisServer | None = None
+
+
+@dataclass
+class Outcome:
+    """What a scenario observed. ``problems`` is empty when every promise held."""
+
+    name: str
+    ledger: Ledger
+    figures: dict[str, Any]
+    problems: list[str]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def report(self) -> str:
+        figures = ", ".join(f"{k} {_fmt(v)}" for k, v in self.figures.items())
+        verdict = "ok" if self.ok else "FAILED: " + "; ".join(self.problems)
+        return (f"{self.name} ({self.seconds:.1f} s): {verdict}\n  ledger: {self.ledger.line()}"
+                f"\n  figures: {figures}")
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_fmt(v) for v in value) + "]"
+    return str(value)
+
+
+def _bodies(prefix: str, n: int) -> list[bytes]:
+    return [f"{prefix}-{i:07d}".encode() for i in range(n)]
+
+
+def _preload(client: Client, topic: str, bodies: Sequence[bytes]) -> None:
+    for start in range(0, len(bodies), 1000):
+        client.send_many(topic, bodies[start : start + 1000])
+
+
+def _totals(client: Client, topic: str) -> tuple[int, int]:
+    """(pending, in flight) of the default group."""
+    group = client.stats(topic).groups.get("default")
+    return (group.pending, group.in_flight) if group else (0, 0)
+
+
+def _drain_timeout(size: int) -> float:
+    return 30.0 + size / 200
+
+
+def _wait_drained(client: Client, topic: str, size: int, problems: list[str]) -> None:
+    """Wait until nothing is pending or in flight; if that never happens, say so in
+    ``problems`` (the ledger then shows where the messages are stuck)."""
+    try:
+        wait_until(lambda: _totals(client, topic) == (0, 0), _drain_timeout(size),
+                   "every message to be acknowledged", interval=0.05)
+    except TimeoutError as exc:
+        pending, in_flight = _totals(client, topic)
+        problems.append(f"{exc}: {pending} pending and {in_flight} in flight remain")
+
+
+def _close_out(name: str, started: float, client: Client, topic: str, fleet: Fleet,
+               sent: Sequence[bytes], figures: dict[str, Any], problems: list[str],
+               uncertain: Sequence[bytes] = (), tolerate_missing: bool = False) -> Outcome:
+    """Stop the workers, draw up the ledger, and add the problems every scenario shares
+    (``tolerate_missing`` leaves judging missing messages to the caller)."""
+    fleet.stop()
+    ledger = account(client, topic, sent, fleet.handled(), uncertain=uncertain)
+    client.close()
+    if (ledger.missing and not tolerate_missing) or ledger.unexpected:
+        problems.append(f"ledger does not balance: {ledger.examples}")
+    if not ledger.stats_agree:
+        problems.append("stats() and snapshot() disagree about the topic")
+    if problems:
+        problems.append("worker logs:\n" + fleet.errors())
+    return Outcome(name, ledger, figures, problems, time.monotonic() - started)
+
+
+def _timed(condition: Callable[[], Any], timeout: float, what: str) -> float | None:
+    """Seconds until ``condition`` holds, or None if it did not within ``timeout``."""
+    began = time.monotonic()
+    with contextlib.suppress(TimeoutError):
+        wait_until(condition, timeout, what)
+        return time.monotonic() - began
+    return None
+
+
+@stopping_fleets
+def worker_kills(stage: Stage, size: int = 2000, kills: int = 5, workers: int = 3,
+                 work_ms: float = 20.0) -> Outcome:
+    """Consumer processes SIGKILLed at random points of the run, each replaced at once.
+    Nothing may be lost; duplicates may not exceed what the killed workers held (their
+    prefetch, plus the batch whose acknowledgement was on its way: at most twice the prefetch)
+    at the moment they died. ``work_ms`` (each handling's duration) sets the pace:
+    the run must outlast the kills for them to land mid-run."""
+    started, topic = time.monotonic(), "chaos-kills"
+    client = Client(stage.url, registry_ttl=0.5)
+    client.create_topic(topic, visibility_timeout=LEASE, retry_backoff=0)
+    fleet = Fleet(stage.workdir / "kills", stage.url, topic, concurrency=4, work_ms=work_ms)
+    for _ in range(workers):
+        fleet.spawn()
+    sent = _bodies("kill", size)
+    _preload(client, topic, sent)
+    marks = sorted(int(stage.rng.uniform(0.05, 0.85) * size) for _ in range(kills))
+    in_flight_at_kill, bound = [], 0
+    for mark in marks:
+        wait_until(lambda m=mark: fleet.handlings() >= m, _drain_timeout(size),
+                   f"{mark} handlings", interval=0.005)
+        victim = stage.rng.choice(fleet.alive())
+        in_flight_at_kill.append(_totals(client, topic)[1])
+        victim.kill()
+        bound += 2 * victim.prefetch  # held, plus one batch being acknowledged
+        fleet.spawn()
+    problems: list[str] = []
+    _wait_drained(client, topic, size, problems)
+    attempts = fleet.handled().attempts.values()
+    figures: dict[str, Any] = {"kills": kills, "kill_points": marks,
+                               "in_flight_at_kills": in_flight_at_kill,
+                               "redelivered": sum(1 for a in attempts if max(a) > 1),
+                               "duplicate_bound": bound}
+    outcome = _close_out("worker-kills", started, client, topic, fleet, sent, figures, problems)
+    if outcome.ledger.duplicates > bound:
+        outcome.problems.append(f"{outcome.ledger.duplicates} duplicates exceed the bound "
+                                f"{bound} (what the killed workers held)")
+    if outcome.ledger.acknowledged != size:
+        outcome.problems.append("not every message was acknowledged")
+    return outcome
+
+
+@stopping_fleets
+def outages(stage: Stage, name: str, size: int, url: str, control_url: str,
+            faults: Sequence[tuple[Callable[[], None], Callable[[], None]]],
+            batch: int, tolerate_missing: bool = False) -> Outcome:
+    """Producer and consumer processes on ``url`` while each fault of ``faults`` (an
+    (inject, repair) pair) strikes at a random point of the sending; measures how long
+    sending and consuming take to resume after each repair."""
+    started, topic = time.monotonic(), f"chaos-{name}"
+    client = Client(control_url, registry_ttl=0.5)
+
+    def acked() -> int:
+        return client.stats(topic).groups["default"].counters["acked"]
+
+    client.create_topic(topic, visibility_timeout=LEASE, retry_backoff=0)
+    fleet = Fleet(stage.workdir / name, url, topic, concurrency=4, work_ms=1.0)
+    for _ in range(2):
+        fleet.spawn()
+    producer = Producer(url, topic, _bodies(name, size), batch=batch)
+    producer.start()
+    marks = sorted(int(stage.rng.uniform(0.1, 0.8) * size) for _ in faults)
+    send_back, consume_back, outage = [], [], []
+    for mark, (inject, repair) in zip(marks, faults, strict=True):
+        wait_until(lambda m=mark: producer.done >= m or not producer.is_alive(),
+                   _drain_timeout(size), f"{mark} sends")
+        struck = time.monotonic()
+        inject()
+        repair()
+        repaired = time.monotonic()
+        outage.append(repaired - struck)
+        acked_then = acked()
+        send_back.append(_timed(lambda r=repaired: producer.successes_after(r)
+                                or not producer.is_alive(), SEND_BOUND, "a send"))
+        consume_back.append(_timed(lambda a=acked_then: acked() > a, SEND_BOUND,
+                                   "an acknowledgement"))
+    producer.join(_drain_timeout(size))
+    problems = [f"a send raised something other than RedisUnavailable: {e}"
+                for e in producer.other_errors[:5]]
+    _wait_drained(client, topic, size, problems)
+    if producer.slowest > SEND_BOUND:
+        problems.append(f"a send blocked {producer.slowest:.1f} s (bound {SEND_BOUND} s)")
+    dead = [w.pid for w in fleet.workers if not w.alive]
+    if dead:
+        problems.append(f"consumer processes {dead} died instead of reconnecting")
+    if None in send_back or None in consume_back:
+        problems.append("sending or consuming did not resume by itself")
+    figures = {"faults": len(faults), "outage_s": outage, "send_resumed_s": send_back,
+               "consume_resumed_s": consume_back, "slowest_send_s": producer.slowest,
+               "uncertain_sends": len(producer.uncertain)}
+    return _close_out(name, started, client, topic, fleet, producer.sent, figures, problems,
+                      producer.uncertain, tolerate_missing)
+
+
+def redis_restarts(stage: Stage, size: int = 3000, restarts: int = 2, down: float = 1.0,
+                   batch: int = 1) -> Outcome:
+    """Redis SIGKILLed and restarted (same port and data) while producers send and consumers
+    consume. Under ``appendfsync always`` no acknowledged send and no unacknowledged delivery
+    may be lost; producers get RedisUnavailable or succeed within SEND_BOUND; consumers and
+    producers reconnect by themselves. Redis stays down ``down`` seconds each time."""
+    server = stage.server
+    if server is None:
+        raise ValueError("redis_restarts needs the server it may kill (Stage.server)")
+
+    def crash() -> None:
+        server.kill()
+        time.sleep(down)  # how long Redis stays dead, not a wait for anything
+
+    def come_back() -> None:
+        server.start()
+
+    outcome = outages(stage, "restarts", size, server.url, server.url,
+                       [(crash, come_back)] * restarts, batch)
+    with server.client() as direct:
+        outcome.figures["appendfsync"] = direct.config_get("appendfsync")["appendfsync"]
+    return outcome
+
+
+def network_cuts(stage: Stage, size: int = 3000, outage: float = 1.5,
+                 batch: int = 1) -> Outcome:
+    """Clients reach Redis through a TCP proxy that is cut twice, once resetting every
+    connection and once silently stalling them, for ``outage`` seconds each."""
+    server = stage.server
+    if server is None:
+        raise ValueError("network_cuts needs a single server to put the proxy in front of")
+    proxy = TcpProxy(server.port)
+
+    def cut(mode: str) -> Callable[[], None]:
+        def inject() -> None:
+            proxy.cut(mode)
+            time.sleep(outage)  # the partition's length, not a wait for anything
+        return inject
+
+    try:
+        outcome = outages(stage, "network", size, proxy.url, server.url,
+                           [(cut("reset"), proxy.restore), (cut("stall"), proxy.restore)],
+                           batch)
+    finally:
+        proxy.close()
+    outcome.figures["proxy_connections"] = proxy.connections
+    return outcome
+
+
+@stopping_fleets
+def slow_handler(stage: Stage, messages: int = 8, lease: float = 1.0,
+                 work: float = 3.5) -> Outcome:
+    """Handlers that take ``work`` seconds, longer than their ``lease``, in live processes:
+    the lease is extended, so no message is delivered twice."""
+    started, topic = time.monotonic(), "chaos-slow"
+    client = Client(stage.url, registry_ttl=0.5)
+    client.create_topic(topic, visibility_timeout=lease, retry_backoff=0)
+    fleet = Fleet(stage.workdir / "slow", stage.url, topic, concurrency=4, lease=lease,
+                  work_ms=work * 1000)
+    for _ in range(2):
+        fleet.spawn()
+    sent = _bodies("slow", messages)
+    _preload(client, topic, sent)
+    problems: list[str] = []
+    _wait_drained(client, topic, messages, problems)
+    retried = client.stats(topic).groups["default"].counters["retried"]
+    outcome = _close_out("slow-handler", started, client, topic, fleet, sent,
+                         {"lease_s": lease, "handler_s": work, "retried": retried}, problems)
+    handled = fleet.handled()
+    redelivered = sorted(b.decode() for b, a in handled.attempts.items() if a != [1])
+    if outcome.ledger.duplicates or redelivered or retried:
+        outcome.problems.append(f"a live slow handler's message was delivered again: "
+                                f"{redelivered}, retried counter {retried}")
+    return outcome
+
+
+@stopping_fleets
+def frozen_consumer(stage: Stage, messages: int = 12, lease: float = 1.5) -> Outcome:
+    """A consumer process frozen with SIGSTOP while it holds messages: they are delivered to
+    another consumer once their lease (as last extended) runs out, not before. Thawed at the
+    end, the frozen one's late acknowledgements change nothing."""
+    started, topic = time.monotonic(), "chaos-frozen"
+    client = Client(stage.url, registry_ttl=0.5)
+    client.create_topic(topic, visibility_timeout=lease, retry_backoff=0)
+    fleet = Fleet(stage.workdir / "frozen", stage.url, topic, lease=lease)
+    frozen = fleet.spawn(concurrency=2, prefetch=4, work_ms=300)
+    sent = _bodies("frozen", messages)
+    _preload(client, topic, sent)
+    wait_until(lambda: fleet.handlings() >= 2, 30, "the first consumer to get going")
+    frozen.signal(signal.SIGSTOP)
+    stopped, frozen_at = time.monotonic(), time.time()
+    rows = [row for row in client.snapshot(topic) if row.state == "in_flight"]
+    held = {row.body for row in rows}
+    # Leases run from the last claim or extension, so the freeze may find them part-used.
+    expiry_ms = min((row.lease_until or 0 for row in rows), default=0)
+    fleet.spawn(concurrency=4)
+
+    def redelivered() -> bool:
+        attempts = fleet.handled().attempts
+        return any(max(attempts.get(body, [0])) >= 2 for body in held)
+
+    wait_until(redelivered, lease + 30, "a frozen consumer's message to be redelivered")
+    redelivered_after, seen_ms = time.monotonic() - stopped, time.time() * 1000
+    problems: list[str] = []
+    _wait_drained(client, topic, messages, problems)
+    figures = {"lease_s": lease, "held_when_frozen": len(held),
+               "lease_left_when_frozen_s": expiry_ms / 1000 - frozen_at,
+               "first_redelivery_s": redelivered_after, "duplicate_bound": len(held)}
+    frozen.signal(signal.SIGCONT)
+    outcome = _close_out("frozen-consumer", started, client, topic, fleet, sent, figures,
+                         problems)
+    if not held:
+        outcome.problems.append("the frozen consumer held nothing: nothing was tested")
+    if seen_ms < expiry_ms:
+        outcome.problems.append(f"redelivered {expiry_ms - seen_ms:.0f} ms before the lease "
+                                "ran out")
+    # In flight under it when frozen: its prefetch, plus the batch it had finished and was
+    # acknowledging (the settler frees room before the ack's round trip).
+    if len(held) > 2 * frozen.prefetch:
+        outcome.problems.append(f"{len(held)} messages in flight under the frozen consumer "
+                                f"exceed twice its prefetch {frozen.prefetch}")
+    if outcome.ledger.duplicates > len(held):
+        outcome.problems.append(f"{outcome.ledger.duplicates} duplicates exceed the "
+                                f"{len(held)} messages the frozen consumer held")
+    return outcome
+
+
+@stopping_fleets
+def poison_messages(stage: Stage, good: int = 100, bad: int = 10,
+                    max_retries: int = 3) -> Outcome:
+    """Messages whose handler always raises reach the dead-letter queue after exactly
+    ``1 + max_retries`` deliveries, with the handler's error; the others are unaffected."""
+    started, topic = time.monotonic(), "chaos-poison"
+    client = Client(stage.url, registry_ttl=0.5)
+    client.create_topic(topic, max_retries=max_retries, retry_backoff=0,
+                        visibility_timeout=LEASE)
+    fleet = Fleet(stage.workdir / "poison", stage.url, topic, concurrency=4, poison="bad-")
+    fleet.spawn()
+    sent = _bodies("good", good) + _bodies("bad", bad)
+    stage.rng.shuffle(sent)
+    _preload(client, topic, sent)
+    problems: list[str] = []
+    _wait_drained(client, topic, good + bad, problems)
+    letters = client.dead_letters(topic)
+    figures = {"max_retries": max_retries, "dead_letters": len(letters)}
+    outcome = _close_out("poison", started, client, topic, fleet, sent, figures, problems)
+    handled = fleet.handled()
+    problems = outcome.problems
+    if sorted(d.body for d in letters) != sorted(b for b in sent if b.startswith(b"bad-")):
+        problems.append("the dead letters are not exactly the poison messages")
+    for letter in letters:
+        expected_error = f"PoisonError: cannot handle {letter.body!r}"
+        if letter.attempts != 1 + max_retries or letter.error != expected_error:
+            problems.append(f"dead letter {letter.body!r}: attempts {letter.attempts}, "
+                            f"error {letter.error!r}")
+        if handled.failed[letter.body] != 1 + max_retries:
+            problems.append(f"{letter.body!r} was handled {handled.failed[letter.body]} times")
+    if outcome.ledger.dead != bad or outcome.ledger.acknowledged != good:
+        problems.append("poison messages leaked into acknowledged, or good ones died")
+    return outcome

@@ -1,0 +1,367 @@
+"""The founding case end to end (SPEC §8): price changes in, product images out.
+
+A shop re-renders a product's picture, with its price printed on it, whenever the price
+changes. Prices change all the time, from many systems at once; rendering is slow. Here:
+
+1. A Spark job (``local[*]`` unless run under ``spark-submit``) generates price-change events
+   in waves: many sources, Zipf-skewed products (a few products change constantly), some
+   merchants urgent. Each task writes the new prices into the price table, then the events
+   go into an RMQ topic through the ``rmq`` data source: the body is just the product id, so
+   every change of a product still waiting in the queue merges into one message, and urgent
+   merchants' products are sent with HIGH priority.
+2. Workers (``rmq.Consumer``) render each product's image with Pillow, reading the price from
+   the price table at render time, so an image always shows the latest price. Merging is what
+   makes that both correct and cheap: one render covers every change queued before it, and a
+   change that arrives while its product is being rendered queues a new render.
+3. When the queue is empty, it checks every image against the price table, prints a summary
+   and writes it as ``summary.json`` next to the images (``prices.json`` holds the table).
+
+The price table is a Redis hash of the demo's own, beside the topic (the topic and the table
+are removed at the end unless ``--keep``). ``python -m rmq.tools.demo --help`` lists the options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import itertools
+import json
+import random
+import secrets
+import statistics
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from ...client import Client
+from ...message import Message, Priority
+
+__all__ = ["main", "DemoConfig", "run"]
+
+SOURCES = ("erp", "promotions", "competitor-watch", "inventory", "flash-sale", "coupons",
+           "marketplace-sync", "currency-rates")
+CHUNK = 1000  # events whose prices are written in one round trip, then sent
+EVENT_SCHEMA = "source string, body string, merchant int, priority int, cents int"
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """The demo's sizes and places (each is a command-line option of the same name)."""
+
+    events: int = 200_000
+    products: int = 3_000
+    merchants: int = 40
+    urgent: float = 0.1
+    zipf: float = 1.1
+    waves: int = 5
+    workers: int = 4
+    out: Path = Path("rmq-demo")
+    url: str | None = None
+    master: str | None = None
+    seed: int = 7
+    keep: bool = False
+
+
+def product_id(rank: int) -> str:
+    return f"sku-{rank:06d}"
+
+
+def merchant_of(rank: int, merchants: int) -> int:
+    return rank % merchants
+
+
+def is_urgent(merchant: int, config_urgent: float, merchants: int) -> bool:
+    return merchant < max(1, round(config_urgent * merchants))
+
+
+def price_changes(url: str, prices_key: str, config: DemoConfig, wave: int, index: int,
+                  ids: Iterator[int]) -> Iterator[tuple[str, str, int, int, int]]:
+    """One Spark task: a price-change event per input id, as (source, body = the product id,
+    merchant, priority, price in cents). Each chunk's new prices are stored before its events
+    leave the task, so a render triggered by one of them reads that price or a later one."""
+    from ...spark.clients import client_for
+
+    redis = client_for(url).redis
+    rng = random.Random(f"{config.seed}-{wave}-{index}")
+    weights = list(itertools.accumulate(1 / (r + 1) ** config.zipf
+                                        for r in range(config.products)))
+    remaining = iter(ids)  # Spark may hand over a range, which islice would restart
+    for chunk in iter(lambda: list(itertools.islice(remaining, CHUNK)), []):
+        events = []
+        for _ in chunk:
+            rank = min(bisect.bisect(weights, rng.random() * weights[-1]), config.products - 1)
+            merchant = merchant_of(rank, config.merchants)
+            urgent = is_urgent(merchant, config.urgent, config.merchants)
+            cents = int((5 + rank % 95) * 100 * (0.7 + 0.6 * rng.random()))
+            events.append((rng.choice(SOURCES), product_id(rank), merchant,
+                           int(Priority.HIGH if urgent else Priority.MEDIUM), cents))
+        redis.hset(prices_key, mapping={body: cents for _, body, _, _, cents in events})
+        yield from events
+
+
+@dataclass
+class Renderer:
+    """The expensive consumer: draws a product card with its current price into a PNG whose
+    text chunks record ``product`` and ``price_cents`` (what the checks read back)."""
+
+    client: Client
+    prices_key: str
+    config: DemoConfig
+    renders: Counter[str] = field(default_factory=Counter)
+    waits: dict[int, list[int]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, message: Message) -> None:
+        from PIL import Image, ImageDraw
+        from PIL.PngImagePlugin import PngInfo
+
+        waited = max(0, self.client.clock() - message.due_at)
+        product = message.text
+        raw = self.client.redis.hget(self.prices_key, product)
+        if raw is None:
+            raise LookupError(f"no price for {product}")
+        cents = int(raw)
+        rank = int(product.split("-")[1])
+        merchant = merchant_of(rank, self.config.merchants)
+        urgent = is_urgent(merchant, self.config.urgent, self.config.merchants)
+        shade = random.Random(rank)
+        image = Image.new("RGB", (400, 250), (248, 247, 242))
+        draw = ImageDraw.Draw(image)
+        colour = tuple(shade.randrange(90, 230) for _ in range(3))
+        draw.rounded_rectangle((16, 16, 176, 234), radius=18, fill=colour)
+        draw.ellipse((46, 70, 146, 170), fill=(255, 255, 255))
+        draw.text((196, 24), product, fill=(40, 40, 40), font=_font(22))
+        draw.text((196, 56), f"merchant m{merchant:03d}", fill=(110, 110, 110), font=_font(16))
+        draw.text((196, 110), f"${cents // 100}.{cents % 100:02d}", fill=(200, 30, 30),
+                  font=_font(44))
+        if urgent:
+            draw.rectangle((196, 190, 300, 218), fill=(200, 30, 30))
+            draw.text((206, 193), "URGENT", fill=(255, 255, 255), font=_font(18))
+        info = PngInfo()
+        info.add_text("product", product)
+        info.add_text("price_cents", str(cents))
+        target = self.config.out / f"{product}.png"
+        partial_file = target.with_name(f".{product}.{threading.get_ident()}.png")
+        image.save(partial_file, "PNG", pnginfo=info)
+        partial_file.replace(target)  # readers never see a half-written image
+        with self.lock:
+            self.renders[product] += 1
+            self.waits.setdefault(message.priority, []).append(waited)
+
+
+_fonts: dict[int, Any] = {}
+
+
+def _font(size: int) -> Any:
+    from PIL import ImageFont
+
+    if size not in _fonts:
+        try:
+            _fonts[size] = ImageFont.load_default(size=size)
+        except (TypeError, ValueError, OSError):  # Pillow without FreeType: fixed size
+            _fonts[size] = ImageFont.load_default()
+    return _fonts[size]
+
+
+def image_price(path: Path) -> int | None:
+    """The price (cents) an image was rendered with, from its PNG text chunk."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        text = getattr(image, "text", {})
+        return int(text["price_cents"]) if "price_cents" in text else None
+
+
+def _progress(client: Client, topic: str, config: DemoConfig, renderer: Renderer,
+              started: float, done: threading.Event) -> None:
+    interval = 1.0 if sys.stdout.isatty() else 2.0
+    while not done.wait(interval):
+        group = client.stats(topic).groups.get("default")
+        if group is None:
+            continue
+        print(f"  {time.monotonic() - started:6.1f}s  published {group.counters['sent']:>9,}"
+              f"/{config.events:,}  merged {group.counters['merged']:>9,}  queued "
+              f"{group.pending:>6,}  rendering {group.in_flight:>3}  rendered "
+              f"{sum(renderer.renders.values()):>7,}", flush=True)
+
+
+def _wait_until_drained(client: Client, topic: str, stall_seconds: float = 120.0) -> None:
+    progress, since = None, time.monotonic()
+    while True:
+        group = client.stats(topic).groups["default"]
+        if group.pending == 0 and group.in_flight == 0:
+            return
+        if (group.counters["acked"], group.pending) != progress:
+            progress, since = (group.counters["acked"], group.pending), time.monotonic()
+        elif time.monotonic() - since > stall_seconds:
+            raise RuntimeError(f"the renderers made no progress for {stall_seconds:.0f} s "
+                               f"with {group.pending} messages queued")
+        time.sleep(0.2)  # polling the queue's own counters; nothing to subscribe to
+
+
+def run(config: DemoConfig) -> dict[str, Any]:
+    """Run the demo and return its summary (also written to ``out/summary.json``)."""
+    from pyspark.sql import SparkSession
+
+    from ...runtime import Consumer
+    from ...spark import publish, spark_session
+    from ...spark.clients import resolve
+
+    started = time.monotonic()
+    url = resolve(config.url)
+    client = Client(url)
+    topic = f"demo.renders.{time.strftime('%Y%m%d-%H%M%S')}.{secrets.token_hex(3)}"
+    prices_key = f"rmq-demo:{topic}:prices"
+    client.create_topic(topic, slots=8)
+    config.out.mkdir(parents=True, exist_ok=True)
+    for old in config.out.glob("sku-*.png"):
+        old.unlink()
+    renderer = Renderer(client, prices_key, config)
+    consumer = Consumer(client, topic, renderer, concurrency=config.workers).start()
+    done = threading.Event()
+    printer = threading.Thread(target=_progress, daemon=True,
+                               args=(client, topic, config, renderer, started, done))
+    owns_spark = SparkSession.getActiveSession() is None
+    try:
+        print(f"rmq demo: {config.events:,} price changes of {config.products:,} products "
+              f"into topic {topic!r}, {config.workers} render workers; starting Spark...",
+              flush=True)
+        spark = spark_session("rmq-demo", master=config.master,
+                              conf={"spark.ui.showConsoleProgress": "false"})
+        spark.sparkContext.setLogLevel("ERROR")
+        printer.start()
+        publish_started = time.monotonic()
+        sent = merged = 0
+        per_wave = -(-config.events // config.waves)
+        for wave in range(config.waves):
+            size = min(per_wave, config.events - wave * per_wave)
+            if size <= 0:
+                break
+            ids = spark.sparkContext.range(size, numSlices=spark.sparkContext.defaultParallelism)
+            changes = spark.createDataFrame(
+                ids.mapPartitionsWithIndex(partial(price_changes, url, prices_key, config, wave)),
+                EVENT_SCHEMA, verifySchema=False)
+            counts = publish(changes.select("body", "priority"), topic, url=url)
+            sent, merged = sent + counts.sent, merged + counts.merged
+        publish_seconds = time.monotonic() - publish_started
+        _wait_until_drained(client, topic)
+    finally:
+        consumer.stop()
+        done.set()
+    wall = time.monotonic() - started
+    summary = _summarise(client, config, topic, prices_key, renderer, sent, merged,
+                         publish_seconds, wall)
+    if not config.keep:
+        client.delete_topic(topic)
+        client.redis.delete(prices_key)
+    client.close()
+    if owns_spark:
+        spark.stop()
+    return summary
+
+
+def _summarise(client: Client, config: DemoConfig, topic: str, prices_key: str,
+               renderer: Renderer, sent: int, merged: int, publish_seconds: float,
+               wall: float) -> dict[str, Any]:
+    prices = {k.decode(): int(v) for k, v in client.redis.hgetall(prices_key).items()}
+    (config.out / "prices.json").write_text(json.dumps(prices, indent=1, sort_keys=True))
+    stale = sorted(p for p, cents in prices.items()
+                   if not (config.out / f"{p}.png").exists()
+                   or image_price(config.out / f"{p}.png") != cents)
+    rendered = sum(renderer.renders.values())
+
+    def median_wait(priority: int) -> int | None:
+        waits = renderer.waits.get(priority)
+        return int(statistics.median(waits)) if waits else None
+
+    summary = {
+        "topic": topic, "events": config.events, "products": config.products,
+        "sources": len(SOURCES), "workers": config.workers, "waves": config.waves,
+        "sent": sent, "merged": merged, "merged_pct": round(100 * merged / max(sent, 1), 2),
+        "stored": sent - merged, "rendered": rendered,
+        "products_changed": len(prices), "re_renders": rendered - len(renderer.renders),
+        "images_up_to_date": len(prices) - len(stale), "stale_images": stale,
+        "median_wait_ms": {"urgent": median_wait(int(Priority.HIGH)),
+                           "normal": median_wait(int(Priority.MEDIUM))},
+        "publish_seconds": round(publish_seconds, 2), "wall_seconds": round(wall, 2),
+        "publish_per_second": round(sent / max(publish_seconds, 1e-9)),
+        "events_per_second": round(sent / max(wall, 1e-9)),
+        "renders_per_second": round(rendered / max(wall, 1e-9), 1),
+        "out": str(config.out.resolve()),
+    }
+    (config.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def report(summary: dict[str, Any]) -> str:
+    """The summary as the lines the demo prints."""
+    s = summary
+    waits = s["median_wait_ms"]
+    return "\n".join([
+        "",
+        "RMQ demo: price changes -> product images",
+        f"  events published    {s['sent']:>10,}  from {s['sources']} sources, "
+        f"{s['products']:,} products",
+        f"  merged while queued {s['merged']:>10,}  ({s['merged_pct']:.1f} %)",
+        f"  messages stored     {s['stored']:>10,}",
+        f"  images rendered     {s['rendered']:>10,}  ({s['products_changed']:,} products, "
+        f"{s['re_renders']:,} re-rendered after a later change)",
+        f"  up to date          {s['images_up_to_date']:>10,}  of {s['products_changed']:,} "
+        f"images show the latest price",
+        f"  median wait         urgent {waits['urgent']} ms, normal {waits['normal']} ms",
+        f"  publish             {s['publish_seconds']:>9.1f}s  "
+        f"({s['publish_per_second']:,} events/s)",
+        f"  wall time           {s['wall_seconds']:>9.1f}s  ({s['events_per_second']:,} "
+        f"events/s end to end, {s['renders_per_second']} renders/s)",
+        f"  output              {s['out']}  (images, summary.json, prices.json)",
+    ])
+
+
+def parse_args(argv: Sequence[str] | None) -> DemoConfig:
+    d = DemoConfig()
+    p = argparse.ArgumentParser(prog="rmq demo", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--events", type=int, default=d.events, help="price changes to publish")
+    p.add_argument("--products", type=int, default=d.products, help="products in the shop")
+    p.add_argument("--merchants", type=int, default=d.merchants, help="merchants")
+    p.add_argument("--urgent", type=float, default=d.urgent,
+                   help="share of merchants whose products are rendered first (HIGH priority)")
+    p.add_argument("--zipf", type=float, default=d.zipf,
+                   help="skew of how often each product changes (Zipf exponent)")
+    p.add_argument("--waves", type=int, default=d.waves,
+                   help="Spark jobs the events are published in, one after another")
+    p.add_argument("--workers", type=int, default=d.workers, help="concurrent renders")
+    p.add_argument("--out", type=Path, default=d.out, help="directory for images and summary")
+    p.add_argument("--url", default=None,
+                   help="Redis URL (default: $RMQ_REDIS_URL, else the embedded server)")
+    p.add_argument("--master", default=None,
+                   help="Spark master (default: spark-submit's, else local[*])")
+    p.add_argument("--seed", type=int, default=d.seed, help="random seed of the events")
+    p.add_argument("--keep", action="store_true",
+                   help="keep the topic and the price table in Redis afterwards")
+    a = p.parse_args(argv)
+    for name in ("events", "products", "merchants", "waves", "workers"):
+        if getattr(a, name) < 1:
+            p.error(f"--{name} must be at least 1")
+    if not 0 <= a.urgent <= 1:
+        p.error("--urgent must be from 0 to 1")
+    return DemoConfig(a.events, a.products, a.merchants, a.urgent, a.zipf, a.waves, a.workers,
+                      a.out, a.url, a.master, a.seed, a.keep)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``rmq demo`` / ``python -m rmq.tools.demo``: run and print the summary; 1 if an image
+    is stale."""
+    summary = run(parse_args(argv))
+    print(report(summary), flush=True)
+    return 0 if not summary["stale_images"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

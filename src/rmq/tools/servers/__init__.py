@@ -1,0 +1,2 @@
+"""Servers for tests, benchmarks and fault scenarios: a Redis Cluster on loopback, TLS
+certificates."""

@@ -324,6 +324,26 @@ def test_running_consumer_is_registered_until_stopped(make_client, consumers):
     assert not consumer.running
 
 
+def test_heartbeat_reports_concurrency_in_flight_handled_and_failed(make_client, consumers):
+    producer = make_client()
+    producer.create_topic("t", slots=1, retry_backoff=60)
+    gate = threading.Event()
+
+    def handle(message: rmq.Message) -> None:
+        if message.body == b"bad":
+            raise ValueError("bad body")
+        if message.body == b"slow":
+            assert gate.wait(10), "the test never opened the gate"
+
+    consumers(make_client(), "t", handle, concurrency=3, heartbeat_interval=0.05, name="w")
+    producer.send_many("t", [b"ok-1", b"ok-2", b"bad", b"slow"])
+    (info,) = wait_for(lambda: [c for c in producer.consumers("t")
+                               if (c.handled, c.failed, c.in_flight) == (2, 1, 1)],
+                       what="a heartbeat with 2 handled, 1 failed and 1 in flight")
+    gate.set()
+    assert (info.id, info.concurrency, info.alive) == ("w", 3, True)
+
+
 def test_sigterm_stops_run_gracefully(make_client):
     producer = make_client()
     producer.create_topic("t", slots=1)

@@ -142,13 +142,15 @@ def consumers(args: argparse.Namespace) -> None:
     if args.json:
         for c in found:
             print_json({"id": c.id, "group": c.group, "host": c.host, "pid": c.pid,
-                        "alive": c.alive, "handled": c.handled, "last_seen": c.last_seen,
-                        "started_at": c.started_at, **c.extra})
+                        "alive": c.alive, "concurrency": c.concurrency, "in_flight": c.in_flight,
+                        "handled": c.handled, "failed": c.failed, "last_seen": c.last_seen,
+                        "started_at": c.started_at})
     elif found:
         now = time.time()
-        print(table(["id", "group", "host", "pid", "state", "handled", "last seen"], [
-            [c.id, c.group, c.host, c.pid, "alive" if c.alive else "dead", c.handled,
-             f"{now - c.last_seen:.1f}s ago"] for c in found]))
+        print(table(["id", "group", "host", "pid", "state", "in flight", "handled", "failed",
+                     "last seen"], [
+            [c.id, c.group, c.host, c.pid, "alive" if c.alive else "dead", c.in_flight,
+             c.handled, c.failed, f"{now - c.last_seen:.1f}s ago"] for c in found]))
     else:
         print(f"no consumers registered on {args.topic!r}")
 

@@ -379,7 +379,7 @@ class Consumer:
         record = {"group": self.group, "host": socket.gethostname(), "pid": os.getpid(),
                   "started_at": self._started_at, "last_seen": time.time(),
                   "handled": self.handled, "failed": self.failed,
-                  "concurrency": self.concurrency, "held": len(self._held)}
+                  "concurrency": self.concurrency, "in_flight": len(self._held)}
         self._safe(lambda: self.client._run(registry.heartbeat(self.topic, self.id, record)))
 
 

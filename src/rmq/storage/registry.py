@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import TopicConflict, UnknownTopic
@@ -50,7 +50,12 @@ class TopicInfo:
 
 @dataclass(frozen=True, slots=True)
 class ConsumerInfo:
-    """A consumer's last heartbeat; ``alive`` is false once heartbeats stop arriving."""
+    """A consumer's last heartbeat; ``alive`` is false once heartbeats stop arriving.
+
+    ``concurrency``: handlers it runs at once; ``in_flight``: messages it held (claimed and
+    not yet settled) at its last heartbeat; ``handled`` and ``failed``: handler runs that
+    succeeded and failed since it started. Times are epoch seconds.
+    """
 
     id: str
     topic: str
@@ -59,9 +64,11 @@ class ConsumerInfo:
     pid: int
     started_at: float
     last_seen: float
+    concurrency: int
+    in_flight: int
     handled: int
+    failed: int
     alive: bool
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def load_info(name: str) -> Op[TopicInfo]:
@@ -169,8 +176,9 @@ def list_consumers(name: str, now: float, dead_after: float,
         consumers.append(ConsumerInfo(
             id=consumer_id.decode(), topic=name, group=record["group"], host=record["host"],
             pid=record["pid"], started_at=record["started_at"], last_seen=record["last_seen"],
-            handled=record.get("handled", 0), alive=age <= dead_after,
-            extra=record.get("extra", {})))
+            concurrency=record.get("concurrency", 0), in_flight=record.get("in_flight", 0),
+            handled=record.get("handled", 0), failed=record.get("failed", 0),
+            alive=age <= dead_after))
     if stale:
         yield [command("HDEL", key, *stale)]
     return sorted(consumers, key=lambda c: c.id)

@@ -48,7 +48,8 @@ def client(redis_url: str):
 
 
 @pytest.mark.parametrize("command", [
-    [], ["server"], ["topic"], ["topic", "create"], ["topic", "list"], ["topic", "show"],
+    [], ["server"], ["server", "start"], ["server", "status"], ["server", "stop"], ["topic"],
+    ["topic", "create"], ["topic", "list"], ["topic", "show"],
     ["topic", "alter"], ["topic", "delete"], ["topic", "pause"], ["topic", "resume"],
     ["topic", "bind"], ["topic", "unbind"], ["send"], ["worker"], ["stats"], ["dead"],
     ["consumers"],
@@ -274,7 +275,7 @@ def test_server_runs_in_the_foreground_until_sigterm(tmp_path_factory) -> None:
         probe.close()
         ok("topic", "create", "t", url=f"unix://{data}/redis.sock")
         assert ok("topic", "list", "--json", url=f"redis://127.0.0.1:{port}") == '["t"]\n'
-        assert_one_line_error(run("server", "--data-dir", str(data)), 1, "already answers")
+        assert_one_line_error(run("server", "--data-dir", str(data)), 1, "already runs")
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=30) == 0
     finally:

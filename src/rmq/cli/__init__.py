@@ -1,8 +1,8 @@
 """The ``rmq`` command (SPEC §5).
 
-Subcommands: ``server``, ``topic ...``, ``send``, ``worker``, ``stats``, ``dead ...``,
-``consumers``, and ``demo``, ``bench``, ``chaos``, ``console``, which hand their arguments
-to ``main(argv)`` of the module of that name. Errors end the command with one line on
+Subcommands: ``server [start|status|stop]``, ``topic ...``, ``send``, ``worker``, ``stats``,
+``dead ...``, ``consumers``, and ``demo``, ``bench``, ``chaos``, ``console``, which hand their
+arguments to ``main(argv)`` of the module of that name. Errors end the command with one line on
 stderr and a non-zero status: 1 for a failure, 2 for bad arguments.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from ..errors import RMQError, UnknownTopic
-from . import messages, runtime, stats, topics
+from . import messages, runtime, server, stats, topics
 from .common import CommandError
 
 __all__ = ["main", "build_parser"]
@@ -46,6 +46,7 @@ def build_parser() -> Parser:
                              "else the embedded server")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     runtime.add_parsers(commands)
+    server.add_parsers(commands)
     topics.add_parsers(commands)
     messages.add_parsers(commands)
     stats.add_parsers(commands)
@@ -99,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.showwarning = _warning_line
             if args.run is None:
                 return _pass_through(args, extra)
-            args.run(args)
+            status = args.run(args)
     except (CommandError, RMQError) as exc:
         print(f"{name}: error: {_one_line(exc)}", file=sys.stderr)
         return 1
@@ -115,4 +116,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{name}: unexpected error: {type(exc).__name__}: {_one_line(exc)} "
               "(RMQ_DEBUG=1 shows the traceback)", file=sys.stderr)
         return 1
-    return 0
+    return status if isinstance(status, int) else 0

@@ -1,4 +1,4 @@
-"""Long-running commands: ``rmq worker module:function TOPIC`` and ``rmq server``."""
+"""``rmq worker module:function TOPIC``: a handler run over a topic until SIGTERM."""
 
 from __future__ import annotations
 
@@ -9,10 +9,8 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from ..errors import RMQError
 from .common import CommandError, open_client
 
 __all__ = ["add_parsers", "load_handler"]
@@ -80,30 +78,6 @@ def _report(consumer: Any, stopped: threading.Event) -> None:
             print(f"worker: {now[0]} handled, {now[1]} failed", file=sys.stderr, flush=True)
 
 
-def server(args: argparse.Namespace) -> None:
-    from ..server import RedisServer, embedded_server
-
-    home = embedded_server(Path(args.data_dir) if args.data_dir else None)
-    if home.answers():
-        raise CommandError(f"a server already answers on {home.url}; stop it first or use "
-                           "another --data-dir")
-    process = RedisServer(args.port, unixsocket=home.unixsocket, data_dir=home.data_dir,
-                          appendfsync=args.fsync)
-    where = home.url + (f" and redis://127.0.0.1:{args.port}" if args.port else "")
-    print(f"rmq server: data in {process.data_dir}, serving {where}; Ctrl-C stops it",
-          file=sys.stderr, flush=True)
-    try:
-        code = process.run_foreground()
-    except RMQError as exc:
-        # The error ends with the log's tail, whose last line says why (a port in use...).
-        first, *log = str(exc).splitlines()
-        reason = f" {log[-1].strip()}" if log else ""
-        raise CommandError(f"{first}{reason} (log: {process.log_path})") from None
-    if code not in (0, None):
-        raise CommandError(f"the server exited with status {code} (log: {process.log_path})")
-    print("rmq server: stopped", file=sys.stderr)
-
-
 def add_parsers(commands: Any) -> None:
     p = commands.add_parser("worker", help="run a handler over a topic's messages",
                             description="Import module:function and run it for each message "
@@ -123,16 +97,3 @@ def add_parsers(commands: Any) -> None:
                    help="time running handlers get to finish at shutdown (default 30)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.set_defaults(run=worker)
-
-    p = commands.add_parser("server", help="run the embedded Redis server in the foreground",
-                            description="Run the Redis server that clients without a URL use "
-                                        "(a unix socket in the data directory, append-only "
-                                        "persistence) in the foreground until Ctrl-C.")
-    p.add_argument("--data-dir", metavar="DIR",
-                   help="data directory (default: $RMQ_HOME, else ~/.rmq)")
-    p.add_argument("--port", type=int, default=0, metavar="PORT",
-                   help="also listen on 127.0.0.1:PORT (default: unix socket only)")
-    p.add_argument("--fsync", choices=["always", "everysec"], default="everysec",
-                   help="appendfsync: 'always' loses nothing on a crash, 'everysec' (default) "
-                        "at most a second")
-    p.set_defaults(run=server)

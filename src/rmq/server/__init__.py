@@ -1,20 +1,28 @@
 """Redis server processes RMQ runs itself: the embedded default server (``rmq server``,
 ``Client()`` with no URL) and the servers the tools and tests start."""
 
+from .embedded import (
+    EmbeddedStatus,
+    embedded_home,
+    embedded_server,
+    embedded_status,
+    ensure_embedded,
+    stop_embedded,
+)
 from .process import (
     INSTALL_HINT,
     RedisServer,
     TLSFiles,
     WaitTimedOut,
     check_version,
-    embedded_server,
-    ensure_embedded,
     find_server_binary,
     free_port,
+    pid_alive,
     run_tool,
     wait_until,
 )
 
-__all__ = ["INSTALL_HINT", "RedisServer", "TLSFiles", "WaitTimedOut", "check_version",
-           "embedded_server", "ensure_embedded", "find_server_binary", "free_port", "run_tool",
-           "wait_until"]
+__all__ = ["INSTALL_HINT", "EmbeddedStatus", "RedisServer", "TLSFiles", "WaitTimedOut",
+           "check_version", "embedded_home", "embedded_server", "embedded_status",
+           "ensure_embedded", "find_server_binary", "free_port", "pid_alive", "run_tool",
+           "stop_embedded", "wait_until"]

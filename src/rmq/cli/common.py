@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -16,7 +17,8 @@ from redis.retry import Retry
 
 from ..client import Client
 
-__all__ = ["CommandError", "open_client", "table", "print_json", "text_of", "age", "Progress"]
+__all__ = ["CommandError", "open_client", "table", "print_json", "text_of", "age", "Progress",
+           "seconds", "at_least_one"]
 
 QUICK_RETRIES = 5  # reconnect attempts of one-shot commands: 50 ms doubling, about 1.5 s
 
@@ -36,6 +38,35 @@ def open_client(args: argparse.Namespace, *, patient: bool = False) -> Client:
     return Client(args.url, retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), QUICK_RETRIES,
                                         supported_errors=(RedisConnectionError,
                                                           RedisTimeoutError, ConnectionError)))
+
+
+def seconds(minimum: float = 0.0, *, inclusive: bool = False) -> Any:
+    """An argparse type: a finite number of seconds above ``minimum`` (or at it, when
+    ``inclusive``), so ``nan``, ``inf`` and negative values are refused while parsing."""
+    bound = f"at least {minimum:g}" if inclusive else f"more than {minimum:g}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if not math.isfinite(value) or value < minimum or (value == minimum and not inclusive):
+            raise argparse.ArgumentTypeError(f"must be a finite number of seconds {bound}, "
+                                             f"got {text!r}")
+        return value
+
+    return parse
+
+
+def at_least_one(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

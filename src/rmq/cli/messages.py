@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -41,9 +42,16 @@ def _deliver_at(text: str) -> int:
     return int(when.astimezone().timestamp() * 1000)
 
 
+def _raw(text: str | None) -> bytes | None:
+    # The bytes as given on the command line, also when they are not UTF-8 (Python decodes
+    # argv with surrogateescape; fsencode gives the original bytes back).
+    return None if text is None else os.fsencode(text)
+
+
 def _options(args: argparse.Namespace) -> dict[str, Any]:
     options = {"priority": args.priority, "delay_ms": args.delay_ms,
-               "deliver_at": args.deliver_at, "slot_basis": args.slot_basis, "key": args.key}
+               "deliver_at": args.deliver_at, "slot_basis": _raw(args.slot_basis),
+               "key": _raw(args.key)}
     return {name: value for name, value in options.items() if value is not None}
 
 
@@ -74,7 +82,7 @@ def send(args: argparse.Namespace) -> None:
     options = _options(args)
     with open_client(args) as client:
         if args.body is not None:
-            item = _item(args.body.encode(), args.json, "BODY")
+            item = _item(os.fsencode(args.body), args.json, "BODY")
             result = client.send(args.topic, **item, **options)
             what = "merged into a pending message" if result.merged else "sent"
             print(f"{what} (topic {args.topic!r}, slot {result.slot})")
@@ -160,7 +168,8 @@ def add_parsers(commands: Any) -> None:
                             description="Send one message, or one per line of --file "
                                         "(blank lines are skipped), with the same options.")
     p.add_argument("topic", metavar="TOPIC")
-    p.add_argument("body", metavar="BODY", nargs="?", help="the message body (UTF-8 text)")
+    p.add_argument("body", metavar="BODY", nargs="?",
+                   help="the message body (sent as the bytes given)")
     p.add_argument("--file", metavar="PATH", help="send each line of PATH ('-': stdin)")
     p.add_argument("--json", action="store_true",
                    help="bodies are JSON, sent canonically so equal objects merge")

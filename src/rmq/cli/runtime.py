@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .common import CommandError, open_client
+from .common import CommandError, at_least_one, open_client, seconds
 
 __all__ = ["add_parsers", "load_handler"]
 
@@ -35,13 +35,6 @@ def load_handler(target: str) -> Callable[..., Any]:
     if not callable(found):
         raise CommandError(f"{target!r} is not a function of module {module_name!r}")
     return found
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -87,13 +80,13 @@ def add_parsers(commands: Any) -> None:
     p.add_argument("target", metavar="module:function")
     p.add_argument("topic", metavar="TOPIC")
     p.add_argument("--group", default="default", help="consumer group (default: default)")
-    p.add_argument("--concurrency", type=_positive, default=8, metavar="N",
+    p.add_argument("--concurrency", type=at_least_one, default=8, metavar="N",
                    help="handlers running at once (default 8)")
-    p.add_argument("--prefetch", type=_positive, metavar="N",
+    p.add_argument("--prefetch", type=at_least_one, metavar="N",
                    help="messages held at once, running or waiting (default 2 x concurrency)")
-    p.add_argument("--lease", type=float, metavar="SECONDS",
+    p.add_argument("--lease", type=seconds(0.0), metavar="SECONDS",
                    help="lease of each claim (default: the topic's visibility timeout)")
-    p.add_argument("--grace", type=float, default=30.0, metavar="SECONDS",
+    p.add_argument("--grace", type=seconds(0.0, inclusive=True), default=30.0, metavar="SECONDS",
                    help="time running handlers get to finish at shutdown (default 30)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.set_defaults(run=worker)

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from ..storage.stats import TopicStats
-from .common import age, open_client, print_json, table
+from .common import CommandError, age, at_least_one, open_client, print_json, seconds, table
 
 __all__ = ["add_parsers"]
 
@@ -52,6 +52,8 @@ def render(stats: TopicStats, previous: TopicStats | None, interval: float,
 
 
 def stats(args: argparse.Namespace) -> None:
+    if args.count and not args.watch:
+        raise CommandError("--count counts the refreshes of --watch: give --watch SECONDS too")
     with open_client(args) as client:
         previous = None
         shown = 0
@@ -82,7 +84,8 @@ def add_parsers(commands: Any) -> None:
     p.add_argument("--json", action="store_true",
                    help="print JSON (one object per line with --watch)")
     p.add_argument("--slots", action="store_true", help="also show each slot")
-    p.add_argument("--watch", type=float, metavar="SECONDS",
+    p.add_argument("--watch", type=seconds(0.0), metavar="SECONDS",
                    help="refresh every SECONDS until Ctrl-C, with rates")
-    p.add_argument("--count", type=int, metavar="N", help="with --watch: stop after N refreshes")
+    p.add_argument("--count", type=at_least_one, metavar="N",
+                   help="with --watch: stop after N refreshes")
     p.set_defaults(run=stats)

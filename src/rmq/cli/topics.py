@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..errors import TopicConflict
 from ..settings import TopicSettings
 from .common import CommandError, open_client, print_json, table
 
@@ -44,9 +45,37 @@ def _describe(settings: TopicSettings) -> str:
 
 
 def create(args: argparse.Namespace) -> None:
+    asked = _settings(args)
     with open_client(args) as client:
-        settings = client.create_topic(args.name, **_settings(args))
+        try:
+            settings = client.create_topic(args.name, **asked)
+        except TopicConflict:
+            existing = client.topic(args.name, fresh=True).settings
+            raise CommandError(_conflict(args.name, existing, TopicSettings.build(**asked))
+                               ) from None
     print(f"topic {args.name!r}: {_describe(settings)}")
+
+
+def _option(name: str, value: Any) -> str:
+    flag = f"--{name.replace('_', '-')}"
+    if isinstance(value, bool):
+        return flag if value else f"--no-{flag[2:]}"
+    return f"{flag} {value}"
+
+
+def _conflict(name: str, existing: TopicSettings, asked: TopicSettings) -> str:
+    """What to tell a CLI user whose ``topic create`` met the topic with other settings."""
+    old, new = existing.to_dict(), asked.to_dict()
+    changed = [key for key in new if new[key] != old[key]]
+    differences = "; ".join(f"{key} {old[key]}, not {new[key]}" for key in changed)
+    text = f"topic {name!r} exists with other settings ({differences})"
+    alter = [_option(key, new[key]) for key in changed if key != "slots"]
+    if alter:
+        text += f": `rmq topic alter {name} {' '.join(alter)}` changes them"
+    if "slots" in changed:
+        text += (f"{';' if alter else ':'} slots are fixed at creation (create it with "
+                 f"--slots {old['slots']}, or delete the topic and its messages first)")
+    return text
 
 
 def alter(args: argparse.Namespace) -> None:

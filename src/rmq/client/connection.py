@@ -15,9 +15,11 @@ alone to its slot's node: redis-py's cluster pipeline does not carry EVALSHA rel
 from __future__ import annotations
 
 import os
+import re
 import ssl
 import warnings
 from typing import Any
+from urllib.parse import urlsplit
 
 import redis
 from redis.backoff import ExponentialBackoff
@@ -32,11 +34,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
-from ..errors import AccessDenied, RedisOutOfMemory, RedisUnavailable
+from ..errors import AccessDenied, InvalidURL, RedisOutOfMemory, RedisUnavailable
 from ..storage.calls import Call
 
-__all__ = ["resolve_url", "connect", "SyncExecutor", "is_cluster", "map_errors", "retry_policy",
-           "is_permanent"]
+__all__ = ["resolve_url", "check_url", "connect", "SyncExecutor", "is_cluster", "map_errors",
+           "retry_policy", "is_permanent"]
 
 _TRANSIENT = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
 # About 10 s of reconnect attempts (50 ms doubling to 1 s) before RedisUnavailable.
@@ -72,15 +74,66 @@ def retry_policy() -> Retry:
 
 
 def resolve_url(url: str | None) -> str:
-    """The URL to use: ``url``, else ``RMQ_REDIS_URL``, else the embedded server's."""
+    """The URL to use: ``url``, else ``RMQ_REDIS_URL``, else the embedded server's; a URL
+    given either way is checked first (:func:`check_url`)."""
     if url:
-        return url
+        return check_url(url)
     env = os.environ.get("RMQ_REDIS_URL")
     if env:
-        return env
+        return check_url(env, "RMQ_REDIS_URL ")
     from ..server import ensure_embedded
 
     return ensure_embedded()
+
+
+SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def _redacted(url: str) -> str:
+    """``url`` with its password, if any, replaced by ``***`` (for error messages)."""
+    return re.sub(r"^([a-z]+://[^/@:]*:)[^@]*@", r"\1***@", url)
+
+
+def check_url(url: str, source: str = "") -> str:
+    """``url`` if it is a Redis URL redis-py can connect with; else :class:`InvalidURL`
+    naming what is wrong (the password masked). ``source`` prefixes the message."""
+    shown = f"{source}{_redacted(url)!r}"
+    if not url.startswith(SCHEMES):
+        raise InvalidURL(f"{shown} is not a Redis URL: use redis://HOST:PORT[/DB], "
+                         "rediss://... (TLS) or unix:///PATH/TO/SOCKET")
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise InvalidURL(f"{shown} is not a valid Redis URL: {exc}") from None
+    database = parts.path.strip("/")
+    if parts.scheme != "unix" and database and not database.isdigit():
+        raise InvalidURL(f"{shown} names database {database!r}: a database is a number "
+                         "(redis://HOST:PORT/0)")
+    if parts.scheme == "unix" and not parts.path:
+        raise InvalidURL(f"{shown} names no socket: use unix:///PATH/TO/SOCKET")
+    try:
+        pool = redis.ConnectionPool.from_url(url)
+        pool.connection_class(**pool.connection_kwargs)  # builds, does not connect
+    except TypeError as exc:
+        option = re.search(r"keyword argument '([^']+)'", str(exc))
+        raise InvalidURL(f"{shown} has an unknown option {option.group(1) if option else exc!r}"
+                         " in its query") from None
+    except ValueError as exc:
+        raise InvalidURL(f"{shown} is not a valid Redis URL: {exc}") from None
+    return url
+
+
+_DATABASE_REFUSALS = ("DB index is out of range", "SELECT is not allowed in cluster mode")
+
+
+def _database_refused(url: str, error: ResponseError) -> InvalidURL:
+    """What to raise when Redis refused the URL's database (SELECT on connecting)."""
+    database = redis.connection.parse_url(url).get("db")
+    if "cluster" in str(error):
+        return InvalidURL(f"{_redacted(url)!r} is a Redis Cluster node, and a cluster has only "
+                          "database 0: remove the /DB from the URL")
+    return InvalidURL(f"Redis at {_redacted(url)!r} has no database {database} ({error}): use "
+                      "one below its `databases` setting (16 by default), such as /0")
 
 
 def _options(url: str, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -107,11 +160,16 @@ def is_cluster(url: str, **kwargs: Any) -> bool:
 def connect(url: str | None = None, **kwargs: Any) -> redis.Redis | redis.RedisCluster:
     """A redis-py client for ``url`` (see module doc), checked for a safe configuration."""
     url = resolve_url(url)
-    if url.startswith(("redis://", "rediss://")) and is_cluster(url, **kwargs):
-        client: Any = redis.RedisCluster.from_url(url, **_options(url, kwargs))
-    else:
-        client = redis.Redis.from_url(url, **_options(url, kwargs))
-    _warn_if_unsafe(client)
+    try:
+        if url.startswith(("redis://", "rediss://")) and is_cluster(url, **kwargs):
+            client: Any = redis.RedisCluster.from_url(url, **_options(url, kwargs))
+        else:
+            client = redis.Redis.from_url(url, **_options(url, kwargs))
+        _warn_if_unsafe(client)
+    except ResponseError as exc:
+        if not str(exc).startswith(_DATABASE_REFUSALS):
+            raise
+        raise _database_refused(url, exc) from None
     return client
 
 
@@ -137,7 +195,9 @@ def _warn_if_unsafe(client: Any) -> None:
             with map_errors():
                 config = node.config_get("maxmemory-policy") | node.config_get("save")
                 aof = node.info("persistence").get("aof_enabled")
-        except (ResponseError, RedisUnavailable):
+        except (ResponseError, RedisUnavailable) as exc:
+            if str(exc).startswith(_DATABASE_REFUSALS):
+                raise  # the URL's database does not exist: connect() says so
             return  # CONFIG may be forbidden by ACL; the URL may still be fine for queue work
         where = _name(node)
         policy = _text(config.get("maxmemory-policy", "noeviction"))

@@ -1,5 +1,7 @@
+"""``python -m rmq.tools.bench``: the same as ``rmq bench`` (errors in one line)."""
+
 import sys
 
-from .runner import main
+from rmq.cli import main
 
-sys.exit(main())
+sys.exit(main(["bench", *sys.argv[1:]]))

@@ -1,5 +1,7 @@
+"""``python -m rmq.tools.demo``: the same as ``rmq demo`` (errors in one line)."""
+
 import sys
 
-from .app import main
+from rmq.cli import main
 
-sys.exit(main())
+sys.exit(main(["demo", *sys.argv[1:]]))

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ...client import Client
+from ...extras import require
 from ...message import Message, Priority
 
 __all__ = ["main", "DemoConfig", "run"]
@@ -358,7 +359,9 @@ def parse_args(argv: Sequence[str] | None) -> DemoConfig:
 def main(argv: Sequence[str] | None = None) -> int:
     """``rmq demo`` / ``python -m rmq.tools.demo``: run and print the summary; 1 if an image
     is stale."""
-    summary = run(parse_args(argv))
+    config = parse_args(argv)
+    require("spark")  # before Spark or Redis is touched
+    summary = run(config)
     print(report(summary), flush=True)
     return 0 if not summary["stale_images"] else 1
 

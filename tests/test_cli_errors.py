@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,31 @@ def test_a_data_directory_that_cannot_be_created_names_the_variables(tmp_path: P
         f"rmq topic list: error: cannot use {tmp_path}/file/home for the embedded server: Not "
         "a directory; set RMQ_HOME to a writable directory, or RMQ_REDIS_URL to a Redis "
         "server\n"))
+
+
+def test_a_redis_that_wants_a_password_says_where_to_put_it(fresh_server) -> None:
+    server = fresh_server(requirepass="s3cret")
+    assert error_line("--url", server.url, "topic", "list") == (
+        "rmq topic list: error: Redis refused the connection: it requires a password; give it "
+        "in the URL (redis://:PASSWORD@HOST:PORT, or redis://USER:PASSWORD@HOST:PORT for an "
+        "ACL user)")
+    wrong = server.url.replace("redis://", "redis://:wrong@")
+    assert error_line("--url", wrong, "topic", "list") == (
+        "rmq topic list: error: Redis refused the connection (not retried): invalid "
+        "username-password pair or user is disabled; check the user name and password in the "
+        "URL")
+
+
+def test_tls_to_a_server_without_tls_gives_up_in_seconds_and_names_tls(redis_url: str) -> None:
+    started = time.monotonic()
+    line = error_line("--url", redis_url.replace("redis://", "rediss://"), "topic", "list")
+    assert time.monotonic() - started < 30  # one 10 s wait, not six 30 s ones
+    assert line == ("rmq topic list: error: Redis is unreachable after retrying: Timeout "
+                    "connecting to server; does that port speak TLS? rediss:// needs a server "
+                    "with TLS on it (redis:// is plain)")
+
+
+def test_deleting_an_unknown_topic_says_there_is_nothing_to_delete(redis_url: str) -> None:
+    assert error_line("--url", redis_url, "topic", "delete", "nope", "--yes") == (
+        "rmq topic delete: error: unknown topic 'nope': nothing to delete (`rmq topic list` "
+        "lists the topics)")

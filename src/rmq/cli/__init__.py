@@ -16,9 +16,10 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from ..errors import RMQError, UnknownTopic
+from ..errors import RMQError
 from ..extras import extra_of, install_hint
 from . import messages, runtime, server, stats, topics
+from .advice import error_line, first_line
 from .common import CommandError
 
 __all__ = ["main", "build_parser"]
@@ -92,13 +93,6 @@ def _unavailable(module: str, error: ImportError) -> str:
     return f"{module} cannot import {missing or 'a module'} ({error})"
 
 
-def _one_line(exc: BaseException) -> str:
-    if isinstance(exc, UnknownTopic):
-        return f"unknown topic {exc.topic!r}: create it with `rmq topic create {exc.topic}`"
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
-
-
 def _warning_line(message: Any, category: Any, *_: Any, **__: Any) -> None:
     print(f"rmq: warning: {message}", file=sys.stderr)
 
@@ -124,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return _pass_through(args, extra)
             status = args.run(args)
     except (CommandError, RMQError) as exc:
-        print(f"{name}: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"{name}: error: {error_line(exc, args)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=sys.stderr)
@@ -135,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug, or a failure no RMQError names: still one line
         if os.environ.get("RMQ_DEBUG"):
             raise
-        print(f"{name}: unexpected error: {type(exc).__name__}: {_one_line(exc)} "
+        print(f"{name}: unexpected error: {type(exc).__name__}: {first_line(exc)} "
               "(RMQ_DEBUG=1 shows the traceback)", file=sys.stderr)
         return 1
     return status if isinstance(status, int) else 0

@@ -12,7 +12,6 @@ from typing import Any
 
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from ..client import Client
@@ -21,6 +20,10 @@ __all__ = ["CommandError", "open_client", "table", "print_json", "text_of", "age
            "seconds", "at_least_one"]
 
 QUICK_RETRIES = 5  # reconnect attempts of one-shot commands: 50 ms doubling, about 1.5 s
+# A one-shot command's longest wait for one reply (the library's is 30 s). A timeout is not
+# retried: it has waited that long already, and retrying turns a wrong URL (rediss:// to a
+# server without TLS hangs in the handshake) into minutes of silence.
+QUICK_TIMEOUT = 10.0
 
 
 class CommandError(Exception):
@@ -30,14 +33,15 @@ class CommandError(Exception):
 def open_client(args: argparse.Namespace, *, patient: bool = False) -> Client:
     """The client of ``--url`` (else ``RMQ_REDIS_URL``, else the embedded server).
 
-    A one-shot command gives up on an unreachable Redis after about 1.5 s; a ``patient`` one
-    (the worker) keeps the library's longer reconnect policy, to ride out a restart.
+    A one-shot command gives up on an unreachable Redis after about 1.5 s and on a silent
+    one after 10 s; a ``patient`` one (the worker) keeps the library's longer reconnect
+    policy, to ride out a restart.
     """
     if patient:
         return Client(args.url)
-    return Client(args.url, retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), QUICK_RETRIES,
-                                        supported_errors=(RedisConnectionError,
-                                                          RedisTimeoutError, ConnectionError)))
+    return Client(args.url, socket_timeout=QUICK_TIMEOUT,
+                  retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), QUICK_RETRIES,
+                              supported_errors=(RedisConnectionError, ConnectionError)))
 
 
 def seconds(minimum: float = 0.0, *, inclusive: bool = False) -> Any:

@@ -1,0 +1,42 @@
+"""The one line an ``rmq`` command prints for an error: the library's message, told in the
+command line's words and ending with the fix (a library message names library calls, such as
+``create_topic()``; a CLI user needs the ``rmq`` command)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from ..errors import RedisUnavailable, UnknownTopic
+
+__all__ = ["error_line"]
+
+PASSWORD_REFUSALS = ("HELLO must be called", "NOAUTH", "Authentication required")
+
+
+def error_line(exc: BaseException, args: argparse.Namespace) -> str:
+    """``exc`` as one line for the user of ``rmq args.command``."""
+    if isinstance(exc, UnknownTopic):
+        if getattr(args, "action", None) == "delete":
+            return f"unknown topic {exc.topic!r}: nothing to delete (`rmq topic list` lists " \
+                   "the topics)"
+        return f"unknown topic {exc.topic!r}: create it with `rmq topic create {exc.topic}`"
+    line = first_line(exc)
+    if isinstance(exc, RedisUnavailable):
+        url = getattr(args, "url", None) or os.environ.get("RMQ_REDIS_URL") or ""
+        if any(text in line for text in PASSWORD_REFUSALS):
+            return ("Redis refused the connection: it requires a password; give it in the URL "
+                    "(redis://:PASSWORD@HOST:PORT, or redis://USER:PASSWORD@HOST:PORT for an "
+                    "ACL user)")
+        if "invalid username-password pair" in line:
+            return f"{line.rstrip('.')}; check the user name and password in the URL"
+        if "Timeout" in line and url.startswith("rediss://"):
+            return (f"{line}; does that port speak TLS? rediss:// needs a server with TLS on "
+                    "it (redis:// is plain)")
+    return line
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (the rest, such as a log's tail, is for logs)."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

@@ -173,3 +173,24 @@ def test_deleting_an_unknown_topic_says_there_is_nothing_to_delete(redis_url: st
     assert error_line("--url", redis_url, "topic", "delete", "nope", "--yes") == (
         "rmq topic delete: error: unknown topic 'nope': nothing to delete (`rmq topic list` "
         "lists the topics)")
+
+
+def test_a_server_without_persistence_is_warned_about_once_per_user(fresh_server,
+                                                                    tmp_path: Path) -> None:
+    servers = [fresh_server(appendonly=False), fresh_server(appendonly=False)]
+    env = {**os.environ, "RMQ_HOME": str(tmp_path / "home")}
+
+    def warnings_of(server) -> list[str]:
+        done = run("--url", server.url, "topic", "list", env=env)
+        assert done.returncode == 0, done.stderr
+        return done.stderr.decode().splitlines()
+
+    first = [f"rmq: warning: Redis at 127.0.0.1:{server.port} has no append-only file and no "
+             "snapshots: a restart loses every queued message; set appendonly yes (shown once "
+             "per user; see docs/cli.md)" for server in servers]
+    assert warnings_of(servers[0]) == [first[0]]
+    assert warnings_of(servers[0]) == []  # not again for this server
+    assert warnings_of(servers[1]) == [first[1]]  # another server: its own warning, once
+    assert warnings_of(servers[1]) == []
+    (tmp_path / "home" / "warnings-shown").unlink()
+    assert warnings_of(servers[0]) == [first[0]]  # forgetting them shows them again

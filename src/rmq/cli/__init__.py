@@ -14,13 +14,14 @@ import os
 import sys
 import warnings
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from ..errors import RMQError
 from ..extras import extra_of, install_hint
 from . import messages, runtime, server, stats, topics
 from .advice import error_line, first_line
 from .common import CommandError
+from .notices import show_once
 
 __all__ = ["main", "build_parser"]
 
@@ -93,10 +94,6 @@ def _unavailable(module: str, error: ImportError) -> str:
     return f"{module} cannot import {missing or 'a module'} ({error})"
 
 
-def _warning_line(message: Any, category: Any, *_: Any, **__: Any) -> None:
-    print(f"rmq: warning: {message}", file=sys.stderr)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``rmq`` with ``argv`` (default: the process's arguments); returns the exit status."""
     parser = build_parser()
@@ -113,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     name = " ".join(filter(None, ["rmq", args.command, getattr(args, "action", None)]))
     try:
         with warnings.catch_warnings():
-            warnings.showwarning = _warning_line
+            warnings.showwarning = show_once
             if args.run is None:
                 return _pass_through(args, extra)
             status = args.run(args)

@@ -61,6 +61,9 @@ def test_stream_read_delivers_each_message_once_and_acknowledges_when_spark_comm
     assert len(sink.batches) == 3
     group = client.stats("jobs").groups["default"]
     assert (group.counters["acked"], group.in_flight, group.pending) == (100, 0, 0)
+    # RMQ's logs name offsets as Spark shows them; its progress pairs each batch id with one.
+    assert [(p["batchId"], p["sources"][0]["endOffset"]) for p in query.recentProgress] == [
+        (0, '{"batch": 1}'), (1, '{"batch": 2}'), (2, '{"batch": 3}')]
 
 
 def test_a_batch_slower_than_its_lease_is_not_delivered_twice(spark, client, redis_url,

@@ -3,6 +3,8 @@ claims per offset, acknowledgement only after Spark committed, replays after a r
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from helpers import wait_for
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
@@ -66,13 +68,19 @@ def test_an_offset_not_yet_planned_is_handed_out_again_without_claiming_more(cli
 
 
 def test_a_batch_claimed_by_a_previous_run_replays_empty_and_comes_back_after_its_lease(
-        client, reader):
+        client, reader, caplog):
     crashed = reader(batchSize="10", lease="0.5")
     crashed.latestOffset({"batch": 0}, ReadMaxRows(10))
     crashed._stopping.set()  # the driver died: nobody extends or acknowledges batch 1
 
     restarted = reader(batchSize="30", lease="0.5", recoverInterval="0.1")
-    assert restarted.partitions({"batch": 0}, {"batch": 1}) == []
+    with caplog.at_level(logging.WARNING, logger="rmq.spark"):
+        assert restarted.partitions({"batch": 0}, {"batch": 1}) == []
+    assert caplog.messages == [
+        "rmq: topic 'renders': the micro-batch from offset {\"batch\": 0} to {\"batch\": 1} "
+        "(Spark's startOffset and endOffset) holds claims of an earlier run of this query "
+        "({\"batch\": 1}); their messages are missing from this batch and are read again once "
+        "their leases expire"]
     wait_for(lambda: client.recover("renders") == 10, timeout=10,
              what="the dead run's leases to expire and be recovered")
     end = restarted.latestOffset({"batch": 1}, ReadMaxRows(30))
@@ -95,3 +103,17 @@ def test_available_now_takes_only_what_was_pending_when_the_query_started(client
 
     assert len(offsets) - 1 == 3  # 10 + 10 + 5 messages: the 25 pending at the start
     assert default_group(client).counters["acked"] == 25
+
+
+def test_deliveries_whose_lease_ran_out_before_the_commit_are_logged_by_offset(
+        client, reader, caplog):
+    source = reader(batchSize="10", lease="0.5")
+    first = source.latestOffset({"batch": 0}, ReadMaxRows(10))
+    source._stopping.set()  # no keeper: the leases run out before Spark commits
+    wait_for(lambda: client.recover("renders") == 10, timeout=10,
+             what="the leases to expire and be recovered")
+    with caplog.at_level(logging.WARNING, logger="rmq.spark"):
+        source.commit(first)
+    assert caplog.messages == [
+        "rmq: topic 'renders': 10 deliveries up to offset {\"batch\": 1} had lost their lease "
+        "before Spark committed them and will be delivered again"]

@@ -8,8 +8,13 @@ acknowledge, and only there can a claim be tied to an offset before Spark logs i
 only turn the claimed messages, shipped inside their partitions, into rows: a task Spark
 retries reads the same messages again and claims nothing.
 
-Offsets are ``{"batch": n}``, n counting micro-batches that claimed something. The driver
-remembers the deliveries of each batch until Spark has committed it, then acknowledges them:
+Offsets are ``{"batch": n}``, n counting the claims of this query: RMQ's own count, not
+Spark's ``batchId`` (Spark numbers every micro-batch it runs, from 0, including batches with
+no new data). The logs therefore name offsets as Spark shows them, ``{"batch": n}``, which a
+query's progress (``lastProgress``: ``batchId`` with each source's ``startOffset`` and
+``endOffset``) and its checkpoint's ``offsets/<batchId>`` files tie to Spark's batch ids. The
+driver remembers the deliveries of each claim until Spark has committed the batch that ends
+at its offset, then acknowledges them:
 when Spark calls ``commit(end)``, or earlier, when it asks ``latestOffset(start)`` for the
 next batch (it does so only once the batch ending at ``start`` is committed; this is what
 acknowledges the last batch of an ``availableNow`` run and the last one before an idle
@@ -26,6 +31,7 @@ their leases expire. Nothing is lost; a message can be read twice (at least once
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -50,6 +56,11 @@ from .rows import delivery_row
 __all__ = ["TopicStreamReader"]
 
 log = logging.getLogger("rmq.spark")
+
+
+def _shown(offset: dict) -> str:
+    """An offset as Spark shows it in a query's progress and checkpoint (``{"batch": 3}``)."""
+    return json.dumps(offset)
 
 
 def split_by_slot(messages: list[Message], most: int) -> list[InputPartition]:
@@ -142,15 +153,20 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         messages: list[Message] = []
+        forgotten = []
         for batch in range(int(start["batch"]) + 1, int(end["batch"]) + 1):
             with self._lock:
                 held = self._held.get(batch)
             if held is None:
-                log.warning("rmq: micro-batch %d of topic %r was claimed by an earlier run of "
-                            "this query; it is replayed empty and its messages are read again "
-                            "once their leases expire", batch, self.options.topic)
+                forgotten.append(batch)
                 continue
             messages.extend(held)
+        if forgotten:
+            log.warning("rmq: topic %r: the micro-batch from offset %s to %s (Spark's "
+                        "startOffset and endOffset) holds claims of an earlier run of this "
+                        "query (%s); their messages are missing from this batch and are read "
+                        "again once their leases expire", self.options.topic, _shown(start),
+                        _shown(end), ", ".join(_shown({"batch": b}) for b in forgotten))
         return split_by_slot(messages, self.options.max_partitions)
 
     def commit(self, end: dict) -> None:
@@ -191,9 +207,10 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 return
             acknowledged = self._client.ack(messages)
         if acknowledged < len(messages):
-            log.warning("rmq: %d deliveries of micro-batch(es) %s of topic %r had lost their "
-                        "lease and will be delivered again", len(messages) - acknowledged,
-                        committed, self.options.topic)
+            log.warning("rmq: topic %r: %d deliveries up to offset %s had lost their lease "
+                        "before Spark committed them and will be delivered again",
+                        self.options.topic, len(messages) - acknowledged,
+                        _shown({"batch": committed[-1]}))
 
     def _recover_when_due(self, client: Client) -> None:
         now = time.monotonic()

@@ -24,18 +24,25 @@ from .options import InvalidOption
 from .rows import READ_SCHEMA, InvalidRow, InvalidSchema
 from .session import spark_session
 from .source import RMQDataSource
+from .workers import WorkersCannotImportRMQ, check_workers
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["register", "publish", "spark_session", "RMQDataSource", "READ_SCHEMA",
-           "InvalidOption", "InvalidSchema", "InvalidRow"]
+           "InvalidOption", "InvalidSchema", "InvalidRow", "WorkersCannotImportRMQ"]
 
 log = logging.getLogger("rmq.spark")
 
 
 def register(spark: SparkSession) -> None:
-    """Make ``format("rmq")`` available in ``spark`` (once per session; again is harmless)."""
+    """Make ``format("rmq")`` available in ``spark`` (once per session; again is harmless).
+
+    The first time per Spark application it also runs a one-task job to check that Spark's
+    Python workers can import rmq, and raises :class:`WorkersCannotImportRMQ` naming their
+    interpreter (``PYSPARK_PYTHON``) if they cannot, instead of the first query failing late.
+    """
+    check_workers(spark)
     spark.dataSource.register(RMQDataSource)
 
 

@@ -109,19 +109,21 @@ def test_a_body_that_is_not_utf8_is_sent_as_the_bytes_given(redis_url: str,
 
 @pytest.mark.parametrize(("args", "line"), [
     (["stats", "t", "--watch", "nan"], "rmq stats: error: argument --watch: must be a finite "
-                                       "number of seconds more than 0, got 'nan' (see --help)"),
+                                       "number of seconds of at least 0.01, got 'nan' (see "
+                                       "--help)"),
     (["stats", "t", "--watch", "-1"], "rmq stats: error: argument --watch: must be a finite "
-                                      "number of seconds more than 0, got '-1' (see --help)"),
+                                      "number of seconds of at least 0.01, got '-1' (see "
+                                      "--help)"),
     (["stats", "t", "--watch", "1", "--count", "0"],
      "rmq stats: error: argument --count: must be at least 1, got 0 (see --help)"),
     (["worker", "json:dumps", "t", "--lease", "nan"],
-     "rmq worker: error: argument --lease: must be a finite number of seconds more than 0, "
-     "got 'nan' (see --help)"),
-    (["worker", "json:dumps", "t", "--lease", "inf"],
-     "rmq worker: error: argument --lease: must be a finite number of seconds more than 0, "
-     "got 'inf' (see --help)"),
+     "rmq worker: error: argument --lease: must be a finite number of seconds from 0.01 to "
+     "604800, got 'nan' (see --help)"),
+    (["worker", "json:dumps", "t", "--lease", "0.001"],
+     "rmq worker: error: argument --lease: must be a finite number of seconds from 0.01 to "
+     "604800, got '0.001' (see --help)"),
     (["worker", "json:dumps", "t", "--grace", "-5"],
-     "rmq worker: error: argument --grace: must be a finite number of seconds at least 0, "
+     "rmq worker: error: argument --grace: must be a finite number of seconds of at least 0, "
      "got '-5' (see --help)"),
     (["worker", "json:dumps", "t", "--concurrency", "0"],
      "rmq worker: error: argument --concurrency: must be at least 1, got 0 (see --help)"),
@@ -129,6 +131,13 @@ def test_a_body_that_is_not_utf8_is_sent_as_the_bytes_given(redis_url: str,
 def test_impossible_numbers_are_refused_while_parsing(args: list[str], line: str) -> None:
     # No --url and no server: refused before anything connects or starts.
     assert error_line(*args, status=2) == line
+
+
+def test_a_worker_holding_more_than_one_claim_can_take_is_refused() -> None:
+    assert error_line("worker", "json:dumps", "t", "--concurrency", "6000") == (
+        "rmq worker: error: this worker would hold 12000 messages at once (--prefetch, default "
+        "2 x --concurrency); one claim takes at most 10000: lower --concurrency, or give a "
+        "smaller --prefetch")
 
 
 def test_count_without_watch_is_refused(redis_url: str, topic: str) -> None:

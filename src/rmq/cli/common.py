@@ -44,17 +44,17 @@ def open_client(args: argparse.Namespace, *, patient: bool = False) -> Client:
                               supported_errors=(RedisConnectionError, ConnectionError)))
 
 
-def seconds(minimum: float = 0.0, *, inclusive: bool = False) -> Any:
-    """An argparse type: a finite number of seconds above ``minimum`` (or at it, when
-    ``inclusive``), so ``nan``, ``inf`` and negative values are refused while parsing."""
-    bound = f"at least {minimum:g}" if inclusive else f"more than {minimum:g}"
+def seconds(low: float, high: float = math.inf) -> Any:
+    """An argparse type: a finite number of seconds from ``low`` to ``high``, so ``nan``,
+    ``inf`` and values out of range are refused while parsing."""
+    bound = f"of at least {low:g}" if high == math.inf else f"from {low:g} to {high:g}"
 
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-        if not math.isfinite(value) or value < minimum or (value == minimum and not inclusive):
+        if not (math.isfinite(value) and low <= value <= high):
             raise argparse.ArgumentTypeError(f"must be a finite number of seconds {bound}, "
                                              f"got {text!r}")
         return value

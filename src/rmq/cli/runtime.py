@@ -16,6 +16,7 @@ from .common import CommandError, at_least_one, open_client, seconds
 __all__ = ["add_parsers", "load_handler"]
 
 REPORT_EVERY = 10.0  # seconds between a worker's progress lines
+MOST_HELD = 10_000  # messages one claim can take (Client.claim's count)
 
 
 def load_handler(target: str) -> Callable[..., Any]:
@@ -40,6 +41,11 @@ def load_handler(target: str) -> Callable[..., Any]:
 def worker(args: argparse.Namespace) -> None:
     from ..runtime.consumer import Consumer
 
+    held = max(args.prefetch or 2 * args.concurrency, args.concurrency)
+    if held > MOST_HELD:
+        raise CommandError(f"this worker would hold {held} messages at once (--prefetch, "
+                           f"default 2 x --concurrency); one claim takes at most {MOST_HELD}: "
+                           "lower --concurrency, or give a smaller --prefetch")
     handler = load_handler(args.target)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -84,9 +90,9 @@ def add_parsers(commands: Any) -> None:
                    help="handlers running at once (default 8)")
     p.add_argument("--prefetch", type=at_least_one, metavar="N",
                    help="messages held at once, running or waiting (default 2 x concurrency)")
-    p.add_argument("--lease", type=seconds(0.0), metavar="SECONDS",
+    p.add_argument("--lease", type=seconds(0.01, 7 * 86400), metavar="SECONDS",
                    help="lease of each claim (default: the topic's visibility timeout)")
-    p.add_argument("--grace", type=seconds(0.0, inclusive=True), default=30.0, metavar="SECONDS",
+    p.add_argument("--grace", type=seconds(0.0), default=30.0, metavar="SECONDS",
                    help="time running handlers get to finish at shutdown (default 30)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.set_defaults(run=worker)

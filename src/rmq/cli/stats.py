@@ -84,7 +84,7 @@ def add_parsers(commands: Any) -> None:
     p.add_argument("--json", action="store_true",
                    help="print JSON (one object per line with --watch)")
     p.add_argument("--slots", action="store_true", help="also show each slot")
-    p.add_argument("--watch", type=seconds(0.0), metavar="SECONDS",
+    p.add_argument("--watch", type=seconds(0.01), metavar="SECONDS",
                    help="refresh every SECONDS until Ctrl-C, with rates")
     p.add_argument("--count", type=at_least_one, metavar="N",
                    help="with --watch: stop after N refreshes")

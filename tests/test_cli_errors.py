@@ -156,6 +156,17 @@ def test_a_data_directory_that_cannot_be_created_names_the_variables(tmp_path: P
         "server\n"))
 
 
+def test_a_home_too_long_for_a_unix_socket_names_the_variables(tmp_path: Path) -> None:
+    home = tmp_path / ("h" * 110)
+    env = {**os.environ, "RMQ_HOME": str(home)}
+    env.pop("RMQ_REDIS_URL", None)
+    done = run("topic", "list", env=env)
+    assert (done.returncode, done.stderr.decode()) == (1, (
+        f"rmq topic list: error: the embedded server's socket {home}/redis.sock would be "
+        "longer than the OS allows (107 bytes): set RMQ_HOME to a shorter directory, or "
+        "RMQ_REDIS_URL to a Redis server\n"))
+
+
 def test_a_redis_that_wants_a_password_says_where_to_put_it(fresh_server) -> None:
     server = fresh_server(requirepass="s3cret")
     assert error_line("--url", server.url, "topic", "list") == (

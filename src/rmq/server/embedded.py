@@ -20,7 +20,7 @@ from typing import Any
 import redis
 
 from ..errors import RMQError
-from .process import RedisServer, check_version, pid_alive, wait_until
+from .process import MAX_SOCKET_PATH, RedisServer, check_version, pid_alive, wait_until
 
 __all__ = ["EmbeddedStatus", "embedded_home", "embedded_server", "ensure_embedded",
            "embedded_status", "stop_embedded"]
@@ -39,8 +39,12 @@ def embedded_server(data_dir: Path | str | None = None, *, port: int = 0,
     directory (:func:`embedded_home`), no TCP port unless ``port``, so it never collides with
     another server; AOF with ``appendfsync``, ``noeviction``."""
     home = embedded_home(data_dir)
-    server = RedisServer(port, unixsocket=home / "redis.sock", data_dir=home,
-                         appendfsync=appendfsync)
+    socket = home / "redis.sock"
+    if len(str(socket)) > MAX_SOCKET_PATH:
+        raise RMQError(f"the embedded server's socket {socket} would be longer than the OS "
+                       f"allows ({MAX_SOCKET_PATH} bytes): set RMQ_HOME to a shorter "
+                       "directory, or RMQ_REDIS_URL to a Redis server")
+    server = RedisServer(port, unixsocket=socket, data_dir=home, appendfsync=appendfsync)
     # A daemon started by another process is still ours to stop: adopt it by its pidfile.
     with contextlib.suppress(OSError, ValueError):
         server._daemon_pid = int(server.pidfile.read_text())

@@ -174,7 +174,7 @@ class Model:
         held = self.inflight.pop(where)
         m = held.message
         if held.attempts >= 1 + self.max_retries:
-            self.dead[m.delivery_id] = Dead(m.delivery_id, m.body, m.key, m.slot, held.priority,
+            self.dead[m.id] = Dead(m.id, m.body, m.key, m.slot, held.priority,
                                             held.attempts, held.due, now, error)
             self.counters["dead"] += 1
             return "dead"
@@ -249,7 +249,7 @@ class QueueMachine(RuleBasedStateMachine):
         return data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=4), label=label)
 
     def in_flight_key(self, message: rmq.Message) -> tuple[int, int]:
-        return (message.slot, message.id)
+        return (message.slot, message.seq)
 
     # -- set-up --------------------------------------------------------------------------
 
@@ -339,7 +339,7 @@ class QueueMachine(RuleBasedStateMachine):
           lease=st.sampled_from([None, None, 0.5, 2.0]))
     def claim(self, count: int, lease: float | None) -> None:
         now = self.now()
-        messages, next_due = self.client.claim_until(self.topic, GROUP, count, lease=lease)
+        messages, next_due = self.client.claim_due(self.topic, GROUP, count, lease=lease)
         lease_ms = round(lease * 1000) if lease is not None else self.m.visibility_ms
         remaining = self.m.ready(now)
         want = min(count, len(remaining))
@@ -364,7 +364,7 @@ class QueueMachine(RuleBasedStateMachine):
             assert (message.topic, message.group, message.slot) == (self.topic, GROUP, entry.slot)
             assert (message.priority, message.attempts, message.due_at) == (
                 entry.priority, entry.attempts + 1, entry.due), f"{message} vs model {entry}"
-            assert message.leased_until == (now + lease_ms) / 1000
+            assert message.lease_until == now + lease_ms
             remaining.remove(entry)
             del self.m.pending[(message.body, message.key)]
             where = self.in_flight_key(message)
@@ -442,7 +442,7 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule()
     def recover(self) -> None:
-        expired = sorted((f.lease_until, str(f.message.id), where)
+        expired = sorted((f.lease_until, str(f.message.seq), where)
                          for where, f in self.m.inflight.items() if f.lease_until <= self.now())
         self.reserve_stamps(len(expired))
         now = self.now()
@@ -535,17 +535,17 @@ class QueueMachine(RuleBasedStateMachine):
                     assert r.due_at <= now
             elif r.state == "in_flight":
                 stored[("in_flight", r.slot, r.body, r.key, r.priority, r.due_at, r.attempts,
-                        r.delivery_id, r.lease_until)] += 1
+                        r.id, r.lease_until)] += 1
             else:
                 stored[("dead", r.slot, r.body, r.key, r.priority, r.due_at, r.attempts,
-                        r.delivery_id, r.dead_at, r.error)] += 1
+                        r.id, r.dead_at, r.error)] += 1
         model = Counter()
         for p in self.m.pending.values():
             model[("pending", p.slot, p.body, p.key, p.priority, p.due, p.attempts)] += 1
         for f in self.m.inflight.values():
             m = f.message
             model[("in_flight", m.slot, m.body, m.key, f.priority, f.due, f.attempts,
-                   m.delivery_id, f.lease_until)] += 1
+                   m.id, f.lease_until)] += 1
         for d in self.m.dead.values():
             model[("dead", d.slot, d.body, d.key, d.priority, d.due, d.attempts, d.id,
                    d.dead_at, d.error)] += 1

@@ -9,12 +9,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from redis.backoff import ExponentialBackoff
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-from redis.retry import Retry
-
 from ..client import Client
+from ..client.connection import retry_policy
 
 __all__ = ["CommandError", "open_client", "table", "print_json", "text_of", "age", "Progress"]
 
@@ -33,9 +29,7 @@ def open_client(args: argparse.Namespace, *, patient: bool = False) -> Client:
     """
     if patient:
         return Client(args.url)
-    return Client(args.url, retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), QUICK_RETRIES,
-                                        supported_errors=(RedisConnectionError,
-                                                          RedisTimeoutError, ConnectionError)))
+    return Client(args.url, retry=retry_policy(QUICK_RETRIES))
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -31,8 +31,7 @@ from typing import Any
 from ..errors import RMQError
 from ..message import Message
 from ..settings import DEFAULT_GROUP, check_group_name
-from ..storage import registry
-from ..storage.keys import wake_channel
+from ..storage.registry import ConsumerState
 
 __all__ = ["Consumer", "run_all"]
 
@@ -83,7 +82,7 @@ class Consumer:
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._started_at = time.time()
+        self._started_at = client.now()
         self._visibility_timeout = 30.0  # the topic's, refreshed whenever the registry answers
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -138,7 +137,7 @@ class Consumer:
             log.warning("%s: %d handlers still running after %.1fs grace; their messages "
                         "return to pending when their leases expire", self.id, len(self._held),
                         grace)
-        self._safe(lambda: self.client._run(registry.forget_consumer(self.topic, self.id)))
+        self._safe(lambda: self.client.forget_consumer(self.topic, self.id))
 
     @property
     def running(self) -> bool:
@@ -184,7 +183,7 @@ class Consumer:
                     waiter.wait(1.0)
                     continue
                 waiter.drain()
-                messages, next_due = self.client.claim_until(
+                messages, next_due = self.client.claim_due(
                     self.topic, self.group, room, lease=self.lease)
                 if not self._running.is_set():
                     self.client.release(messages)
@@ -204,12 +203,12 @@ class Consumer:
         # Sleep until the next delayed message is due, but wake for recovery regardless.
         if next_due is None:
             return self.recover_interval
-        return min(self.recover_interval, max(0.0, (next_due - self.client.clock()) / 1000))
+        return min(self.recover_interval, max(0.0, (next_due - self.client.now()) / 1000))
 
     def _hand_out(self, messages: list[Message]) -> None:
         with self._room:
             for message in messages:
-                self._held[(message.slot, message.id)] = message
+                self._held[(message.slot, message.seq)] = message
         if self.is_async and self._loop is not None:
             # one wake-up of the event loop per claim, not one per message
             self._loop.call_soon_threadsafe(self._queue_async, messages)
@@ -225,7 +224,7 @@ class Consumer:
         with self._room:
             self._room.notify_all()
         # The fetcher may be asleep on the wake channel: a publish wakes it to see the stop.
-        self._safe(lambda: self.client.redis.publish(wake_channel(self.topic), "stop"))
+        self._safe(lambda: self.client.wake(self.topic))
 
     def _give_back_unstarted(self) -> None:
         unstarted = []
@@ -249,7 +248,7 @@ class Consumer:
             message = self._waiting.get()
             if message is _STOP:
                 return
-            if (message.slot, message.id) not in self._held:
+            if (message.slot, message.seq) not in self._held:
                 continue  # its lease was lost while it waited: another consumer has it
             try:
                 self.handler(message)
@@ -266,7 +265,7 @@ class Consumer:
         async def work() -> None:
             while True:
                 message = await self._async_queue.get()
-                if (message.slot, message.id) not in self._held:
+                if (message.slot, message.seq) not in self._held:
                     continue  # its lease was lost while it waited: another consumer has it
                 try:
                     await self.handler(message)
@@ -317,7 +316,7 @@ class Consumer:
             for message, error in done:
                 if error is not None:
                     self.failed += 1
-                    log.info("%s: handler failed on %s: %r", self.id, message.delivery_id, error)
+                    log.info("%s: handler failed on %s: %r", self.id, message.id, error)
                     self._safe(lambda m=message, e=error: self.client.nack(m, e))
             self.handled += len(succeeded)
             if stop and self._settle.empty():
@@ -326,7 +325,7 @@ class Consumer:
     def _forget(self, messages: Iterable[Message]) -> None:
         with self._room:
             for message in messages:
-                self._held.pop((message.slot, message.id), None)
+                self._held.pop((message.slot, message.seq), None)
             self._room.notify_all()
 
     # -- housekeeping ---------------------------------------------------------------------
@@ -366,21 +365,20 @@ class Consumer:
                 return False
             with self._room:  # settled meanwhile is not lost
                 lost = [m for m, ok in zip(held, kept, strict=True)
-                        if not ok and (m.slot, m.id) in self._held]
+                        if not ok and (m.slot, m.seq) in self._held]
             # Leases lost (this consumer was frozen or cut off): another consumer has these
             # messages now, so the ones not started yet are dropped, not run.
             self._forget(lost)
             for message in lost:
                 log.warning("%s: lease of %s was lost; it will be delivered again",
-                            self.id, message.delivery_id)
+                            self.id, message.id)
         return True
 
     def _heartbeat(self) -> None:
-        record = {"group": self.group, "host": socket.gethostname(), "pid": os.getpid(),
-                  "started_at": self._started_at, "last_seen": time.time(),
-                  "handled": self.handled, "failed": self.failed,
-                  "concurrency": self.concurrency, "in_flight": len(self._held)}
-        self._safe(lambda: self.client._run(registry.heartbeat(self.topic, self.id, record)))
+        state = ConsumerState(self.id, self.topic, self.group, socket.gethostname(), os.getpid(),
+                              self._started_at, self.concurrency, len(self._held), self.handled,
+                              self.failed)
+        self._safe(lambda: self.client.heartbeat(state))
 
 
 def run_all(consumers: list[Consumer]) -> None:

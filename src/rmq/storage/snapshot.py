@@ -8,7 +8,7 @@ is modified.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 from .calls import Op, command
 from .codec import (
@@ -23,27 +23,28 @@ from .codec import (
 )
 from .keys import SlotKeys
 
-__all__ = ["SnapshotRow", "STATES", "snapshot_slot"]
+__all__ = ["SnapshotRow", "State", "snapshot_slot"]
 
-STATES = ("ready", "delayed", "in_flight", "dead")
+State = Literal["ready", "delayed", "in_flight", "dead"]
 
 
 @dataclass(frozen=True, slots=True)
 class SnapshotRow:
-    """One stored message. ``attempts`` counts deliveries so far; ``delivery_id`` is set for
-    in-flight messages and dead letters; ``lease_until`` (epoch ms) for in-flight ones;
-    ``error`` and ``dead_at`` for dead letters."""
+    """One stored message. ``attempts`` counts deliveries so far; ``id`` (``"slot-seq"``, as
+    :attr:`Message.id` and :attr:`DeadLetter.id`) is set for in-flight messages and dead
+    letters; ``lease_until`` for in-flight ones; ``error`` and ``dead_at`` for dead letters.
+    Times are epoch milliseconds."""
 
     topic: str
     group: str
     slot: int
-    state: str
+    state: State
     priority: int
     due_at: int
     attempts: int
     key: bytes | None
     body: bytes
-    delivery_id: str | None = None
+    id: str | None = None
     lease_until: int | None = None
     dead_at: int | None = None
     error: str | None = None
@@ -64,7 +65,7 @@ def snapshot_slot(topic: str, group: str, slot: int, now: int) -> Op[list[Snapsh
     ]
     rows: list[SnapshotRow] = []
 
-    def pending(state: str, entries: list[tuple[bytes, float]], due: Any, prio: Any) -> None:
+    def pending(state: State, entries: list[tuple[bytes, float]], due: Any, prio: Any) -> None:
         for member, score in entries:
             body, key = decode_member(member)
             due_at = due(score) if state == "delayed" else min(due(score), now)

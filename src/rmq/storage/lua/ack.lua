@@ -9,10 +9,7 @@
   Returns how many were acknowledged; an id whose lease is gone (already acknowledged, or
   expired and returned to pending) is not counted and changes nothing.
 ]]
---- @include "scores"
---- @include "member"
---- @include "records"
---- @include "pending"
+local rcall = redis.call
 --- @include "group_keys"
 --- @include "settle"
 

@@ -16,6 +16,7 @@
   delivery id, member, priority, attempts (including this one), due_ms}. next_due is the
   earliest delayed due time when fewer than `count` were claimed (-1 if none or not asked).
 ]]
+local rcall = redis.call
 --- @include "scores"
 --- @include "member"
 --- @include "records"

@@ -10,7 +10,7 @@
 
   Returns one integer per message: 1 when it merged into a pending message in every group.
 ]]
---- @include "scores"
+local rcall = redis.call
 --- @include "pending"
 --- @include "group_keys"
 

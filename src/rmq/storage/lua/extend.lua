@@ -7,6 +7,7 @@
 
   Returns one integer per id: 1 if extended, 0 if the lease was already gone.
 ]]
+local rcall = redis.call
 --- @include "scores"
 --- @include "bulk"
 

@@ -13,9 +13,7 @@
 
   Returns {retried, dead}; ids whose lease is gone are skipped.
 ]]
---- @include "scores"
---- @include "member"
---- @include "records"
+local rcall = redis.call
 --- @include "pending"
 --- @include "group_keys"
 --- @include "settle"

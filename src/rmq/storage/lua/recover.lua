@@ -14,9 +14,8 @@
 
   Returns {retried, dead}.
 ]]
+local rcall = redis.call
 --- @include "scores"
---- @include "member"
---- @include "records"
 --- @include "pending"
 --- @include "group_keys"
 --- @include "settle"

@@ -10,9 +10,8 @@
 
   Returns how many were given back.
 ]]
+local rcall = redis.call
 --- @include "scores"
---- @include "member"
---- @include "records"
 --- @include "pending"
 --- @include "group_keys"
 --- @include "settle"

@@ -10,7 +10,7 @@
 
   Returns how many were requeued.
 ]]
---- @include "scores"
+local rcall = redis.call
 --- @include "records"
 --- @include "pending"
 --- @include "group_keys"

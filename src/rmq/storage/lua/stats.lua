@@ -9,6 +9,7 @@
   Returns {delayed, in_flight, dead, next_due or -1, {priority, count, oldest_due_ms}...,
   counters as a flat field/value list}.
 ]]
+local rcall = redis.call
 --- @include "scores"
 --- @include "pending"
 --- @include "group_keys"

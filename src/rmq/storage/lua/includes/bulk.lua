@@ -3,6 +3,8 @@
   values, and a claim may write 10000 messages. Pieces hold an even count, so (score, member)
   and (field, value) pairs stay whole. Returns the replies of array-replying commands
   (ZMSCORE, HMGET) joined in order.
+
+  Provides: bulk.  Needs: nothing.
 ]]
 local BULK_PIECE = 1000
 

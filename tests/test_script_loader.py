@@ -33,7 +33,7 @@ def lua_tree(root: Path, files: dict[str, str]) -> Path:
 
 def test_an_include_cycle_is_refused_naming_every_file_in_it(tmp_path):
     tree = lua_tree(tmp_path, {
-        "s.lua": '--- @include "a"\n',
+        "s.lua": '#!lua\n--- @include "a"\n',
         "includes/a.lua": '--- @include "b"\n',
         "includes/b.lua": '--- @include "c"\n',
         "includes/c.lua": '--- @include "a"\n',
@@ -45,7 +45,7 @@ def test_an_include_cycle_is_refused_naming_every_file_in_it(tmp_path):
 
 
 def test_an_include_that_names_itself_is_a_cycle(tmp_path):
-    tree = lua_tree(tmp_path, {"s.lua": '--- @include "a"\n',
+    tree = lua_tree(tmp_path, {"s.lua": '#!lua\n--- @include "a"\n',
                                "includes/a.lua": '--- @include "a"\n'})
     with pytest.raises(ScriptSourceError,
                        match=re.escape("include cycle: includes/a.lua -> includes/a.lua")):
@@ -53,7 +53,7 @@ def test_an_include_that_names_itself_is_a_cycle(tmp_path):
 
 
 def test_a_missing_include_is_refused_naming_the_files_that_lead_to_it(tmp_path):
-    tree = lua_tree(tmp_path, {"s.lua": '--- @include "a"\n',
+    tree = lua_tree(tmp_path, {"s.lua": '#!lua\n--- @include "a"\n',
                                "includes/a.lua": 'local x = 1\n--- @include "nope"\n'})
     with pytest.raises(ScriptSourceError, match=re.escape(
             "s.lua -> includes/a.lua includes includes/nope.lua, which does not exist")):
@@ -65,28 +65,55 @@ def test_a_missing_script_is_refused(tmp_path):
         load_script(lua_tree(tmp_path, {}), "nope")
 
 
-@pytest.mark.parametrize("where", ["s.lua", "includes/a.lua"])
-def test_a_file_naming_the_same_include_twice_is_refused(tmp_path, where):
-    files = {"s.lua": '--- @include "a"\n', "includes/a.lua": "local a = 1\n",
+@pytest.mark.parametrize(("where", "error"), [
+    ("s.lua", 's.lua:5: includes "b" a second time (already on line 3)'),
+    ("includes/a.lua", 'includes/a.lua:4: includes "b" a second time (already on line 2)'),
+])
+def test_a_file_naming_the_same_include_twice_is_refused(tmp_path, where, error):
+    files = {"s.lua": '#!lua\n--- @include "a"\n', "includes/a.lua": "local a = 1\n",
              "includes/b.lua": "local b = 2\n"}
     files[where] += '--- @include "b"\n\n--- @include "b"\n'
-    with pytest.raises(ScriptSourceError, match=re.escape(
-            f'{where}:4: includes "b" a second time (already on line 2)')):
+    with pytest.raises(ScriptSourceError, match=re.escape(error)):
         load_script(lua_tree(tmp_path, files), "s")
 
 
 @pytest.mark.parametrize("line", ["--- @include 'a'", '-- @include "a"', '--- @include "a.lua"',
                                   '  --- @include "a"', '---@include "a"'])
 def test_a_malformed_include_line_is_refused_rather_than_left_as_a_comment(tmp_path, line):
-    tree = lua_tree(tmp_path, {"s.lua": f"local x = 1\n{line}\n", "includes/a.lua": ""})
-    with pytest.raises(ScriptSourceError, match="s.lua:2: malformed include"):
+    tree = lua_tree(tmp_path, {"s.lua": f"#!lua\nlocal x = 1\n{line}\n", "includes/a.lua": ""})
+    with pytest.raises(ScriptSourceError, match="s.lua:3: malformed include"):
+        load_script(tree, "s")
+
+
+@pytest.mark.parametrize("shebang", ["#!lua", "#!lua flags=allow-oom",
+                                     "#!lua flags=allow-oom,allow-cross-slot-keys"])
+def test_the_script_s_shebang_stays_its_first_line_with_the_flags_it_declares(tmp_path, shebang):
+    tree = lua_tree(tmp_path, {"s.lua": f'{shebang}\n--[[ header ]]\n--- @include "a"\n',
+                               "includes/a.lua": "local a = 1\n"})
+    assert load_script(tree, "s").source == f"{shebang}\n--[[ header ]]\nlocal a = 1\n"
+
+
+@pytest.mark.parametrize("first_line", ["--[[ no shebang ]]", "", "#!/usr/bin/lua",
+                                        "#!lua flags=", "#!lua flags=allow-oom allow-stale",
+                                        "-- #!lua"])
+def test_a_script_that_does_not_open_with_its_flags_is_refused(tmp_path, first_line):
+    tree = lua_tree(tmp_path, {"s.lua": f"{first_line}\n#!lua\nreturn 1\n"})
+    with pytest.raises(ScriptSourceError, match="s.lua:1: a script opens with its flags"):
+        load_script(tree, "s")
+
+
+def test_an_include_that_declares_flags_is_refused(tmp_path):
+    tree = lua_tree(tmp_path, {"s.lua": '#!lua\n--- @include "a"\n',
+                               "includes/a.lua": "#!lua flags=allow-oom\nlocal a = 1\n"})
+    with pytest.raises(ScriptSourceError, match="includes/a.lua:1: an include has no '#!' line"):
         load_script(tree, "s")
 
 
 def test_each_include_is_pasted_once_and_after_the_includes_it_names(tmp_path):
     # A diamond: the script and two includes all need `base`; `top` needs `middle` too.
     tree = lua_tree(tmp_path, {
-        "s.lua": ('local rcall = redis.call\n--- @include "top"\n--- @include "base"\n'
+        "s.lua": ('#!lua flags=allow-oom\nlocal rcall = redis.call\n--- @include "top"\n'
+                  '--- @include "base"\n'
                   '--- @include "middle"\nreturn top()\n'),
         "includes/top.lua": ('-- top\n--- @include "base"\n--- @include "middle"\n'
                              'local function top() return middle() end\n'),
@@ -99,7 +126,8 @@ def test_each_include_is_pasted_once_and_after_the_includes_it_names(tmp_path):
         assert source.count(part) == 1, part
     # the script's own line first, then each include where first named, its own includes
     # pasted at their lines inside it
-    assert source.splitlines()[1:] == [
+    assert source.splitlines() == [
+        "#!lua flags=allow-oom",
         "local rcall = redis.call",
         "-- top",
         "-- base",
@@ -112,7 +140,7 @@ def test_each_include_is_pasted_once_and_after_the_includes_it_names(tmp_path):
 
 
 def test_the_same_tree_always_assembles_the_same_source_and_sha(tmp_path):
-    tree = lua_tree(tmp_path, {"s.lua": '--- @include "a"\nreturn a\n',
+    tree = lua_tree(tmp_path, {"s.lua": '#!lua\n--- @include "a"\nreturn a\n',
                                "includes/a.lua": "local a = 1\n"})
     first, again = load_script(tree, "s"), load_script(tree, "s")
     assert first == again
@@ -151,7 +179,39 @@ def test_every_shipped_script_header_lists_its_keys_and_arguments(name):
         assert used <= documented, f"{name}.lua: {table}{sorted(used - documented)} undocumented"
 
 
+@pytest.mark.parametrize("name", SCRIPT_NAMES)
+def test_every_shipped_script_is_sent_with_the_flags_its_file_declares(name):
+    declared = SHIPPED.joinpath(f"{name}.lua").read_text("utf-8").splitlines()[0]
+    assert declared.startswith("#!lua")
+    assert script(name).source.splitlines()[0] == declared
+
+
 def test_every_shipped_script_loads_into_redis_under_the_sha_rmq_calls_it_by(redis_url):
     with redis.Redis.from_url(redis_url) as r:
         for name in SCRIPT_NAMES:
             assert r.script_load(script(name).source) == script(name).sha, name
+
+
+def test_out_of_memory_redis_refuses_exactly_the_shipped_scripts_that_do_not_allow_it(
+        fresh_server):
+    # Called with no keys and no arguments, a script Redis lets run fails at once on its
+    # missing arguments (or does nothing): only the refusal tells the flags apart.
+    server = fresh_server()
+    with server.client() as r:
+        for name in SCRIPT_NAMES:
+            r.script_load(script(name).source)
+        r.config_set("maxmemory", 1)
+        refused = set()
+        for name in SCRIPT_NAMES:
+            try:
+                r.evalsha(script(name).sha, 0)
+            except redis.exceptions.OutOfMemoryError:
+                refused.add(name)
+            except redis.exceptions.ResponseError:
+                pass  # it ran
+        r.config_set("maxmemory", 0)
+    declared = {name: SHIPPED.joinpath(f"{name}.lua").read_text("utf-8").splitlines()[0]
+                for name in SCRIPT_NAMES}
+    assert refused == {name for name, flags in declared.items() if "allow-oom" not in flags}
+    # sends and requeues grow memory (docs/reliability.md, "Out of memory")
+    assert refused == {"enqueue", "requeue_dead"}

@@ -159,12 +159,13 @@ def test_every_shipped_script_sets_rcall_itself_before_its_includes(name):
 
 
 @pytest.mark.parametrize("name", INCLUDE_NAMES)
-def test_no_shipped_include_defines_rcall_and_each_says_what_it_provides_and_needs(name):
+def test_shipped_includes_call_redis_through_the_script_s_rcall_and_name_what_they_share(name):
     text = SHIPPED.joinpath("includes", f"{name}.lua").read_text("utf-8")
     header = text[:text.index("]]")]
     assert text.startswith("--[[")
     assert "Provides:" in header and "Needs:" in header
     assert not re.search(r"^\s*local\s+rcall\b", text, re.MULTILINE)
+    assert "redis.call" not in text
 
 
 @pytest.mark.parametrize("name", SCRIPT_NAMES)

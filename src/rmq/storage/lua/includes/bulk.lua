@@ -4,14 +4,14 @@
   and (field, value) pairs stay whole. Returns the replies of array-replying commands
   (ZMSCORE, HMGET) joined in order.
 
-  Provides: bulk.  Needs: nothing.
+  Provides: bulk.  Needs: the script's rcall.
 ]]
 local BULK_PIECE = 1000
 
 local function bulk(command, key, args)
   local joined = {}
   for from = 1, #args, BULK_PIECE do
-    local reply = redis.call(command, key, unpack(args, from, math.min(from + BULK_PIECE - 1, #args)))
+    local reply = rcall(command, key, unpack(args, from, math.min(from + BULK_PIECE - 1, #args)))
     if type(reply) == "table" then
       for _, value in ipairs(reply) do
         joined[#joined + 1] = value

@@ -1,8 +1,9 @@
-"""The Lua script loader (``rmq.storage.scripts``): includes resolved recursively, each pasted
-once per script before the code that needs it, and every fault in the Lua tree (a cycle, a
-missing include, an include named twice) refused with the files named. The loader is pure
-logic, tested on small Lua trees written for each test; the shipped scripts are then checked
-for their header discipline and loaded into a real Redis."""
+"""The Lua script loader (``rmq.storage.scripts``): a script's flags kept as its first line,
+includes resolved recursively, each pasted once per script before the code that needs it,
+and every fault in the Lua tree (no flags, a cycle, a missing include, an include named
+twice) refused with the files named. The loader is pure logic, tested on small Lua trees
+written for each test; the shipped scripts are then checked for their header discipline,
+loaded into a real Redis, and their flags checked as Redis applies them."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def test_an_include_cycle_is_refused_naming_every_file_in_it(tmp_path):
     })
     with pytest.raises(ScriptSourceError, match=re.escape(
             "include cycle: includes/a.lua -> includes/b.lua -> includes/c.lua"
-            " -> includes/a.lua")):
+            " -> includes/a.lua (reached from s.lua)")):
         load_script(tree, "s")
 
 

@@ -110,7 +110,7 @@ class _Assembly:
             child = f"includes/{name}.lua"
             if child in chain:
                 cycle = " -> ".join([*chain[chain.index(child):], child])
-                raise ScriptSourceError(f"include cycle: {cycle}")
+                raise ScriptSourceError(f"include cycle: {cycle} (reached from {chain[0]})")
             if child not in self._pasted:
                 self._pasted.add(child)
                 included = _read(self._directory, child, [*chain, child])

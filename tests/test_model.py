@@ -48,6 +48,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import pytest
+from async_bridge import client_of_kind
 from helpers import ManualClock
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
@@ -202,11 +203,12 @@ class QueueMachine(RuleBasedStateMachine):
 
     SLOTS = 1
     url = ""
+    client_kind = "sync"
 
     def __init__(self) -> None:
         super().__init__()
         self.clock = ManualClock(time.time_ns() // 1_000_000)
-        self.client = rmq.Client(self.url, clock=self.clock)
+        self.client = client_of_kind(self.client_kind)(self.url, clock=self.clock)
         self.topic = f"model-{uuid.uuid4().hex[:16]}"
         self.model: Model | None = None
         self.handed: list[rmq.Message] = []  # every delivery claimed so far
@@ -615,8 +617,9 @@ class FourSlots(QueueMachine):
     SLOTS = 4
 
 
-def run(machine: type[QueueMachine], url: str, examples: int) -> None:
+def run(machine: type[QueueMachine], url: str, client_kind: str, examples: int) -> None:
     machine.url = url
+    machine.client_kind = client_kind
     run_state_machine_as_test(machine, settings=settings(
         max_examples=examples, stateful_step_count=STEPS, deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -628,13 +631,13 @@ def run(machine: type[QueueMachine], url: str, examples: int) -> None:
 
 @pytest.mark.single_node  # on a cluster one slot is what a single node does
 @pytest.mark.timeout(900)  # a failure's shrinking, against Redis, can take minutes
-def test_one_slot_agrees_with_the_model(redis_url: str) -> None:
+def test_one_slot_agrees_with_the_model(redis_url: str, client_kind: str) -> None:
     """One slot: claims in exact order (priority, due time, send order)."""
-    run(OneSlot, redis_url, EXAMPLES)
+    run(OneSlot, redis_url, client_kind, EXAMPLES)
 
 
 @pytest.mark.timeout(900)
-def test_four_slots_agree_with_the_model(redis_url: str) -> None:
+def test_four_slots_agree_with_the_model(redis_url: str, client_kind: str) -> None:
     """Four slots: priority strict across slots on one node, within a slot on a cluster
     (where a claim visits the slots one by one), so fewer examples there."""
     cluster = rmq.Client(redis_url)
@@ -642,4 +645,4 @@ def test_four_slots_agree_with_the_model(redis_url: str) -> None:
         examples = EXAMPLES // 3 if cluster.is_cluster else EXAMPLES
     finally:
         cluster.close()
-    run(FourSlots, redis_url, examples)
+    run(FourSlots, redis_url, client_kind, examples)

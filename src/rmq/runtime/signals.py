@@ -4,15 +4,24 @@ from __future__ import annotations
 
 import signal
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .consumer import Consumer
-
-__all__ = ["run_all"]
+__all__ = ["run_all", "Runnable"]
 
 
-def run_all(consumers: list[Consumer]) -> None:
+class Runnable(Protocol):
+    """What ``run_all`` runs: a :class:`~rmq.runtime.consumer.Consumer`."""
+
+    @property
+    def running(self) -> bool: ...
+
+    def start(self) -> Any: ...
+
+    def stop(self) -> None: ...
+
+
+def run_all(consumers: Sequence[Runnable]) -> None:
     """Start ``consumers`` and block until SIGINT or SIGTERM (or until one stops), then stop
     them all gracefully."""
     stop = threading.Event()

@@ -25,7 +25,7 @@ from ..storage.stats import TopicStats
 from .base import MISSING, BaseClient, Commit, Flow, Load, Sleep, Subscribe
 from .clock import Clock, system_clock
 from .coalesce import AsyncSendCoalescer
-from .connection import AsyncExecutor, AsyncRedis, open_async
+from .connection import AsyncExecutor, AsyncRedis, open_async, open_async_node
 from .sync import Client
 from .waiter import AsyncWaiter
 
@@ -214,8 +214,9 @@ class AsyncClient(BaseClient):
         if self._execute is None:
             await self.open()
         if topic not in self._waiters:
-            assert self.redis is not None
-            waiter = await AsyncWaiter.subscribe(self.redis, topic)
+            assert self.url is not None
+            node = open_async_node(self.url, **self.redis_options)
+            waiter = await AsyncWaiter.subscribe(node, topic)
             if topic in self._waiters:  # another task subscribed meanwhile
                 await waiter.close()
             else:

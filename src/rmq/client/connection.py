@@ -41,8 +41,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from ..errors import AccessDenied, RedisOutOfMemory, RedisUnavailable
 from ..storage.calls import Call
 
-__all__ = ["resolve_url", "connect", "open_async", "Executor", "AsyncExecutor", "AsyncRedis",
-           "map_errors", "retry_policy", "async_retry_policy", "is_permanent"]
+__all__ = ["resolve_url", "connect", "open_async", "open_async_node", "Executor", "AsyncExecutor",
+           "AsyncRedis", "map_errors", "retry_policy", "async_retry_policy", "is_permanent"]
 
 AsyncRedis = aredis.Redis | aredis.RedisCluster
 T = TypeVar("T")
@@ -181,6 +181,13 @@ async def open_async(url: str | None, **kwargs: Any) -> tuple[str, AsyncRedis]:
     kind: Any = aredis.RedisCluster if isinstance(probe, redis.RedisCluster) else aredis.Redis
     probe.close()
     return resolved, kind.from_url(resolved, **_options(resolved, kwargs, async_retry_policy()))
+
+
+def open_async_node(url: str, **kwargs: Any) -> aredis.Redis:
+    """A ``redis.asyncio`` client of the one server ``url`` names, even if it is a cluster
+    node: what a pub/sub subscription needs (redis-py before 8 has no cluster pub/sub for
+    asyncio; a cluster forwards every PUBLISH to every node, so any node will do)."""
+    return aredis.Redis.from_url(url, **_options(url, kwargs, async_retry_policy()))
 
 
 _warned: set[tuple[str, str]] = set()

@@ -55,18 +55,20 @@ class Waiter:
 class AsyncWaiter:
     """:class:`Waiter` for asyncio tasks; open one with :meth:`subscribe`."""
 
-    def __init__(self, pubsub: Any):
+    def __init__(self, pubsub: Any, node: AsyncRedis):
         self._pubsub = pubsub
+        self._node = node
         self._lock = asyncio.Lock()
 
     @classmethod
-    async def subscribe(cls, client: AsyncRedis, topic: str) -> AsyncWaiter:
-        pubsub = client.pubsub(ignore_subscribe_messages=True)
+    async def subscribe(cls, node: AsyncRedis, topic: str) -> AsyncWaiter:
+        """Subscribe on ``node``, a client of one server that the waiter owns from now on."""
+        pubsub = node.pubsub(ignore_subscribe_messages=True)
         with map_errors():
             await pubsub.subscribe(wake_channel(topic))
             # Wait for the subscription to be confirmed: only then is no publish missed.
             await pubsub.get_message(timeout=1.0, ignore_subscribe_messages=False)
-        return cls(pubsub)
+        return cls(pubsub, node)
 
     async def wait(self, timeout: float) -> bool:
         """Sleep until woken or ``timeout`` seconds pass; True when woken."""
@@ -85,3 +87,4 @@ class AsyncWaiter:
     async def close(self) -> None:
         with contextlib.suppress(Exception):  # closing a broken connection is not an error
             await self._pubsub.aclose()
+            await self._node.aclose()

@@ -8,6 +8,11 @@ which a cluster only keeps within a slot), tests about the server process itself
 over the same client) and the Spark suite. The fault scenarios of ``faults/`` that take
 ``redis_url`` run on both; those that kill or cut off a server start their own.
 ``RMQ_TEST_DEPLOYMENTS=single`` runs everything on the single node only.
+
+Every test that takes ``make_client`` (the behaviour suite, ``core_fixtures.py``) also runs
+with both clients: ``rmq.Client`` (``[sync]``) and ``rmq.AsyncClient`` (``[async]``), except
+the modules about the threaded worker runtime and the threads' group commit, which need a
+``Client``. ``RMQ_TEST_CLIENTS=sync`` runs the sync client only.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ __all__ = ["isolated_environment", "redis_server", "redis_url", "cluster", "clus
            "tls_acl_server", "fresh_server"]
 
 DEPLOYMENTS = ("single", "cluster")
+CLIENT_KINDS = ("sync", "async")
+_SYNC_CLIENT_ONLY_FILES = {"test_consumer_runtime.py", "test_handler_decorator.py",
+                           "test_send_coalescing.py"}
 _SINGLE_ONLY_FILES = {"test_server.py", "test_cli.py", "test_cli_errors.py"}
 _SINGLE_ONLY_DIRS = {"spark"}
 
@@ -41,9 +49,18 @@ def _deployments(definition: pytest.Function) -> list[str]:
     return [d for d in DEPLOYMENTS if d in chosen]
 
 
+def _client_kinds(definition: pytest.Function) -> list[str]:
+    chosen = os.environ.get("RMQ_TEST_CLIENTS", ",".join(CLIENT_KINDS)).split(",")
+    if definition.path.name in _SYNC_CLIENT_ONLY_FILES:
+        chosen = ["sync"]
+    return [k for k in CLIENT_KINDS if k in chosen]
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "redis_url" in metafunc.fixturenames:
         metafunc.parametrize("redis_url", _deployments(metafunc.definition), indirect=True)
+    if "make_client" in metafunc.fixturenames or "client_kind" in metafunc.fixturenames:
+        metafunc.parametrize("client_kind", _client_kinds(metafunc.definition))
 
 
 @pytest.fixture

@@ -59,15 +59,15 @@ def counter(client: rmq.Client, topic: str, name: str) -> int:
 
 
 def count_claims(client: rmq.Client) -> list[int]:
-    """Count the client's claim calls (the consumer's fetcher claims through claim_until)."""
+    """Count the client's claim calls (the consumer's fetcher claims through claim_due)."""
     calls = [0]
-    claim_until = client.claim_until
+    claim_due = client.claim_due
 
     def counting(*args, **kwargs):
         calls[0] += 1
-        return claim_until(*args, **kwargs)
+        return claim_due(*args, **kwargs)
 
-    client.claim_until = counting  # type: ignore[method-assign]
+    client.claim_due = counting  # type: ignore[method-assign]
     return calls
 
 

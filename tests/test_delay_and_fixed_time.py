@@ -79,21 +79,21 @@ def test_delayed_messages_become_due_in_due_time_order(client, clock):
     assert [m.body for m in client.claim("t", count=3)] == [b"first", b"second", b"third"]
 
 
-def test_claim_until_reports_when_the_next_delayed_message_is_due(client, clock):
+def test_claim_due_reports_when_the_next_delayed_message_is_due(client, clock):
     client.create_topic("t", slots=4)
     client.send("t", b"soon", delay_ms=400)
     client.send("t", b"later", delay_ms=900)
-    messages, next_due = client.claim_until("t")
+    messages, next_due = client.claim_due("t")
     assert (messages, next_due) == ([], clock() + 400)
     clock.advance(400)
-    messages, next_due = client.claim_until("t")
+    messages, next_due = client.claim_due("t")
     assert [m.body for m in messages] == [b"soon"]
     assert next_due == clock() + 500
 
 
-def test_claim_until_reports_no_due_time_when_nothing_is_delayed(client):
+def test_claim_due_reports_no_due_time_when_nothing_is_delayed(client):
     client.create_topic("t")
-    assert client.claim_until("t") == ([], None)
+    assert client.claim_due("t") == ([], None)
 
 
 def test_delay_up_to_max_delay_is_accepted(client, clock):

@@ -118,7 +118,7 @@ def test_consumers_of_two_groups_each_handle_every_message(make_client):
     producer = make_client()
     producer.create_topic("t", slots=2)
     seen: dict[str, list[bytes]] = {"x": [], "y": []}
-    consumers = [rmq.Consumer(make_client(), "t", lambda m: seen[m.group].append(m.body),
+    consumers = [rmq.Consumer(make_client(kind="sync"), "t", lambda m: seen[m.group].append(m.body),
                               group=g, heartbeat_interval=60).start() for g in ("x", "y")]
     try:
         producer.topic("t", fresh=True)

@@ -48,6 +48,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import pytest
+from async_bridge import client_of_kind
 from helpers import ManualClock
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
@@ -174,7 +175,7 @@ class Model:
         held = self.inflight.pop(where)
         m = held.message
         if held.attempts >= 1 + self.max_retries:
-            self.dead[m.delivery_id] = Dead(m.delivery_id, m.body, m.key, m.slot, held.priority,
+            self.dead[m.id] = Dead(m.id, m.body, m.key, m.slot, held.priority,
                                             held.attempts, held.due, now, error)
             self.counters["dead"] += 1
             return "dead"
@@ -202,11 +203,12 @@ class QueueMachine(RuleBasedStateMachine):
 
     SLOTS = 1
     url = ""
+    client_kind = "sync"
 
     def __init__(self) -> None:
         super().__init__()
         self.clock = ManualClock(time.time_ns() // 1_000_000)
-        self.client = rmq.Client(self.url, clock=self.clock)
+        self.client = client_of_kind(self.client_kind)(self.url, clock=self.clock)
         self.topic = f"model-{uuid.uuid4().hex[:16]}"
         self.model: Model | None = None
         self.handed: list[rmq.Message] = []  # every delivery claimed so far
@@ -249,7 +251,7 @@ class QueueMachine(RuleBasedStateMachine):
         return data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=4), label=label)
 
     def in_flight_key(self, message: rmq.Message) -> tuple[int, int]:
-        return (message.slot, message.id)
+        return (message.slot, message.seq)
 
     # -- set-up --------------------------------------------------------------------------
 
@@ -339,7 +341,7 @@ class QueueMachine(RuleBasedStateMachine):
           lease=st.sampled_from([None, None, 0.5, 2.0]))
     def claim(self, count: int, lease: float | None) -> None:
         now = self.now()
-        messages, next_due = self.client.claim_until(self.topic, GROUP, count, lease=lease)
+        messages, next_due = self.client.claim_due(self.topic, GROUP, count, lease=lease)
         lease_ms = round(lease * 1000) if lease is not None else self.m.visibility_ms
         remaining = self.m.ready(now)
         want = min(count, len(remaining))
@@ -364,7 +366,7 @@ class QueueMachine(RuleBasedStateMachine):
             assert (message.topic, message.group, message.slot) == (self.topic, GROUP, entry.slot)
             assert (message.priority, message.attempts, message.due_at) == (
                 entry.priority, entry.attempts + 1, entry.due), f"{message} vs model {entry}"
-            assert message.leased_until == (now + lease_ms) / 1000
+            assert message.lease_until == now + lease_ms
             remaining.remove(entry)
             del self.m.pending[(message.body, message.key)]
             where = self.in_flight_key(message)
@@ -442,7 +444,7 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule()
     def recover(self) -> None:
-        expired = sorted((f.lease_until, str(f.message.id), where)
+        expired = sorted((f.lease_until, str(f.message.seq), where)
                          for where, f in self.m.inflight.items() if f.lease_until <= self.now())
         self.reserve_stamps(len(expired))
         now = self.now()
@@ -535,17 +537,17 @@ class QueueMachine(RuleBasedStateMachine):
                     assert r.due_at <= now
             elif r.state == "in_flight":
                 stored[("in_flight", r.slot, r.body, r.key, r.priority, r.due_at, r.attempts,
-                        r.delivery_id, r.lease_until)] += 1
+                        r.id, r.lease_until)] += 1
             else:
                 stored[("dead", r.slot, r.body, r.key, r.priority, r.due_at, r.attempts,
-                        r.delivery_id, r.dead_at, r.error)] += 1
+                        r.id, r.dead_at, r.error)] += 1
         model = Counter()
         for p in self.m.pending.values():
             model[("pending", p.slot, p.body, p.key, p.priority, p.due, p.attempts)] += 1
         for f in self.m.inflight.values():
             m = f.message
             model[("in_flight", m.slot, m.body, m.key, f.priority, f.due, f.attempts,
-                   m.delivery_id, f.lease_until)] += 1
+                   m.id, f.lease_until)] += 1
         for d in self.m.dead.values():
             model[("dead", d.slot, d.body, d.key, d.priority, d.due, d.attempts, d.id,
                    d.dead_at, d.error)] += 1
@@ -615,8 +617,9 @@ class FourSlots(QueueMachine):
     SLOTS = 4
 
 
-def run(machine: type[QueueMachine], url: str, examples: int) -> None:
+def run(machine: type[QueueMachine], url: str, client_kind: str, examples: int) -> None:
     machine.url = url
+    machine.client_kind = client_kind
     run_state_machine_as_test(machine, settings=settings(
         max_examples=examples, stateful_step_count=STEPS, deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -628,13 +631,13 @@ def run(machine: type[QueueMachine], url: str, examples: int) -> None:
 
 @pytest.mark.single_node  # on a cluster one slot is what a single node does
 @pytest.mark.timeout(900)  # a failure's shrinking, against Redis, can take minutes
-def test_one_slot_agrees_with_the_model(redis_url: str) -> None:
+def test_one_slot_agrees_with_the_model(redis_url: str, client_kind: str) -> None:
     """One slot: claims in exact order (priority, due time, send order)."""
-    run(OneSlot, redis_url, EXAMPLES)
+    run(OneSlot, redis_url, client_kind, EXAMPLES)
 
 
 @pytest.mark.timeout(900)
-def test_four_slots_agree_with_the_model(redis_url: str) -> None:
+def test_four_slots_agree_with_the_model(redis_url: str, client_kind: str) -> None:
     """Four slots: priority strict across slots on one node, within a slot on a cluster
     (where a claim visits the slots one by one), so fewer examples there."""
     cluster = rmq.Client(redis_url)
@@ -642,4 +645,4 @@ def test_four_slots_agree_with_the_model(redis_url: str) -> None:
         examples = EXAMPLES // 3 if cluster.is_cluster else EXAMPLES
     finally:
         cluster.close()
-    run(FourSlots, redis_url, examples)
+    run(FourSlots, redis_url, client_kind, examples)

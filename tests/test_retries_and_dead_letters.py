@@ -94,7 +94,7 @@ def test_dead_letter_carries_body_key_priority_attempts_last_error_and_times(cli
     assert dead.error == "ValueError: bad price"
     assert (dead.topic, dead.group, dead.dead_at) == ("t", "default", clock())
     assert due <= dead.due_at <= clock()
-    assert dead.id == f"{second.slot}-{second.id}"
+    assert dead.id == f"{second.slot}-{second.seq}" == second.id
     assert dead.text == "payload"
 
 

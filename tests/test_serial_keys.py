@@ -177,7 +177,7 @@ def test_keys_are_never_processed_concurrently_by_competing_consumers(make_clien
         with lock:
             active[message.key] -= 1
 
-    consumers = [rmq.Consumer(make_client(), "serial", handle, concurrency=3,
+    consumers = [rmq.Consumer(make_client(kind="sync"), "serial", handle, concurrency=3,
                               heartbeat_interval=60) for _ in range(3)]
     for consumer in consumers:
         consumer.start()

@@ -24,15 +24,15 @@ def test_snapshot_shows_every_state_with_its_fields(client, clock):
     ready = found[b"ready"]
     assert (ready.state, ready.priority, ready.key, ready.attempts, ready.due_at) == (
         "ready", 7, b"k", 0, start)
-    assert (ready.topic, ready.group, ready.slot, ready.delivery_id) == ("t", "default", 0, None)
+    assert (ready.topic, ready.group, ready.slot, ready.id) == ("t", "default", 0, None)
 
     fly = found[b"flying"]
     assert (fly.state, fly.priority, fly.attempts) == ("in_flight", 250, 1)
-    assert (fly.delivery_id, fly.lease_until) == (f"0-{flying.id}", clock() + 10_000)
+    assert (fly.id, fly.lease_until) == (f"0-{flying.seq}", clock() + 10_000)
 
     dead = found[b"dying"]
     assert (dead.state, dead.attempts, dead.error, dead.dead_at) == ("dead", 2, "second", clock())
-    assert dead.delivery_id == client.dead_letters("t")[0].id
+    assert dead.id == client.dead_letters("t")[0].id
 
     later = found[b"later"]
     assert (later.state, later.due_at, later.attempts) == ("delayed", start + 5000, 0)

@@ -21,12 +21,10 @@ __all__ = [
     "ConflictingOptions",
     "InvalidMessage",
     "TopicConflict",
-    "TopicPaused",
     "RedisUnavailable",
     "RedisOutOfMemory",
     "AccessDenied",
     "ServerNotFound",
-    "LeaseLost",
     "InvalidURL",
     "MissingExtra",
 ]
@@ -88,10 +86,6 @@ class TopicConflict(InputError):
     """``create_topic`` for an existing topic with different settings."""
 
 
-class TopicPaused(RMQError):
-    """The topic is paused: consumers do not claim from it until it is resumed."""
-
-
 class RedisUnavailable(RMQError):
     """Redis could not be reached after the client's bounded reconnect attempts."""
 
@@ -107,10 +101,6 @@ class AccessDenied(RMQError):
 
 class ServerNotFound(RMQError):
     """No Redis-compatible server binary was found to start the embedded server."""
-
-
-class LeaseLost(RMQError):
-    """The delivery's lease expired and the message went back to pending."""
 
 
 class InvalidURL(InputError):

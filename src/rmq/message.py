@@ -5,9 +5,9 @@ from __future__ import annotations
 import json as _json
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["Priority", "Message", "DeadLetter", "SendResult", "SendCounts"]
+__all__ = ["Priority", "Message", "Claimed", "DeadLetter", "SendResult", "SendCounts"]
 
 
 class Priority(IntEnum):
@@ -39,21 +39,23 @@ class SendCounts:
 class Message:
     """One delivery of a message to a consumer of a group.
 
-    ``id`` names this delivery (its lease); ``attempts`` counts deliveries so far, 1 on the
-    first. ``key`` is the message's key (None when it has none; serial topics then use the
-    body). ``due_at`` is when it became due, in epoch milliseconds.
+    ``id`` names this delivery (its lease) as ``"slot-seq"``: the same form as a dead
+    letter's and a snapshot row's id; ``seq`` is its number within the slot. ``attempts``
+    counts deliveries so far, 1 on the first. ``key`` is the message's key (None when it has
+    none; serial topics then use the body). Times are epoch milliseconds: ``due_at`` is when
+    it became due, ``lease_until`` when its lease runs out unless extended.
     """
 
     topic: str
     group: str
     slot: int
-    id: int
+    seq: int
     body: bytes
     priority: int
     attempts: int
     due_at: int
     key: bytes | None = None
-    leased_until: float = field(default=0.0, compare=False)
+    lease_until: int = field(default=0, compare=False)
 
     @property
     def text(self) -> str:
@@ -65,15 +67,16 @@ class Message:
         return _json.loads(self.body)
 
     @property
-    def delivery_id(self) -> str:
-        """The id as ``slot-id``, unique within the topic's group."""
-        return f"{self.slot}-{self.id}"
+    def id(self) -> str:
+        """``"slot-seq"``: unique within the topic's group, never reused."""
+        return f"{self.slot}-{self.seq}"
 
 
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
-    """A message whose retries are spent. ``id`` is ``slot-delivery`` and is what
-    ``requeue_dead`` takes; ``error`` is the last failure; times are epoch milliseconds."""
+    """A message whose retries are spent. ``id`` is its last delivery's id (``"slot-seq"``)
+    and is what ``requeue_dead`` takes; ``error`` is the last failure; times are epoch
+    milliseconds."""
 
     id: str
     topic: str
@@ -89,3 +92,11 @@ class DeadLetter:
     @property
     def text(self) -> str:
         return self.body.decode("utf-8")
+
+
+class Claimed(NamedTuple):
+    """What ``claim_due`` returns: the messages claimed, and, when fewer than asked for were
+    due, the epoch ms at which the next delayed message falls due (None if none is)."""
+
+    messages: list[Message]
+    next_due_at: int | None

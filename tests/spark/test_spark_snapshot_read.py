@@ -49,12 +49,12 @@ def test_snapshot_read_shows_every_state_including_dead_letters(spark, client, r
     assert audit == {"sku-taken": "ready", "sku-broken": "ready", "sku-a": "ready",
                      "sku-b": "ready", "sku-later": "delayed"}
     in_flight = rows[("default", "sku-taken")]
-    assert (in_flight.delivery_id, in_flight.attempts) == (taken.delivery_id, 1)
+    assert (in_flight.id, in_flight.attempts) == (taken.id, 1)
     assert epoch_ms(in_flight.due_at) == taken.due_at
     assert in_flight.lease_until is not None
     dead = rows[("default", "sku-broken")]
     assert (dead.error, dead.attempts) == ("renderer crashed", 1)
-    assert dead.dead_at is not None and dead.delivery_id is not None
+    assert dead.dead_at is not None and dead.id is not None
     assert rows[("default", "sku-b")].priority == rmq.Priority.HIGH
     assert rows[("default", "sku-a")].priority == rmq.Priority.MEDIUM
     for stored in client.snapshot("renders"):

@@ -12,9 +12,9 @@ from typing import Any
 
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.retry import Retry
 
 from ..client import Client
+from ..client.connection import Retry
 
 __all__ = ["CommandError", "open_client", "table", "print_json", "text_of", "age", "Progress",
            "seconds", "at_least_one"]

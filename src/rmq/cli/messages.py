@@ -154,11 +154,11 @@ def consumers(args: argparse.Namespace) -> None:
                         "handled": c.handled, "failed": c.failed, "last_seen": c.last_seen,
                         "started_at": c.started_at})
     elif found:
-        now = time.time()
+        now = time.time() * 1000
         print(table(["id", "group", "host", "pid", "state", "in flight", "handled", "failed",
                      "last seen"], [
             [c.id, c.group, c.host, c.pid, "alive" if c.alive else "dead", c.in_flight,
-             c.handled, c.failed, f"{now - c.last_seen:.1f}s ago"] for c in found]))
+             c.handled, c.failed, f"{(now - c.last_seen) / 1000:.1f}s ago"] for c in found]))
     else:
         print(f"no consumers registered on {args.topic!r}")
 

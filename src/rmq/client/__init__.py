@@ -2,7 +2,8 @@
 
 from typing import Any
 
-from .sync import Client, Clock, system_clock
+from .clock import Clock, system_clock
+from .sync import Client
 
 __all__ = ["Client", "AsyncClient", "Clock", "system_clock"]
 

@@ -1,8 +1,9 @@
-"""``rmq.AsyncClient``: the asyncio twin of :class:`rmq.Client` (SPEC §2-4).
+"""``rmq.AsyncClient``: :class:`rmq.Client` for asyncio (SPEC §2-4).
 
-It runs the very same sans-IO operations (``storage/queue_ops.py``, ``registry.py``,
-``stats.py``, ``storage/snapshot_ops.py``) through ``async_connection.drive`` on
-``redis.asyncio``. ``AsyncClient(url)`` does no I/O: the connection opens on first use, on
+Every method runs the same flow of :class:`~rmq.client.base.BaseClient` as ``Client``'s;
+what this class adds is how effects are performed: awaited round trips on ``redis.asyncio``,
+registry loads shared by tasks, the tasks' group commit, and sleeping on a pub/sub
+connection. ``AsyncClient(url)`` does no I/O: the connection opens on first use, on
 ``async with``, or with ``await AsyncClient.connect(url)``.
 """
 
@@ -10,30 +11,31 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import redis.asyncio as aredis
 
-from ..errors import UnknownTopic
-from ..message import DeadLetter, Message, SendCounts, SendResult
-from ..settings import DEFAULT_GROUP, TopicSettings, check_group_name, check_topic_name
-from ..storage import queue as queue_ops
-from ..storage import registry
-from ..storage.calls import Op
-from ..storage.registry import ConsumerInfo, TopicInfo
-from ..storage.snapshot import SnapshotRow, snapshot_slot
-from ..storage.stats import TopicStats, collect
-from .async_connection import AsyncExecutor, AsyncRedis, AsyncWaiter, drive, open_async
+from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
+from ..runtime import Consumer
+from ..settings import DEFAULT_GROUP, TopicSettings
+from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
+from ..storage.snapshot import SnapshotRow
+from ..storage.stats import TopicStats
+from .base import MISSING, BaseClient, Commit, Flow, Load, Sleep, Subscribe
+from .clock import Clock, system_clock
 from .coalesce import AsyncSendCoalescer
-from .outgoing import MISSING, prepare, prepare_batch
-from .sync import Clock, check_count, system_clock
+from .connection import AsyncExecutor, AsyncRedis, open_async, open_async_node
+from .sync import Client
+from .waiter import AsyncWaiter
 
 __all__ = ["AsyncClient"]
 
+T = TypeVar("T")
+Handler = TypeVar("Handler", bound=Callable[..., Any])
 
-class AsyncClient:
+
+class AsyncClient(BaseClient):
     """A connection to RMQ for asyncio; the methods are those of :class:`rmq.Client`,
     awaited (``snapshot`` is an async iterator). Safe to share between the tasks of one event
     loop. Arguments as for ``Client``; a ``retry`` among ``redis_options`` must be a
@@ -41,15 +43,13 @@ class AsyncClient:
 
     def __init__(self, url: str | None = None, *, clock: Clock = system_clock,
                  registry_ttl: float = 1.0, **redis_options: Any):
+        super().__init__(clock=clock, registry_ttl=registry_ttl)
         self.url = url
-        self.clock = clock
-        self.registry_ttl = registry_ttl
         self.redis_options = redis_options
         self.redis: AsyncRedis | None = None
         self._execute: AsyncExecutor | None = None
         self._opening = asyncio.Lock()
-        self._cache: dict[str, tuple[float, TopicInfo]] = {}
-        self._loading: dict[str, asyncio.Future[TopicInfo]] = {}
+        self._loading: dict[str, asyncio.Lock] = {}
         self._waiters: dict[str, AsyncWaiter] = {}
         self._handlers: list[tuple[str, Callable[..., Any], dict[str, Any]]] = []
         self._sends = AsyncSendCoalescer(self._run)  # concurrent sends share round trips
@@ -68,20 +68,50 @@ class AsyncClient:
             if self._execute is not None:
                 return
             self.url, self.redis = await open_async(self.url, **self.redis_options)
+            self.is_cluster = isinstance(self.redis, aredis.RedisCluster)
             self._execute = AsyncExecutor(self.redis)
 
-    @property
-    def is_cluster(self) -> bool:
-        return isinstance(self.redis, aredis.RedisCluster)
-
-    async def _run(self, op: Op[Any]) -> Any:
+    async def _run(self, flow: Flow[T]) -> T:
+        """Run ``flow`` to its value, performing each effect it yields."""
         if self._execute is None:
             await self.open()
-        assert self._execute is not None
-        return await drive(op, self._execute)
+        try:
+            effect = next(flow)
+            while True:
+                try:
+                    result = await self._perform(effect)
+                except Exception as exc:  # the flow may handle it (recover skips a topic)
+                    effect = flow.throw(exc)
+                else:
+                    effect = flow.send(result)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+    async def _perform(self, effect: Any) -> Any:
+        kind = type(effect)
+        if kind is list:
+            assert self._execute is not None
+            return await self._execute(effect) if effect else []
+        if kind is Commit:
+            return await self._sends.send(*effect)
+        if kind is Load:
+            return await self._load_topic(effect.topic, effect.fresh)
+        if kind is Subscribe:
+            return await (await self.waiter(effect.topic)).drain()
+        if kind is Sleep:
+            return await (await self.waiter(effect.topic)).wait(effect.seconds)
+        raise TypeError(f"not an effect: {effect!r}")
+
+    async def _load_topic(self, name: str, fresh: bool) -> TopicInfo:
+        if fresh:
+            return await self._run(self._load(name))
+        # Tasks that find the entry stale together share one load: hundreds of concurrent
+        # senders must not each open a connection for it at the same moment.
+        async with self._loading.setdefault(name, asyncio.Lock()):
+            return self._cached(name) or await self._run(self._load(name))
 
     async def close(self) -> None:
-        """Async twin of Client.close."""
+        """Close the connections (and any wake-up subscriptions)."""
         for waiter in self._waiters.values():
             await waiter.close()
         self._waiters.clear()
@@ -95,77 +125,59 @@ class AsyncClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    # -- registry -----------------------------------------------------------------------
+    # -- registry (each method as Client's, awaited) ----------------------------------------
 
     async def create_topic(self, name: str, **settings: Any) -> TopicSettings:
-        """Async twin of Client.create_topic."""
-        check_topic_name(name)
-        created = await self._run(registry.create_topic(name, TopicSettings.build(**settings)))
-        self._cache.pop(name, None)
-        return created
+        """See :meth:`rmq.Client.create_topic`."""
+        return await self._run(self._create_topic(name, settings))
 
     async def alter_topic(self, name: str, **changes: Any) -> TopicSettings:
-        """Async twin of Client.alter_topic."""
-        check_topic_name(name)
-        altered = await self._run(registry.alter_topic(name, changes))
-        self._cache.pop(name, None)
-        return altered
+        """See :meth:`rmq.Client.alter_topic`."""
+        return await self._run(self._alter_topic(name, changes))
 
     async def delete_topic(self, name: str) -> None:
-        """Async twin of Client.delete_topic."""
-        info = await self.topic(name, fresh=True)
-        await self._run(registry.delete_topic(info))
-        self._cache.pop(name, None)
+        """See :meth:`rmq.Client.delete_topic`."""
+        await self._run(self._delete_topic(name))
 
     async def topics(self) -> list[str]:
-        """Async twin of Client.topics."""
-        return await self._run(registry.list_topics())
+        """See :meth:`rmq.Client.topics`."""
+        return await self._run(self._topics())
 
     async def topic(self, name: str, *, fresh: bool = False) -> TopicInfo:
-        """Async twin of Client.topic (cached for ``registry_ttl`` unless ``fresh``)."""
-        check_topic_name(name)
-        now = time.monotonic()
-        cached = self._cache.get(name)
-        if cached and not fresh and cached[0] > now:
-            return cached[1]
-        # Tasks that find the entry stale together share one load: hundreds of concurrent
-        # senders must not each open a connection for it at the same moment.
-        loading = self._loading.get(name)
-        if loading is None or fresh:
-            loading = asyncio.ensure_future(self._run(registry.load_info(name)))
-            if not fresh:
-                self._loading[name] = loading
-                loading.add_done_callback(lambda _: self._loading.pop(name, None))
-        info = await asyncio.shield(loading)
-        self._cache[name] = (now + self.registry_ttl, info)
-        return info
-
-    async def _change(self, topic: str, op: Op[Any]) -> Any:
-        await self.topic(topic)
-        result = await self._run(op)
-        self._cache.pop(topic, None)
-        return result
+        """See :meth:`rmq.Client.topic`."""
+        return await self._run(self._topic(name, fresh))
 
     async def bind(self, topic: str, group: str) -> bool:
-        """Async twin of Client.bind."""
-        return await self._change(topic, registry.bind(topic, check_group_name(group)))
+        """See :meth:`rmq.Client.bind`."""
+        return await self._run(self._bind(topic, group, True))
 
     async def unbind(self, topic: str, group: str) -> bool:
-        """Async twin of Client.unbind."""
-        return await self._change(topic, registry.unbind(topic, check_group_name(group)))
+        """See :meth:`rmq.Client.unbind`."""
+        return await self._run(self._bind(topic, group, False))
 
     async def pause(self, topic: str) -> None:
-        """Async twin of Client.pause."""
-        await self._change(topic, registry.set_paused(topic, True))
+        """See :meth:`rmq.Client.pause`."""
+        await self._run(self._set_paused(topic, True))
 
     async def resume(self, topic: str) -> None:
-        """Async twin of Client.resume."""
-        await self._change(topic, registry.set_paused(topic, False))
+        """See :meth:`rmq.Client.resume`."""
+        await self._run(self._set_paused(topic, False))
 
     async def consumers(self, topic: str, dead_after: float = 10.0) -> list[ConsumerInfo]:
-        """Async twin of Client.consumers."""
-        await self.topic(topic)
-        return await self._run(registry.list_consumers(topic, time.time(), dead_after))
+        """See :meth:`rmq.Client.consumers`."""
+        return await self._run(self._consumers(topic, dead_after))
+
+    async def heartbeat(self, state: ConsumerState) -> None:
+        """See :meth:`rmq.Client.heartbeat`."""
+        await self._run(self._heartbeat(state))
+
+    async def forget_consumer(self, topic: str, consumer_id: str) -> None:
+        """See :meth:`rmq.Client.forget_consumer`."""
+        await self._run(self._forget_consumer(topic, consumer_id))
+
+    async def wake(self, topic: str) -> None:
+        """See :meth:`rmq.Client.wake`."""
+        await self._run(self._wake(topic))
 
     # -- sending ------------------------------------------------------------------------
 
@@ -173,71 +185,38 @@ class AsyncClient:
                    priority: int | None = None, delay_ms: float | None = None,
                    deliver_at: Any = None, slot_basis: bytes | str | None = None,
                    key: bytes | str | None = None) -> SendResult:
-        """Async twin of Client.send; sends made at once by several tasks travel together."""
-        info = await self.topic(topic)
-        now = self.clock()
-        message = prepare(info.settings, now, body, json=json, priority=priority,
-                          delay_ms=delay_ms, deliver_at=deliver_at, slot_basis=slot_basis,
-                          key=key)
-        merged = await self._sends.send(topic, tuple(info.groups), message, now)
-        return SendResult(message.slot, merged)
+        """See :meth:`rmq.Client.send`; sends made at once by several tasks travel
+        together."""
+        return await self._run(self._send(topic, body, {
+            "json": json, "priority": priority, "delay_ms": delay_ms, "deliver_at": deliver_at,
+            "slot_basis": slot_basis, "key": key}))
 
     async def send_many(self, topic: str, items: Iterable[Any]) -> SendCounts:
-        """Async twin of Client.send_many."""
-        info = await self.topic(topic)
-        now = self.clock()
-        batch = prepare_batch(info.settings, now, items)
-        merged = await self._run(queue_ops.send(topic, info.groups, batch, now))
-        return SendCounts(len(batch), sum(merged))
+        """See :meth:`rmq.Client.send_many`."""
+        return await self._run(self._send_many(topic, items))
 
     # -- consuming ------------------------------------------------------------------------
 
     async def claim(self, topic: str, group: str = DEFAULT_GROUP, count: int = 100, *,
                     lease: float | None = None, wait: float | None = None,
                     ack: Message | Sequence[Message] = ()) -> list[Message]:
-        """Async twin of Client.claim; ``wait`` sleeps on the wake channel, not the loop."""
-        deadline = None if wait is None else time.monotonic() + wait
-        waiter = None
-        while True:
-            messages, next_due = await self.claim_until(topic, group, count, lease=lease,
-                                                        ack=ack)
-            ack = ()
-            if messages or deadline is None:
-                return messages
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return messages
-            if waiter is None:
-                # Subscribe, then claim again: a send between the two is not missed.
-                waiter = await self.waiter(topic)
-                await waiter.drain()
-                continue
-            if next_due is not None:
-                remaining = min(remaining, max(0.0, (next_due - self.clock()) / 1000))
-            await waiter.wait(remaining)
+        """See :meth:`rmq.Client.claim`; ``wait`` sleeps on the wake channel, not the loop."""
+        return await self._run(self._claim(topic, group, count, lease, wait, ack))
 
-    async def claim_until(self, topic: str, group: str = DEFAULT_GROUP, count: int = 100, *,
-                          lease: float | None = None, ack: Message | Sequence[Message] = ()
-                          ) -> tuple[list[Message], int | None]:
-        """Async twin of Client.claim_until."""
-        info = await self.topic(topic)
-        check_group_name(group)
-        check_count(count)
-        acks = [ack] if isinstance(ack, Message) else list(ack)
-        if info.paused:
-            await self.ack(acks)
-            return [], None
-        return await self._run(queue_ops.with_acks(acks, not self.is_cluster, queue_ops.claim(
-            topic, group, info.settings, count, self.clock(),
-            lease or info.settings.visibility_timeout, not self.is_cluster)))
+    async def claim_due(self, topic: str, group: str = DEFAULT_GROUP, count: int = 100, *,
+                        lease: float | None = None, ack: Message | Sequence[Message] = ()
+                        ) -> Claimed:
+        """See :meth:`rmq.Client.claim_due`."""
+        return await self._run(self._claim_due(topic, group, count, lease, ack))
 
     async def waiter(self, topic: str) -> AsyncWaiter:
-        """Async twin of Client.waiter (one subscription per topic)."""
+        """See :meth:`rmq.Client.waiter` (one subscription per topic)."""
         if self._execute is None:
             await self.open()
         if topic not in self._waiters:
-            assert self.redis is not None
-            waiter = await AsyncWaiter.subscribe(self.redis, topic)
+            assert self.url is not None
+            node = open_async_node(self.url, **self.redis_options)
+            waiter = await AsyncWaiter.subscribe(node, topic)
             if topic in self._waiters:  # another task subscribed meanwhile
                 await waiter.close()
             else:
@@ -245,95 +224,65 @@ class AsyncClient:
         return self._waiters[topic]
 
     async def ack(self, messages: Message | Sequence[Message]) -> int:
-        """Async twin of Client.ack."""
-        batch = [messages] if isinstance(messages, Message) else list(messages)
-        return await self._run(queue_ops.ack(batch, not self.is_cluster)) if batch else 0
+        """See :meth:`rmq.Client.ack`."""
+        return await self._run(self._ack(messages))
 
     async def nack(self, message: Message, error: str | BaseException = "failed") -> str | None:
-        """Async twin of Client.nack."""
-        info = await self.topic(message.topic)
-        text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-        return await self._run(queue_ops.fail(message, text, info.settings, self.clock()))
+        """See :meth:`rmq.Client.nack`."""
+        return await self._run(self._nack(message, error))
 
     async def release(self, messages: Sequence[Message]) -> int:
-        """Async twin of Client.release."""
-        return await self._run(queue_ops.release(messages, self.clock())) if messages else 0
+        """See :meth:`rmq.Client.release`."""
+        return await self._run(self._release(messages))
 
     async def extend(self, messages: Message | Sequence[Message], seconds: float) -> list[bool]:
-        """Async twin of Client.extend."""
-        batch = [messages] if isinstance(messages, Message) else list(messages)
-        if not batch:
-            return []
-        return await self._run(queue_ops.extend(batch, self.clock() + int(seconds * 1000)))
+        """See :meth:`rmq.Client.extend`."""
+        return await self._run(self._extend(messages, seconds))
 
     async def recover(self, topic: str | None = None) -> int:
-        """Async twin of Client.recover."""
-        names = [topic] if topic is not None else await self.topics()
-        total = 0
-        for name in names:
-            try:
-                info = await self.topic(name)
-            except UnknownTopic:
-                if topic is not None:
-                    raise
-                continue
-            retried, dead = await self._run(queue_ops.recover(
-                name, registry.groups_with_data(info), info.settings, self.clock()))
-            total += retried + dead
-        return total
+        """See :meth:`rmq.Client.recover`."""
+        return await self._run(self._recover(topic))
 
     async def dead_letters(self, topic: str, group: str = DEFAULT_GROUP) -> list[DeadLetter]:
-        """Async twin of Client.dead_letters."""
-        info = await self.topic(topic)
-        return await self._run(queue_ops.dead_letters(topic, check_group_name(group),
-                                                      info.settings))
+        """See :meth:`rmq.Client.dead_letters`."""
+        return await self._run(self._dead_letters(topic, group))
 
     async def requeue_dead(self, topic: str, group: str = DEFAULT_GROUP,
                            ids: Iterable[str] | None = None) -> int:
-        """Async twin of Client.requeue_dead."""
-        info = await self.topic(topic)
-        return await self._run(queue_ops.requeue_dead(
-            topic, check_group_name(group), info.settings, None if ids is None else list(ids),
-            self.clock()))
+        """See :meth:`rmq.Client.requeue_dead`."""
+        return await self._run(self._requeue_dead(topic, group, ids))
 
     async def purge_dead(self, topic: str, group: str = DEFAULT_GROUP) -> int:
-        """Async twin of Client.purge_dead."""
-        info = await self.topic(topic)
-        return await self._run(queue_ops.purge_dead(topic, check_group_name(group),
-                                                    info.settings))
+        """See :meth:`rmq.Client.purge_dead`."""
+        return await self._run(self._purge_dead(topic, group))
 
     async def stats(self, topic: str) -> TopicStats:
-        """Async twin of Client.stats."""
-        info = await self.topic(topic, fresh=True)
-        return await self._run(collect(topic, registry.groups_with_data(info),
-                                       info.settings.slots, info.paused, self.clock()))
+        """See :meth:`rmq.Client.stats`."""
+        return await self._run(self._stats(topic))
 
     async def snapshot(self, topic: str, *, groups: Sequence[str] | None = None,
                        slots: Sequence[int] | None = None) -> AsyncIterator[SnapshotRow]:
-        """Async twin of Client.snapshot: ``async for row in client.snapshot(topic)``."""
-        info = await self.topic(topic, fresh=True)
-        for group in groups or registry.groups_with_data(info):
-            for slot in slots if slots is not None else range(info.settings.slots):
-                for row in await self._run(snapshot_slot(topic, group, slot, self.clock())):
-                    yield row
+        """See :meth:`rmq.Client.snapshot`: ``async for row in client.snapshot(topic)``."""
+        for group, slot in await self._run(self._snapshot_parts(topic, groups, slots)):
+            for row in await self._run(self._snapshot_part(topic, group, slot)):
+                yield row
 
     # -- worker runtime -------------------------------------------------------------------
 
-    def handler(self, topic: str, **options: Any) -> Callable[[Callable[..., Any]], Any]:
-        """Twin of Client.handler: ``@client.handler(topic, ...)``; ``await client.run()``."""
+    def handler(self, topic: str, **options: Any) -> Callable[[Handler], Handler]:
+        """See :meth:`rmq.Client.handler`; the consumers are built by ``await run()``. The
+        function itself is returned unchanged."""
 
-        def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+        def decorate(function: Handler) -> Handler:
             self._handlers.append((topic, function, options))
             return function
 
         return decorate
 
     async def run(self) -> None:
-        """Async twin of Client.run: the ``@handler`` consumers run (on the threaded worker
-        runtime, with their own sync connection) until SIGINT/SIGTERM or cancellation."""
-        from ..runtime import Consumer
-        from .sync import Client
-
+        """The ``@handler`` consumers run until SIGINT/SIGTERM or cancellation, on the
+        threaded worker runtime with a ``Client`` of their own (the runtime's threads block on
+        Redis; they must not block this event loop)."""
         await self.open()
         options = {k: v for k, v in self.redis_options.items() if k != "retry"}  # async only
         client = await asyncio.to_thread(Client, self.url, clock=self.clock,

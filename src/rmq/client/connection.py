@@ -1,27 +1,34 @@
-"""Connecting to Redis and executing the operations' batches of calls.
+"""Connecting to Redis and executing the operations' batches of calls, for both clients.
 
 - No URL and no ``RMQ_REDIS_URL``: the embedded server (``rmq.server.ensure_embedded``).
 - A URL of a cluster node: detected (``INFO cluster``) and served by ``RedisCluster``.
-- Connection errors are retried with exponential backoff for a bounded time, then raised
-  as :class:`~rmq.errors.RedisUnavailable`; refused credentials and untrusted certificates
-  are raised as that at once (retrying cannot cure them); Redis's OOM refusal becomes
-  :class:`~rmq.errors.RedisOutOfMemory`. Every script declares itself a writer (``#!lua``),
-  so Redis refuses it whole under OOM: nothing is half-written.
-
-On a single node a batch is pipelined into one round trip. On a cluster each script call goes
-alone to its slot's node: redis-py's cluster pipeline does not carry EVALSHA reliably.
+- One retry policy: connection errors are retried with exponential backoff for a bounded
+  time, then raised as :class:`~rmq.errors.RedisUnavailable`; refused credentials and
+  untrusted certificates are raised at once (retrying cannot cure them).
+- One error mapping (:class:`map_errors`): Redis's OOM refusal becomes
+  :class:`~rmq.errors.RedisOutOfMemory`, an ACL refusal :class:`~rmq.errors.AccessDenied`.
+  Every script that stores new data declares itself a writer (``#!lua``), so Redis refuses
+  it whole under OOM: nothing is half-written.
+- One executor per client kind (:class:`Executor`, :class:`AsyncExecutor`): on a single node
+  a batch is pipelined into one round trip; on a cluster each script call goes alone to its
+  slot's node (redis-py's cluster pipeline does not carry EVALSHA reliably).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import ssl
 import warnings
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import redis
+import redis.asyncio as aredis
+import redis.asyncio.retry
+import redis.retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import (
     AuthenticationError,
@@ -32,15 +39,19 @@ from redis.exceptions import (
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from redis.retry import Retry
 
 from ..errors import AccessDenied, InvalidURL, RedisOutOfMemory, RedisUnavailable
 from ..storage.calls import Call
 
-__all__ = ["resolve_url", "check_url", "connect", "SyncExecutor", "is_cluster", "map_errors",
-           "retry_policy", "is_permanent"]
+__all__ = ["resolve_url", "check_url", "connect", "open_async", "open_async_node", "Executor",
+           "AsyncExecutor", "AsyncRedis", "map_errors", "retry_policy", "async_retry_policy",
+           "is_permanent"]
+
+AsyncRedis = aredis.Redis | aredis.RedisCluster
+T = TypeVar("T")
 
 _TRANSIENT = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
+_RETRIED = (RedisConnectionError, RedisTimeoutError, ConnectionError)
 # About 10 s of reconnect attempts (50 ms doubling to 1 s) before RedisUnavailable.
 RETRY_ATTEMPTS = 14
 
@@ -55,22 +66,65 @@ def is_permanent(error: BaseException) -> bool:
         "CERTIFICATE_VERIFY_FAILED" in str(error))
 
 
-class _Retry(Retry):
-    """redis-py's Retry, except that a permanent error is raised at once, not retried
-    for the whole reconnect budget."""
+class _Permanent(Exception):
+    """Carries a permanent error out of redis-py's retry loop, which does not retry it (it is
+    not one of the retried errors). Every redis-py version has that loop; only newer ones
+    take an ``is_retryable`` argument, so this works on all of them."""
 
-    def call_with_retry(self, do: Any, fail: Any, is_retryable: Any = None,
-                        with_failure_count: bool = False) -> Any:
-        def retryable(error: Exception) -> bool:
-            return not is_permanent(error) and (is_retryable is None or is_retryable(error))
-
-        return super().call_with_retry(do, fail, retryable, with_failure_count)
+    def __init__(self, error: Exception):
+        super().__init__(str(error))
+        self.error = error
 
 
-def retry_policy() -> Retry:
+class Retry(redis.retry.Retry):
+    """redis-py's Retry, except that a permanent error is raised at once, not retried for the
+    whole reconnect budget."""
+
+    def call_with_retry(self, do: Callable[[], T], fail: Any, *args: Any, **kwargs: Any) -> T:
+        def attempt() -> T:
+            try:
+                return do()
+            except Exception as error:
+                if is_permanent(error):
+                    raise _Permanent(error) from error
+                raise
+
+        try:
+            return super().call_with_retry(attempt, fail, *args, **kwargs)
+        except _Permanent as escaped:
+            permanent = escaped.error
+        raise permanent  # outside the except block: keeps the error's own cause and context
+
+
+class AsyncRetry(redis.asyncio.retry.Retry):
+    """:class:`Retry` for ``redis.asyncio``."""
+
+    async def call_with_retry(self, do: Callable[[], Awaitable[T]], fail: Any, *args: Any,
+                              **kwargs: Any) -> T:
+        async def attempt() -> T:
+            try:
+                return await do()
+            except Exception as error:
+                if is_permanent(error):
+                    raise _Permanent(error) from error
+                raise
+
+        try:
+            return await super().call_with_retry(attempt, fail, *args, **kwargs)
+        except _Permanent as escaped:
+            permanent = escaped.error
+        raise permanent
+
+
+def retry_policy(attempts: int = RETRY_ATTEMPTS) -> Retry:
     """A fresh reconnect policy (each connection pool needs its own)."""
-    return _Retry(ExponentialBackoff(cap=1.0, base=0.05), RETRY_ATTEMPTS,
-                  supported_errors=(RedisConnectionError, RedisTimeoutError, ConnectionError))
+    return Retry(ExponentialBackoff(cap=1.0, base=0.05), attempts, supported_errors=_RETRIED)
+
+
+def async_retry_policy(attempts: int = RETRY_ATTEMPTS) -> AsyncRetry:
+    """:func:`retry_policy` for ``redis.asyncio``."""
+    return AsyncRetry(ExponentialBackoff(cap=1.0, base=0.05), attempts,
+                      supported_errors=_RETRIED)
 
 
 def resolve_url(url: str | None) -> str:
@@ -136,10 +190,10 @@ def _database_refused(url: str, error: ResponseError) -> InvalidURL:
                       "one below its `databases` setting (16 by default), such as /0")
 
 
-def _options(url: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+def _options(url: str, kwargs: dict[str, Any], retry: Any) -> dict[str, Any]:
     # No command of RMQ blocks in Redis (waiting is pub/sub with its own timeout), so a
     # read that takes 30 s is a dead connection: time out and reconnect, never hang.
-    options: dict[str, Any] = {"retry": retry_policy(), "health_check_interval": 30,
+    options: dict[str, Any] = {"retry": retry, "health_check_interval": 30,
                                "socket_timeout": 30.0, "socket_connect_timeout": 5.0}
     if not url.startswith("unix://"):
         options["socket_keepalive"] = True  # redis-py's unix socket connection refuses it
@@ -148,8 +202,10 @@ def _options(url: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
-def is_cluster(url: str, **kwargs: Any) -> bool:
-    probe = redis.Redis.from_url(url, **_options(url, kwargs))
+def _is_cluster(url: str, kwargs: dict[str, Any]) -> bool:
+    if not url.startswith(("redis://", "rediss://")):
+        return False
+    probe = redis.Redis.from_url(url, **_options(url, kwargs, retry_policy()))
     try:
         with map_errors():
             return probe.info("cluster").get("cluster_enabled") == 1
@@ -158,19 +214,39 @@ def is_cluster(url: str, **kwargs: Any) -> bool:
 
 
 def connect(url: str | None = None, **kwargs: Any) -> redis.Redis | redis.RedisCluster:
-    """A redis-py client for ``url`` (see module doc), checked for a safe configuration."""
+    """A redis-py client for ``url`` (see module doc), checked for a safe configuration.
+    ``kwargs`` go to redis-py (a ``retry`` there replaces RMQ's reconnect policy)."""
     url = resolve_url(url)
     try:
-        if url.startswith(("redis://", "rediss://")) and is_cluster(url, **kwargs):
-            client: Any = redis.RedisCluster.from_url(url, **_options(url, kwargs))
-        else:
-            client = redis.Redis.from_url(url, **_options(url, kwargs))
+        kind: Any = redis.RedisCluster if _is_cluster(url, kwargs) else redis.Redis
+        client = kind.from_url(url, **_options(url, kwargs, retry_policy()))
         _warn_if_unsafe(client)
     except ResponseError as exc:
         if not str(exc).startswith(_DATABASE_REFUSALS):
             raise
         raise _database_refused(url, exc) from None
     return client
+
+
+async def open_async(url: str | None, **kwargs: Any) -> tuple[str, AsyncRedis]:
+    """The resolved URL and a ``redis.asyncio`` client for it (cluster detected, the server
+    checked as :func:`connect` does). A ``retry`` among ``kwargs`` must be an
+    ``redis.asyncio`` Retry."""
+    # Resolving may start the embedded server and the check is sync redis-py: it runs once
+    # per client, so a thread is cheap enough.
+    resolved = await asyncio.to_thread(resolve_url, url)
+    sync_options = {k: v for k, v in kwargs.items() if k != "retry"}
+    probe = await asyncio.to_thread(connect, resolved, **sync_options)
+    kind: Any = aredis.RedisCluster if isinstance(probe, redis.RedisCluster) else aredis.Redis
+    probe.close()
+    return resolved, kind.from_url(resolved, **_options(resolved, kwargs, async_retry_policy()))
+
+
+def open_async_node(url: str, **kwargs: Any) -> aredis.Redis:
+    """A ``redis.asyncio`` client of the one server ``url`` names, even if it is a cluster
+    node: what a pub/sub subscription needs (redis-py before 8 has no cluster pub/sub for
+    asyncio; a cluster forwards every PUBLISH to every node, so any node will do)."""
+    return aredis.Redis.from_url(url, **_options(url, kwargs, async_retry_policy()))
 
 
 _warned: set[tuple[str, str]] = set()
@@ -205,17 +281,17 @@ def _warn_if_unsafe(client: Any) -> None:
             _warned.add((where, "evict"))
             warnings.warn(f"Redis at {where} has maxmemory-policy {policy!r}: it may evict "
                           "queued messages; set it to 'noeviction'", RuntimeWarning,
-                          stacklevel=3)
+                          stacklevel=4)
         if not aof and not _text(config.get("save", "")).strip() and (
                 where, "persist") not in _warned:
             _warned.add((where, "persist"))
             warnings.warn(f"Redis at {where} has no append-only file and no snapshots: a "
                           "restart loses every queued message; set appendonly yes",
-                          RuntimeWarning, stacklevel=3)
+                          RuntimeWarning, stacklevel=4)
 
 
 class map_errors:  # noqa: N801 - used as a context manager, reads as a phrase
-    """Turn redis-py's connection and OOM errors into RMQ's typed errors."""
+    """Turn redis-py's connection, OOM and ACL errors into RMQ's typed errors."""
 
     def __enter__(self) -> None:
         return None
@@ -238,7 +314,37 @@ class map_errors:  # noqa: N801 - used as a context manager, reads as a phrase
         return False
 
 
-class SyncExecutor:
+def _evalsha_args(call: Call) -> tuple[Any, ...]:
+    assert call.script is not None
+    return (call.script.sha, len(call.keys), *call.keys, *call.args)
+
+
+def _eval_args(call: Call) -> tuple[Any, ...]:
+    assert call.script is not None
+    return (call.script.source, len(call.keys), *call.keys, *call.args)
+
+
+def _queue(pipe: Any, batch: list[Call]) -> None:
+    for call in batch:
+        if call.script is None:
+            pipe.execute_command(*call.args)
+        else:
+            pipe.evalsha(*_evalsha_args(call))
+
+
+def _not_run(results: list[Any]) -> list[int]:
+    """Indexes of a pipeline's calls that did not run because the server lacked the script
+    (first use on this server, or it restarted); any other error is raised."""
+    missing = []
+    for i, result in enumerate(results):
+        if isinstance(result, NoScriptError):
+            missing.append(i)
+        elif isinstance(result, Exception):
+            raise result
+    return missing
+
+
+class Executor:
     """Executes batches of :class:`Call` on a redis-py client (single node or cluster)."""
 
     def __init__(self, client: redis.Redis | redis.RedisCluster):
@@ -249,29 +355,44 @@ class SyncExecutor:
         with map_errors():
             if self.cluster or len(batch) == 1:
                 return [self._one(call) for call in batch]
-            return self._pipelined(batch)
+            pipe = self.client.pipeline(transaction=False)
+            _queue(pipe, batch)
+            results: list[Any] = pipe.execute(raise_on_error=False)
+            for i in _not_run(results):
+                results[i] = self._one(batch[i])
+            return results
 
     def _one(self, call: Call) -> Any:
         if call.script is None:
             return self.client.execute_command(*call.args)
         try:
-            return self.client.evalsha(call.script.sha, len(call.keys), *call.keys, *call.args)
-        except NoScriptError:
-            # First use on this server, or it restarted: EVAL also caches it for next time.
-            return self.client.eval(call.script.source, len(call.keys), *call.keys, *call.args)
+            return self.client.evalsha(*_evalsha_args(call))
+        except NoScriptError:  # EVAL also caches the script for next time
+            return self.client.eval(*_eval_args(call))
 
-    def _pipelined(self, batch: list[Call]) -> list[Any]:
-        pipe = self.client.pipeline(transaction=False)
-        for call in batch:
-            if call.script is None:
-                pipe.execute_command(*call.args)
-            else:
-                pipe.evalsha(call.script.sha, len(call.keys), *call.keys, *call.args)
-        results = pipe.execute(raise_on_error=False)
-        for i, result in enumerate(results):
-            if isinstance(result, NoScriptError):
-                results[i] = self._one(batch[i])  # it did not run; run it now
-            elif isinstance(result, Exception):
-                raise result
-        return results
 
+class AsyncExecutor:
+    """:class:`Executor` on a ``redis.asyncio`` client."""
+
+    def __init__(self, client: AsyncRedis):
+        self.client = client
+        self.cluster = isinstance(client, aredis.RedisCluster)
+
+    async def __call__(self, batch: list[Call]) -> list[Any]:
+        with map_errors():
+            if self.cluster or len(batch) == 1:
+                return [await self._one(call) for call in batch]
+            pipe = self.client.pipeline(transaction=False)
+            _queue(pipe, batch)
+            results: list[Any] = await pipe.execute(raise_on_error=False)
+            for i in _not_run(results):
+                results[i] = await self._one(batch[i])
+            return results
+
+    async def _one(self, call: Call) -> Any:
+        if call.script is None:
+            return await self.client.execute_command(*call.args)
+        try:
+            return await self.client.evalsha(*_evalsha_args(call))
+        except NoScriptError:  # EVAL also caches the script for next time
+            return await self.client.eval(*_eval_args(call))

@@ -1,75 +1,96 @@
-"""``rmq.Client``: the synchronous entry point (SPEC §2-4)."""
+"""``rmq.Client``: the synchronous entry point (SPEC §2-4).
+
+Every method runs one flow of :class:`~rmq.client.base.BaseClient`; what this class adds is
+how effects are performed: round trips on a redis-py connection, registry loads shared by
+threads, the threads' group commit, and sleeping on a pub/sub connection.
+"""
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 
-from ..errors import InvalidMessage, UnknownTopic
-from ..message import DeadLetter, Message, SendCounts, SendResult
-from ..settings import DEFAULT_GROUP, TopicSettings, check_group_name, check_topic_name
-from ..storage import queue as queue_ops
-from ..storage import registry
-from ..storage.calls import Op, drive
-from ..storage.registry import ConsumerInfo, TopicInfo
-from ..storage.snapshot import SnapshotRow, snapshot_slot
-from ..storage.stats import TopicStats, collect
+from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
+from ..runtime import Consumer, run_all
+from ..settings import DEFAULT_GROUP, TopicSettings
+from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
+from ..storage.snapshot import SnapshotRow
+from ..storage.stats import TopicStats
+from .base import MISSING, BaseClient, Commit, Flow, Load, Sleep, Subscribe
+from .clock import Clock, system_clock
 from .coalesce import SendCoalescer
-from .connection import SyncExecutor, connect, resolve_url
-from .outgoing import MISSING, prepare, prepare_batch
+from .connection import Executor, connect, resolve_url
 from .waiter import Waiter
 
-__all__ = ["Client", "Clock", "system_clock"]
+__all__ = ["Client"]
 
-Clock = Callable[[], int]
-
-
-def system_clock() -> int:
-    """Wall-clock epoch milliseconds. Producers and consumers must agree on time (run NTP):
-    due times and leases are compared across machines."""
-    return time.time_ns() // 1_000_000
+T = TypeVar("T")
+Handler = TypeVar("Handler", bound=Callable[..., Any])
 
 
-def check_count(count: object) -> int:
-    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 10_000:
-        raise InvalidMessage(f"count must be an integer from 1 to 10000, got {count!r}")
-    return count
-
-
-class Client:
+class Client(BaseClient):
     """A connection to RMQ. Thread-safe; one per process is enough.
 
     ``url``: a ``redis://``, ``rediss://`` or ``unix://`` URL of a Redis 7+ server or of any
     node of a Redis Cluster; None uses ``RMQ_REDIS_URL``, else the embedded server that RMQ
     starts itself. ``clock`` returns epoch ms (tests pass a controllable one).
     ``registry_ttl``: how long topic settings and bindings are cached, in seconds: changes
-    made elsewhere reach this client within that time.
+    made elsewhere reach this client within that time. Other keyword arguments go to
+    redis-py (a ``retry`` there replaces RMQ's reconnect policy).
     """
 
     def __init__(self, url: str | None = None, *, clock: Clock = system_clock,
                  registry_ttl: float = 1.0, **redis_options: Any):
+        super().__init__(clock=clock, registry_ttl=registry_ttl)
         self.url = resolve_url(url)  # what None resolved to: hand it to other processes
         self.redis = connect(self.url, **redis_options)
-        self.clock = clock
-        self.registry_ttl = registry_ttl
-        self._execute = SyncExecutor(self.redis)
-        self._cache: dict[str, tuple[float, TopicInfo]] = {}
-        self._lock = threading.Lock()
+        self.is_cluster = isinstance(self.redis, redis.RedisCluster)
+        self._execute = Executor(self.redis)
+        self._loading: dict[str, threading.Lock] = {}
         self._waiters: dict[str, Waiter] = {}
-        self._handlers: list[Any] = []
+        self._waiters_lock = threading.Lock()
+        self._decorated: list[Consumer] = []
         # concurrent single sends from several threads share round trips (coalesce.py)
         self._sends = SendCoalescer(self._run)
 
-    @property
-    def is_cluster(self) -> bool:
-        return isinstance(self.redis, redis.RedisCluster)
+    def _run(self, flow: Flow[T]) -> T:
+        """Run ``flow`` to its value, performing each effect it yields."""
+        try:
+            effect = next(flow)
+            while True:
+                try:
+                    result = self._perform(effect)
+                except Exception as exc:  # the flow may handle it (recover skips a topic)
+                    effect = flow.throw(exc)
+                else:
+                    effect = flow.send(result)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
 
-    def _run(self, op: Op[Any]) -> Any:
-        return drive(op, self._execute)
+    def _perform(self, effect: Any) -> Any:
+        kind = type(effect)
+        if kind is list:
+            return self._execute(effect) if effect else []
+        if kind is Commit:
+            return self._sends.send(*effect)
+        if kind is Load:
+            return self._load_topic(effect.topic, effect.fresh)
+        if kind is Subscribe:
+            return self.waiter(effect.topic).drain()
+        if kind is Sleep:
+            return self.waiter(effect.topic).wait(effect.seconds)
+        raise TypeError(f"not an effect: {effect!r}")
+
+    def _load_topic(self, name: str, fresh: bool) -> TopicInfo:
+        if fresh:
+            return self._run(self._load(name))
+        # Threads that find the entry stale together share one load: the first loads, the
+        # others find it cached when the lock is theirs.
+        with self._loading.setdefault(name, threading.Lock()):
+            return self._cached(name) or self._run(self._load(name))
 
     def close(self) -> None:
         """Close the connections (and any wake-up subscriptions)."""
@@ -88,70 +109,57 @@ class Client:
     def create_topic(self, name: str, **settings: Any) -> TopicSettings:
         """Register a topic (SPEC §1 settings). Idempotent for the same settings; other
         settings for an existing topic raise TopicConflict."""
-        check_topic_name(name)
-        created = self._run(registry.create_topic(name, TopicSettings.build(**settings)))
-        self._cache.pop(name, None)
-        return created
+        return self._run(self._create_topic(name, settings))
 
     def alter_topic(self, name: str, **changes: Any) -> TopicSettings:
         """Change settings of a topic (not ``slots``); consumers see it within seconds."""
-        check_topic_name(name)
-        altered = self._run(registry.alter_topic(name, changes))
-        self._cache.pop(name, None)
-        return altered
+        return self._run(self._alter_topic(name, changes))
 
     def delete_topic(self, name: str) -> None:
         """Delete a topic and every message it holds, in every state."""
-        info = self.topic(name, fresh=True)
-        self._run(registry.delete_topic(info))
-        self._cache.pop(name, None)
+        self._run(self._delete_topic(name))
 
     def topics(self) -> list[str]:
         """Names of every registered topic."""
-        return self._run(registry.list_topics())
+        return self._run(self._topics())
 
     def topic(self, name: str, *, fresh: bool = False) -> TopicInfo:
         """The topic's registry entry (cached for ``registry_ttl`` unless ``fresh``)."""
-        check_topic_name(name)
-        now = time.monotonic()
-        cached = self._cache.get(name)
-        if cached and not fresh and cached[0] > now:
-            return cached[1]
-        info = self._run(registry.load_info(name))
-        self._cache[name] = (now + self.registry_ttl, info)
-        return info
+        return self._run(self._topic(name, fresh))
 
     def bind(self, topic: str, group: str) -> bool:
         """Bind ``group`` to ``topic``: it receives every message sent from now on.
         Returns False if it was bound already."""
-        self.topic(topic)
-        added = self._run(registry.bind(topic, check_group_name(group)))
-        self._cache.pop(topic, None)
-        return added
+        return self._run(self._bind(topic, group, True))
 
     def unbind(self, topic: str, group: str) -> bool:
         """Stop delivering new messages to ``group``; what it holds stays until purged."""
-        self.topic(topic)
-        removed = self._run(registry.unbind(topic, check_group_name(group)))
-        self._cache.pop(topic, None)
-        return removed
+        return self._run(self._bind(topic, group, False))
 
     def pause(self, topic: str) -> None:
         """Consumers stop claiming from ``topic`` (sends are still accepted)."""
-        self.topic(topic)
-        self._run(registry.set_paused(topic, True))
-        self._cache.pop(topic, None)
+        self._run(self._set_paused(topic, True))
 
     def resume(self, topic: str) -> None:
-        self.topic(topic)
-        self._run(registry.set_paused(topic, False))
-        self._cache.pop(topic, None)
+        """Consumers claim from ``topic`` again."""
+        self._run(self._set_paused(topic, False))
 
     def consumers(self, topic: str, dead_after: float = 10.0) -> list[ConsumerInfo]:
         """Registered consumers of ``topic``; ``alive`` is false after ``dead_after`` s of
         silence."""
-        self.topic(topic)
-        return self._run(registry.list_consumers(topic, time.time(), dead_after))
+        return self._run(self._consumers(topic, dead_after))
+
+    def heartbeat(self, state: ConsumerState) -> None:
+        """Report a running consumer to the registry (the worker runtime calls this)."""
+        self._run(self._heartbeat(state))
+
+    def forget_consumer(self, topic: str, consumer_id: str) -> None:
+        """Remove a consumer from the registry (it stopped)."""
+        self._run(self._forget_consumer(topic, consumer_id))
+
+    def wake(self, topic: str) -> None:
+        """Wake every consumer sleeping on ``topic`` (for instance to see that it stops)."""
+        self._run(self._wake(topic))
 
     # -- sending ------------------------------------------------------------------------
 
@@ -161,24 +169,16 @@ class Client:
              key: bytes | str | None = None) -> SendResult:
         """Send one message (SPEC §2). Merges into an identical pending message of each group
         (earliest due time and highest priority win); never into one in flight. Sends made
-        at once from several threads travel together (group commit, ``rmq.coalesce``)."""
-        info = self.topic(topic)
-        now = self.clock()
-        message = prepare(info.settings, now, body, json=json, priority=priority,
-                          delay_ms=delay_ms, deliver_at=deliver_at, slot_basis=slot_basis,
-                          key=key)
-        merged = self._sends.send(topic, tuple(info.groups), message, now)
-        return SendResult(message.slot, merged)
+        at once from several threads travel together (group commit, ``coalesce.py``)."""
+        return self._run(self._send(topic, body, {
+            "json": json, "priority": priority, "delay_ms": delay_ms, "deliver_at": deliver_at,
+            "slot_basis": slot_basis, "key": key}))
 
     def send_many(self, topic: str, items: Iterable[Any]) -> SendCounts:
         """Send a batch: each item a body, or a dict of ``send`` options (``body`` or
         ``json`` plus any others). Validated whole before anything is written; travels as
         one script call per slot."""
-        info = self.topic(topic)
-        now = self.clock()
-        batch = prepare_batch(info.settings, now, items)
-        merged = self._run(queue_ops.send(topic, info.groups, batch, now))
-        return SendCounts(len(batch), sum(merged))
+        return self._run(self._send_many(topic, items))
 
     # -- consuming ------------------------------------------------------------------------
 
@@ -192,45 +192,19 @@ class Client:
         A paused topic yields nothing. ``ack``: deliveries to acknowledge first, in the same
         round trip (a loop's previous batch; use ``ack()`` to learn how many still held
         their lease)."""
-        deadline = None if wait is None else time.monotonic() + wait
-        waiter = None
-        while True:
-            messages, next_due = self.claim_until(topic, group, count, lease=lease, ack=ack)
-            ack = ()
-            if messages or deadline is None:
-                return messages
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return messages
-            if waiter is None:
-                # Subscribe, then claim again: a send between the two is not missed.
-                waiter = self.waiter(topic)
-                waiter.drain()
-                continue
-            if next_due is not None:
-                remaining = min(remaining, max(0.0, (next_due - self.clock()) / 1000))
-            waiter.wait(remaining)
+        return self._run(self._claim(topic, group, count, lease, wait, ack))
 
-    def claim_until(self, topic: str, group: str = DEFAULT_GROUP, count: int = 100, *,
-                    lease: float | None = None, ack: Message | Sequence[Message] = ()
-                    ) -> tuple[list[Message], int | None]:
-        """``claim`` without waiting, also returning, when fewer than ``count`` were due, the
-        epoch ms at which the next delayed message falls due (None if there is none): what
-        a consumer needs to know how long it may sleep."""
-        info = self.topic(topic)
-        check_group_name(group)
-        check_count(count)
-        acks = [ack] if isinstance(ack, Message) else list(ack)
-        if info.paused:
-            self.ack(acks)
-            return [], None
-        return self._run(queue_ops.with_acks(acks, not self.is_cluster, queue_ops.claim(
-            topic, group, info.settings, count, self.clock(),
-            lease or info.settings.visibility_timeout, not self.is_cluster)))
+    def claim_due(self, topic: str, group: str = DEFAULT_GROUP, count: int = 100, *,
+                  lease: float | None = None, ack: Message | Sequence[Message] = ()
+                  ) -> Claimed:
+        """``claim`` that never waits, and also says when the next delayed message falls
+        due if fewer than ``count`` were due now: what a consumer loop needs to know how
+        long it may sleep."""
+        return self._run(self._claim_due(topic, group, count, lease, ack))
 
     def waiter(self, topic: str) -> Waiter:
         """A subscription that wakes when ``topic`` gets new ready work (one per topic)."""
-        with self._lock:
+        with self._waiters_lock:
             if topic not in self._waiters:
                 self._waiters[topic] = Waiter(self.redis, topic)
             return self._waiters[topic]
@@ -238,96 +212,68 @@ class Client:
     def ack(self, messages: Message | Sequence[Message]) -> int:
         """Acknowledge: the messages are done and removed. Returns how many still held their
         lease (a late ack, after the lease expired, changes nothing: it is redelivered)."""
-        batch = [messages] if isinstance(messages, Message) else list(messages)
-        return self._run(queue_ops.ack(batch, not self.is_cluster)) if batch else 0
+        return self._run(self._ack(messages))
 
     def nack(self, message: Message, error: str | BaseException = "failed") -> str | None:
         """The delivery failed: retried after the backoff, or dead-lettered once delivered
         1 + max_retries times. Returns "retried", "dead", or None if the lease was gone."""
-        info = self.topic(message.topic)
-        text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-        return self._run(queue_ops.fail(message, text, info.settings, self.clock()))
+        return self._run(self._nack(message, error))
 
     def release(self, messages: Sequence[Message]) -> int:
         """Give back deliveries not yet started, at their old place, without counting an
         attempt. Returns how many were given back."""
-        return self._run(queue_ops.release(messages, self.clock())) if messages else 0
+        return self._run(self._release(messages))
 
     def extend(self, messages: Message | Sequence[Message], seconds: float) -> list[bool]:
         """Extend leases to ``seconds`` from now; per message, False if its lease was lost."""
-        batch = [messages] if isinstance(messages, Message) else list(messages)
-        if not batch:
-            return []
-        return self._run(queue_ops.extend(batch, self.clock() + int(seconds * 1000)))
+        return self._run(self._extend(messages, seconds))
 
     def recover(self, topic: str | None = None) -> int:
         """Return expired leases to pending now (of ``topic``, or of every topic), counting
         the attempt. Returns how many deliveries were recovered."""
-        names = [topic] if topic is not None else self.topics()
-        total = 0
-        for name in names:
-            try:
-                info = self.topic(name)
-            except UnknownTopic:
-                if topic is not None:
-                    raise
-                continue
-            retried, dead = self._run(queue_ops.recover(
-                name, registry.groups_with_data(info), info.settings, self.clock()))
-            total += retried + dead
-        return total
+        return self._run(self._recover(topic))
 
     def dead_letters(self, topic: str, group: str = DEFAULT_GROUP) -> list[DeadLetter]:
         """The group's dead letters, oldest first."""
-        info = self.topic(topic)
-        return self._run(queue_ops.dead_letters(topic, check_group_name(group), info.settings))
+        return self._run(self._dead_letters(topic, group))
 
     def requeue_dead(self, topic: str, group: str = DEFAULT_GROUP,
                      ids: Iterable[str] | None = None) -> int:
         """Put dead letters (``ids``, or all) back to ready with attempts reset."""
-        info = self.topic(topic)
-        return self._run(queue_ops.requeue_dead(topic, check_group_name(group), info.settings,
-                                                None if ids is None else list(ids), self.clock()))
+        return self._run(self._requeue_dead(topic, group, ids))
 
     def purge_dead(self, topic: str, group: str = DEFAULT_GROUP) -> int:
         """Delete the group's dead letters; returns how many."""
-        info = self.topic(topic)
-        return self._run(queue_ops.purge_dead(topic, check_group_name(group), info.settings))
+        return self._run(self._purge_dead(topic, group))
 
     def stats(self, topic: str) -> TopicStats:
         """Per group and slot: delayed, ready by priority, in flight, dead, oldest ready age,
         and the counters sent, merged, acked, retried, dead."""
-        info = self.topic(topic, fresh=True)
-        return self._run(collect(topic, registry.groups_with_data(info), info.settings.slots,
-                                 info.paused, self.clock()))
+        return self._run(self._stats(topic))
 
     def snapshot(self, topic: str, *, groups: Sequence[str] | None = None,
                  slots: Sequence[int] | None = None) -> Iterator[SnapshotRow]:
         """Every message the topic holds, in every state including dead letters, without
         changing anything; read one (group, slot) at a time. A message that changes state
         during the read may show twice or not at all."""
-        info = self.topic(topic, fresh=True)
-        for group in groups or registry.groups_with_data(info):
-            for slot in slots if slots is not None else range(info.settings.slots):
-                yield from self._run(snapshot_slot(topic, group, slot, self.clock()))
+        for group, slot in self._run(self._snapshot_parts(topic, groups, slots)):
+            yield from self._run(self._snapshot_part(topic, group, slot))
 
     # -- worker runtime -------------------------------------------------------------------
 
-    def handler(self, topic: str, **options: Any) -> Callable[[Callable[..., Any]], Any]:
+    def handler(self, topic: str, **options: Any) -> Callable[[Handler], Handler]:
         """Decorator: ``@client.handler("topic", group=..., concurrency=...)`` makes the
-        function a consumer of ``topic``; ``client.run()`` runs every decorated consumer."""
-        from ..runtime import Consumer
+        function a consumer of ``topic`` (its ``consumer`` attribute); ``client.run()`` runs
+        every decorated consumer. The function itself is returned unchanged."""
 
-        def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+        def decorate(function: Handler) -> Handler:
             consumer = Consumer(self, topic, function, **options)
             function.consumer = consumer  # type: ignore[attr-defined]
-            self._handlers.append(consumer)
+            self._decorated.append(consumer)
             return function
 
         return decorate
 
     def run(self) -> None:
         """Run every ``@handler`` consumer until SIGINT/SIGTERM, then shut down gracefully."""
-        from ..runtime import run_all
-
-        run_all(self._handlers)
+        run_all(self._decorated)

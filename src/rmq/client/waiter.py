@@ -3,23 +3,28 @@
 The scripts publish on the channel only when a sleeping consumer has something new to do
 (work became ready where there was none, an earlier due time, a released key), so the
 channel is quiet under load and a consumer never polls while idle.
+
+:class:`Waiter` (threads) and :class:`AsyncWaiter` (asyncio) have one interface:
+``wait(timeout)`` sleeps until woken or the timeout passes, ``drain()`` forgets wake-ups
+already received, ``close()`` ends the subscription.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 from typing import Any
 
 from ..storage.keys import wake_channel
-from .connection import map_errors
+from .connection import AsyncRedis, map_errors
 
-__all__ = ["Waiter"]
+__all__ = ["Waiter", "AsyncWaiter"]
 
 
 class Waiter:
-    """A subscription to one topic's wake channel. ``wait`` is safe from one thread at a
-    time; the lock makes concurrent waiters take turns."""
+    """A subscription to one topic's wake channel, for threads. ``wait`` is safe from one
+    thread at a time; the lock makes concurrent waiters take turns."""
 
     def __init__(self, client: Any, topic: str):
         self._pubsub = client.pubsub(ignore_subscribe_messages=True)
@@ -45,3 +50,41 @@ class Waiter:
     def close(self) -> None:
         with contextlib.suppress(Exception):  # closing a broken connection is not an error
             self._pubsub.close()
+
+
+class AsyncWaiter:
+    """:class:`Waiter` for asyncio tasks; open one with :meth:`subscribe`."""
+
+    def __init__(self, pubsub: Any, node: AsyncRedis):
+        self._pubsub = pubsub
+        self._node = node
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    async def subscribe(cls, node: AsyncRedis, topic: str) -> AsyncWaiter:
+        """Subscribe on ``node``, a client of one server that the waiter owns from now on."""
+        pubsub = node.pubsub(ignore_subscribe_messages=True)
+        with map_errors():
+            await pubsub.subscribe(wake_channel(topic))
+            # Wait for the subscription to be confirmed: only then is no publish missed.
+            await pubsub.get_message(timeout=1.0, ignore_subscribe_messages=False)
+        return cls(pubsub, node)
+
+    async def wait(self, timeout: float) -> bool:
+        """Sleep until woken or ``timeout`` seconds pass; True when woken."""
+        async with self._lock:
+            with map_errors():
+                woke = await self._pubsub.get_message(timeout=max(0.0, timeout)) is not None
+            await self.drain()
+            return woke
+
+    async def drain(self) -> None:
+        """Forget wake-ups already received (the caller is about to look for work anyway)."""
+        with map_errors():
+            while await self._pubsub.get_message(timeout=0.0) is not None:
+                pass
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):  # closing a broken connection is not an error
+            await self._pubsub.aclose()
+            await self._node.aclose()

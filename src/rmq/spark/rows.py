@@ -49,7 +49,7 @@ READ_SCHEMA = (
     .add("attempts", IntegerType(), False)
     .add("key", BinaryType(), True)
     .add("body", BinaryType(), False)
-    .add("delivery_id", StringType(), True)
+    .add("id", StringType(), True)
     .add("lease_until", TimestampType(), True)
     .add("error", StringType(), True)
     .add("dead_at", TimestampType(), True)
@@ -84,7 +84,7 @@ def _timestamp(ms: int | None) -> datetime | None:
 def snapshot_row(row: SnapshotRow) -> tuple[Any, ...]:
     """A ``Client.snapshot`` row as a row of :data:`READ_SCHEMA`."""
     return (row.topic, row.group, row.slot, row.state, row.priority, _timestamp(row.due_at),
-            row.attempts, row.key, row.body, row.delivery_id, _timestamp(row.lease_until),
+            row.attempts, row.key, row.body, row.id, _timestamp(row.lease_until),
             row.error, _timestamp(row.dead_at))
 
 
@@ -93,7 +93,7 @@ def delivery_row(message: Message) -> tuple[Any, ...]:
     ``lease_until``: the streaming query keeps extending it until the batch commits)."""
     return (message.topic, message.group, message.slot, "in_flight", message.priority,
             _timestamp(message.due_at), message.attempts, message.key, message.body,
-            message.delivery_id, None, None, None)
+            message.id, None, None, None)
 
 
 def check_write_schema(schema: StructType) -> tuple[str, ...]:

@@ -2,19 +2,20 @@
 
 An operation is a generator: it yields a list of :class:`Call` (one round trip's worth,
 pipelined where the deployment allows), receives their results in order, and finally returns
-its value. :func:`drive` runs one against a synchronous executor; ``rmq.aio`` has the async
-twin. This keeps one implementation of every operation for both clients.
+its value. The clients run them (``rmq.client``: each performs a batch as one round trip,
+awaited or not), which keeps one implementation of every operation for both clients, and
+lets tests of pure logic feed an operation its replies without Redis.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .scripts import Script
 
-__all__ = ["Call", "Op", "drive", "together", "command", "script_call"]
+__all__ = ["Call", "Op", "together", "command", "script_call"]
 
 T = TypeVar("T")
 
@@ -37,17 +38,6 @@ def command(*args: Any) -> Call:
 
 def script_call(script: Script, keys: Sequence[str], args: Sequence[Any]) -> Call:
     return Call(tuple(args), script, tuple(keys))
-
-
-def drive(op: Op[T], execute: Callable[[list[Call]], list[Any]]) -> T:
-    """Run ``op`` to completion, executing each batch it yields with ``execute``."""
-    try:
-        batch = next(op)
-        while True:
-            batch = op.send(execute(batch) if batch else [])
-    except StopIteration as done:
-        return done.value
-
 
 
 def together(ops: list[Op[Any]]) -> Op[list[Any]]:

@@ -35,6 +35,7 @@ __all__ = [
     "dead_letters",
     "requeue_dead",
     "purge_dead",
+    "wake",
 ]
 
 T = TypeVar("T")
@@ -132,7 +133,7 @@ def _claim_keys(topic: str, group: str, slots: tuple[int, ...]) -> tuple[str, ..
 
 
 def _claimed(topic: str, group: str, slots: Sequence[int], reply: list[Any],
-             lease_until: float) -> list[Message]:
+             lease_until: int) -> list[Message]:
     out = []
     fields = iter(reply)
     next(fields)  # next_due
@@ -153,7 +154,7 @@ def claim(topic: str, group: str, settings: TopicSettings, count: int, now: int,
     lease_ms = _ms(lease)
     window = max(count, _SERIAL_SCAN) if settings.serial_keys else count
     base = [now, 0, lease_ms, int(settings.serial_keys), _PROMOTE_LIMIT, 0]
-    lease_until = (now + lease_ms) / 1000
+    lease_until = now + lease_ms
     if one_call:
         slots = list(range(settings.slots))
         args = base[:]
@@ -195,7 +196,7 @@ def ack(messages: Iterable[Message], one_call: bool) -> Op[int]:
         args: list[Any] = [wake_channel(topic)]
         for slot, ms in slots:
             keys += _group_keys(topic, slot, group)
-            args += (len(ms), *(m.id for m in ms))
+            args += (len(ms), *(m.seq for m in ms))
         calls.append(script_call(script("ack"), keys, args))
     results = yield calls
     return sum(results)
@@ -223,7 +224,7 @@ def _by_group(messages: Iterable[Message], one_call: bool
 def fail(message: Message, error: str, settings: TopicSettings, now: int) -> Op[str | None]:
     """A failed delivery: "retried", "dead", or None if its lease was already gone."""
     slot_keys = SlotKeys(message.topic, message.slot)
-    args = [now, wake_channel(message.topic), *_retry_args(settings), message.id, error]
+    args = [now, wake_channel(message.topic), *_retry_args(settings), message.seq, error]
     (reply,) = yield [script_call(script("fail"),
                                   [slot_keys.clock, *slot_keys.group(message.group).all()], args)]
     retried, dead = reply
@@ -236,7 +237,7 @@ def release(messages: Iterable[Message], now: int) -> Op[int]:
     for (t, g, s), ms in _by_slot(messages).items():
         slot_keys = SlotKeys(t, s)
         calls.append(script_call(script("release"), [slot_keys.clock, *slot_keys.group(g).all()],
-                                 [now, wake_channel(t), *(m.id for m in ms)]))
+                                 [now, wake_channel(t), *(m.seq for m in ms)]))
     results = yield calls
     return sum(results)
 
@@ -246,15 +247,15 @@ def extend(messages: Sequence[Message], until_ms: int) -> Op[list[bool]]:
     grouped = _by_slot(messages)
     calls = [
         script_call(script("extend"), [SlotKeys(t, s).group(g).leases],
-                    [until_ms, *(m.id for m in ms)])
+                    [until_ms, *(m.seq for m in ms)])
         for (t, g, s), ms in grouped.items()
     ]
     results = yield calls
     held: dict[tuple[str, str, int, int], bool] = {}
     for ((t, g, s), ms), flags in zip(grouped.items(), results, strict=True):
         for m, flag in zip(ms, flags, strict=True):
-            held[(t, g, s, m.id)] = bool(flag)
-    return [held[(m.topic, m.group, m.slot, m.id)] for m in messages]
+            held[(t, g, s, m.seq)] = bool(flag)
+    return [held[(m.topic, m.group, m.slot, m.seq)] for m in messages]
 
 
 def recover(topic: str, groups: Sequence[str], settings: TopicSettings,
@@ -322,3 +323,8 @@ def purge_dead(topic: str, group: str, settings: TopicSettings) -> Op[int]:
             calls += [command("HDEL", k.dead, *ids), command("ZREM", k.dead_index, *ids)]
     results = yield calls
     return sum(results[0::2])
+
+
+def wake(topic: str) -> Op[None]:
+    """Wake every consumer sleeping on the topic's wake-up channel (to see a change)."""
+    yield [command("PUBLISH", wake_channel(topic), "wake")]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..errors import TopicConflict, UnknownTopic
@@ -17,6 +17,7 @@ from .keys import TOPICS, RegistryKeys, SlotKeys
 
 __all__ = [
     "TopicInfo",
+    "ConsumerState",
     "ConsumerInfo",
     "load_info",
     "create_topic",
@@ -49,12 +50,12 @@ class TopicInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class ConsumerInfo:
-    """A consumer's last heartbeat; ``alive`` is false once heartbeats stop arriving.
+class ConsumerState:
+    """What a running consumer reports in each heartbeat.
 
-    ``concurrency``: handlers it runs at once; ``in_flight``: messages it held (claimed and
-    not yet settled) at its last heartbeat; ``handled`` and ``failed``: handler runs that
-    succeeded and failed since it started. Times are epoch seconds.
+    ``concurrency``: handlers it runs at once; ``in_flight``: messages it holds (claimed and
+    not yet settled); ``handled`` and ``failed``: handler runs that succeeded and failed
+    since it started at ``started_at`` (epoch ms).
     """
 
     id: str
@@ -62,8 +63,25 @@ class ConsumerInfo:
     group: str
     host: str
     pid: int
-    started_at: float
-    last_seen: float
+    started_at: int
+    concurrency: int
+    in_flight: int
+    handled: int
+    failed: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerInfo:
+    """A consumer's last heartbeat (see :class:`ConsumerState`), seen at ``last_seen`` (epoch
+    ms); ``alive`` is false once heartbeats stop arriving."""
+
+    id: str
+    topic: str
+    group: str
+    host: str
+    pid: int
+    started_at: int
+    last_seen: int
     concurrency: int
     in_flight: int
     handled: int
@@ -153,24 +171,28 @@ def set_paused(name: str, paused: bool) -> Op[None]:
     yield [command("SET", key, "1") if paused else command("DEL", key)]
 
 
-def heartbeat(name: str, consumer_id: str, record: dict[str, Any]) -> Op[None]:
-    yield [command("HSET", RegistryKeys(name).consumers, consumer_id, json.dumps(record))]
+def heartbeat(state: ConsumerState, now: int) -> Op[None]:
+    """Record ``state`` as seen at ``now`` (epoch ms)."""
+    record = {**asdict(state), "last_seen": now}
+    del record["id"], record["topic"]
+    yield [command("HSET", RegistryKeys(state.topic).consumers, state.id, json.dumps(record))]
 
 
 def forget_consumer(name: str, consumer_id: str) -> Op[None]:
     yield [command("HDEL", RegistryKeys(name).consumers, consumer_id)]
 
 
-def list_consumers(name: str, now: float, dead_after: float,
-                   forget_after: float = 3600.0) -> Op[list[ConsumerInfo]]:
-    """Consumers of the topic; silent ones longer than ``forget_after`` are dropped."""
+def list_consumers(name: str, now: int, dead_after_ms: int,
+                   forget_after_ms: int = 3_600_000) -> Op[list[ConsumerInfo]]:
+    """Consumers of the topic as of ``now`` (epoch ms); silent ones longer than
+    ``forget_after_ms`` are dropped."""
     key = RegistryKeys(name).consumers
     (records,) = yield [command("HGETALL", key)]
     consumers, stale = [], []
     for consumer_id, raw in records.items():
         record = json.loads(raw)
         age = now - record["last_seen"]
-        if age > forget_after:
+        if age > forget_after_ms:
             stale.append(consumer_id)
             continue
         consumers.append(ConsumerInfo(
@@ -178,7 +200,7 @@ def list_consumers(name: str, now: float, dead_after: float,
             pid=record["pid"], started_at=record["started_at"], last_seen=record["last_seen"],
             concurrency=record.get("concurrency", 0), in_flight=record.get("in_flight", 0),
             handled=record.get("handled", 0), failed=record.get("failed", 0),
-            alive=age <= dead_after))
+            alive=age <= dead_after_ms))
     if stale:
         yield [command("HDEL", key, *stale)]
     return sorted(consumers, key=lambda c: c.id)

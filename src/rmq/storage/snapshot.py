@@ -8,7 +8,7 @@ is modified.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 from .calls import Op, command
 from .codec import (
@@ -23,33 +23,43 @@ from .codec import (
 )
 from .keys import SlotKeys
 
-__all__ = ["SnapshotRow", "STATES", "snapshot_slot"]
+__all__ = ["SnapshotRow", "State", "snapshot_slot"]
 
-STATES = ("ready", "delayed", "in_flight", "dead")
+State = Literal["ready", "delayed", "in_flight", "dead"]
 
 
 @dataclass(frozen=True, slots=True)
 class SnapshotRow:
-    """One stored message. ``attempts`` counts deliveries so far; ``delivery_id`` is set for
-    in-flight messages and dead letters; ``lease_until`` (epoch ms) for in-flight ones;
-    ``error`` and ``dead_at`` for dead letters."""
+    """One stored message. ``attempts`` counts deliveries so far; ``id`` (``"slot-seq"``, as
+    :attr:`Message.id` and :attr:`DeadLetter.id`) is set for in-flight messages and dead
+    letters; ``lease_until`` for in-flight ones; ``error`` and ``dead_at`` for dead letters.
+    Times are epoch milliseconds."""
 
     topic: str
     group: str
     slot: int
-    state: str
+    state: State
     priority: int
     due_at: int
     attempts: int
     key: bytes | None
     body: bytes
-    delivery_id: str | None = None
+    id: str | None = None
     lease_until: int | None = None
     dead_at: int | None = None
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _scored(reply: list[Any]) -> list[tuple[bytes, float]]:
+    """(member, score) pairs of a ``ZRANGE ... WITHSCORES`` reply: redis-py 5 leaves the raw
+    command's reply flat (member, score text, ...), later versions pair it up."""
+    if reply and isinstance(reply[0], list | tuple):
+        return [(member, float(score)) for member, score in reply]
+    return [(member, float(score)) for member, score in zip(reply[0::2], reply[1::2],
+                                                            strict=True)]
 
 
 def snapshot_slot(topic: str, group: str, slot: int, now: int) -> Op[list[SnapshotRow]]:
@@ -64,8 +74,8 @@ def snapshot_slot(topic: str, group: str, slot: int, now: int) -> Op[list[Snapsh
     ]
     rows: list[SnapshotRow] = []
 
-    def pending(state: str, entries: list[tuple[bytes, float]], due: Any, prio: Any) -> None:
-        for member, score in entries:
+    def pending(state: State, entries: list[Any], due: Any, prio: Any) -> None:
+        for member, score in _scored(entries):
             body, key = decode_member(member)
             due_at = due(score) if state == "delayed" else min(due(score), now)
             rows.append(SnapshotRow(topic, group, slot, state, prio(score), due_at,
@@ -73,7 +83,7 @@ def snapshot_slot(topic: str, group: str, slot: int, now: int) -> Op[list[Snapsh
 
     pending("ready", ready, ready_due, ready_priority)
     pending("delayed", delayed, delayed_due, delayed_priority)
-    lease_of = {member: lease_until(score) for member, score in leases}
+    lease_of = {member: lease_until(score) for member, score in _scored(leases)}
     for delivery, raw in inflight.items():
         record = parse_inflight(raw)
         body, key = decode_member(record.member)

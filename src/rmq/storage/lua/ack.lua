@@ -1,3 +1,4 @@
+#!lua flags=allow-oom,allow-cross-slot-keys
 --[[
   Acknowledge deliveries of one group: the messages are done and gone. On a single node the
   client passes every slot it has acks for in one call; on a cluster, one slot per call.
@@ -8,11 +9,12 @@
 
   Returns how many were acknowledged; an id whose lease is gone (already acknowledged, or
   expired and returned to pending) is not counted and changes nothing.
+
+  Flags: allow-oom, since acknowledging frees memory, so that consumers can drain a
+  Redis that is out of memory; allow-cross-slot-keys, since on a single node one call
+  settles the group's deliveries of every slot (on a cluster, one call per slot).
 ]]
---- @include "scores"
---- @include "member"
---- @include "records"
---- @include "pending"
+local rcall = redis.call
 --- @include "group_keys"
 --- @include "settle"
 

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom,allow-cross-slot-keys
 --[[
   Claim up to `count` due messages of one group, highest priority first, then FIFO, moving
   each into in flight with a lease. On a single node the client passes every slot of the
@@ -15,7 +16,13 @@
   Returns {next_due, then per claimed message: slot index (1-based, in KEYS order),
   delivery id, member, priority, attempts (including this one), due_ms}. next_due is the
   earliest delayed due time when fewer than `count` were claimed (-1 if none or not asked).
+
+  Flags: allow-oom, since it only moves messages already stored (into in flight), so that
+  consumers can drain a Redis that is out of memory; allow-cross-slot-keys, since on a
+  single node one call reads every slot of the topic (strict priority topic-wide; on a
+  cluster the client calls once per slot).
 ]]
+local rcall = redis.call
 --- @include "scores"
 --- @include "member"
 --- @include "records"

@@ -1,3 +1,4 @@
+#!lua
 --[[
   Send a batch of messages to one slot, into every bound group, merging duplicates.
 
@@ -9,8 +10,11 @@
                priority (0-255), due (epoch ms; <= now means ready now), n, then n members
 
   Returns one integer per message: 1 when it merged into a pending message in every group.
+
+  No flags: without allow-oom, Redis refuses the whole script when it is out of memory,
+  instead of failing at its first write and leaving a batch half sent.
 ]]
---- @include "scores"
+local rcall = redis.call
 --- @include "pending"
 --- @include "group_keys"
 

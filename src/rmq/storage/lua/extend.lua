@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
   Extend the leases of deliveries still being handled.
 
@@ -6,7 +7,11 @@
   ARGV[2..]    delivery ids
 
   Returns one integer per id: 1 if extended, 0 if the lease was already gone.
+
+  Flags: allow-oom, so that consumers draining a Redis that is out of memory keep
+  their leases.
 ]]
+local rcall = redis.call
 --- @include "scores"
 --- @include "bulk"
 

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
   Deliveries of one group in one slot failed: each goes back to pending after its retry
   backoff, or to the dead-letter queue when it has been delivered 1 + max_retries times.
@@ -12,10 +13,11 @@
   ARGV[6..]    pairs: delivery id, error text
 
   Returns {retried, dead}; ids whose lease is gone are skipped.
+
+  Flags: allow-oom, since it only moves messages already stored (back to pending or to
+  the dead letters), so that consumers can drain a Redis that is out of memory.
 ]]
---- @include "scores"
---- @include "member"
---- @include "records"
+local rcall = redis.call
 --- @include "pending"
 --- @include "group_keys"
 --- @include "settle"

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
   Return deliveries of one group in one slot whose lease expired to pending, counting the
   attempt (the consumer died, froze or lost its connection): the same path as a failure,
@@ -13,10 +14,12 @@
   ARGV[6]      at most this many leases per call
 
   Returns {retried, dead}.
+
+  Flags: allow-oom, since it only moves messages already stored (back to pending or
+  to the dead letters), so that consumers can drain a Redis that is out of memory.
 ]]
+local rcall = redis.call
 --- @include "scores"
---- @include "member"
---- @include "records"
 --- @include "pending"
 --- @include "group_keys"
 --- @include "settle"

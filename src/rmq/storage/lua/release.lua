@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
   Give claimed-but-unstarted deliveries back (a consumer shutting down): each returns to
   pending at its old place, and the delivery does not count as an attempt.
@@ -9,10 +10,12 @@
   ARGV[3..]    delivery ids
 
   Returns how many were given back.
+
+  Flags: allow-oom, since it only moves messages already stored (back to pending), so
+  that consumers shutting down can give them back on a Redis that is out of memory.
 ]]
+local rcall = redis.call
 --- @include "scores"
---- @include "member"
---- @include "records"
 --- @include "pending"
 --- @include "group_keys"
 --- @include "settle"

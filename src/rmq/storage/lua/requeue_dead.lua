@@ -1,3 +1,4 @@
+#!lua
 --[[
   Put dead letters of one group in one slot back to pending (ready now, attempts reset),
   merging with anything pending under the same member.
@@ -9,8 +10,11 @@
   ARGV[3..]    dead-letter ids; none means every dead letter of the slot
 
   Returns how many were requeued.
+
+  No flags: without allow-oom, Redis refuses the whole script when it is out of memory,
+  instead of failing at its first write and leaving half the dead letters requeued.
 ]]
---- @include "scores"
+local rcall = redis.call
 --- @include "records"
 --- @include "pending"
 --- @include "group_keys"

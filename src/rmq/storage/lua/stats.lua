@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
   Sizes of one group in one slot by state, ready counted per priority. Promotes due delayed
   messages first (their place does not depend on when that happens) so that "delayed" means
@@ -8,7 +9,11 @@
 
   Returns {delayed, in_flight, dead, next_due or -1, {priority, count, oldest_due_ms}...,
   counters as a flat field/value list}.
+
+  Flags: allow-oom, since its promotion only moves messages already stored, and sizes
+  must be readable when Redis is out of memory.
 ]]
+local rcall = redis.call
 --- @include "scores"
 --- @include "pending"
 --- @include "group_keys"

@@ -3,117 +3,30 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
 import sys
 import tempfile
-import time
 import traceback
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from collections.abc import Sequence
+from dataclasses import asdict, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-import redis
 
 import rmq
 from rmq.extras import require
 from rmq.server import RedisServer
 
-from .jobs import open_client
+from .context import FULL, QUICK, Bench, Progress, Sizes
 from .report import Report, format_table, format_value, verdict, write
+from .scenarios import SCENARIOS
 
-__all__ = ["Sizes", "QUICK", "FULL", "Bench", "Progress", "main", "parse_args"]
-
-
-@dataclass(frozen=True)
-class Sizes:
-    """How much work each scenario does (``--quick`` uses :data:`QUICK`)."""
-
-    body_size: int = 100
-    batch: int = 500
-    processes: int = 2
-    send: int = 300_000
-    send_single: int = 30_000
-    merge: int = 1_000_000
-    duplicate_share: float = 0.82
-    consume: int = 300_000
-    concurrency: int = 8
-    priority_backlog: int = 1_000_000
-    priority_probes: int = 100
-    priority_burst: int = 1_000
-    wake_probes: int = 200
-    idle_gap_ms: float = 20.0
-    delay_messages: int = 300
-    delay_max_ms: int = 2_000
-    delay_load: int = 10_000
-    memory: int = 100_000
-    headline: int = 5_000_000
-    reference_cap: int = 1_000_000
-    scaling: tuple[int, ...] = (10_000, 100_000, 1_000_000)
-    scaling_rounds: int = 50
-
-
-FULL = Sizes()
-QUICK = Sizes(send=5_000, send_single=1_000, merge=10_000, consume=4_000,
-              priority_backlog=20_000, priority_probes=10, priority_burst=100, wake_probes=20,
-              idle_gap_ms=5.0, delay_messages=30, delay_max_ms=300, delay_load=2_000,
-              memory=3_000, headline=20_000, reference_cap=20_000, scaling=(1_000, 3_000, 10_000),
-              scaling_rounds=5)
-
-
-class Progress:
-    """Progress lines on stderr, so stdout keeps only the tables."""
-
-    def __init__(self, stream: Any = None):
-        self.stream = stream or sys.stderr
-        self.scenario = ""
-
-    def say(self, text: str) -> None:
-        print(f"[{self.scenario}] {text}", file=self.stream, flush=True)
-
-    @contextlib.contextmanager
-    def step(self, text: str) -> Iterator[None]:
-        self.say(f"{text} ...")
-        start = time.perf_counter()
-        yield
-        self.say(f"{text}: {time.perf_counter() - start:.2f} s")
-
-
-class Bench:
-    """What a scenario gets: the server, sizes, a client, progress, and the output folder."""
-
-    def __init__(self, server: RedisServer, sizes: Sizes, quick: bool, verify: bool,
-                 progress: Progress):
-        self.server, self.sizes, self.quick, self.verify = server, sizes, quick, verify
-        self.url = server.url
-        self.progress = progress
-        self.client = open_client(self.url)
-        self.redis = redis.Redis.from_url(self.url)
-
-    def fresh(self) -> None:
-        """Empty the benchmark's own server (never any other) between measurements."""
-        self.redis.flushall(asynchronous=True)  # a 10 M backlog takes Redis long to free
-        self.client.close()
-        self.client = open_client(self.url)  # forget cached topics
-
-    def group_stats(self, topic: str) -> rmq.GroupStats:
-        return self.client.stats(topic).groups["default"]
-
-    def used_memory(self) -> int:
-        return int(self.redis.info("memory")["used_memory"])
-
-    def close(self) -> None:
-        self.client.close()
-        self.redis.close()
+__all__ = ["main", "parse_args"]
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    from .scenarios import SCENARIOS
-
     p = argparse.ArgumentParser(
         prog="rmq bench",
         description="Measure RMQ against Redis Streams and a raw merge-enqueue Lua call on a "
@@ -169,8 +82,6 @@ def environment(server: RedisServer, quick: bool, sizes: Sizes) -> dict[str, Any
 
 
 def _run_one(name: str, bench: Bench, out: Path, env: dict[str, Any]) -> Report | None:
-    from .scenarios import SCENARIOS
-
     bench.progress.scenario = name
     bench.fresh()
     try:
@@ -202,8 +113,6 @@ def _with_earlier_rows(summary: Path, names: list[str], rows: list[dict[str, Any
                        ) -> list[dict[str, Any]]:
     """``rows`` plus the targets of scenarios an earlier run wrote into the same folder and
     this run did not repeat (a scenario re-run on its own replaces only its own rows)."""
-    from .scenarios import SCENARIOS
-
     if not summary.exists():
         return rows
     earlier = [row for row in json.loads(summary.read_text())["targets"]
@@ -214,8 +123,6 @@ def _with_earlier_rows(summary: Path, names: list[str], rows: list[dict[str, Any
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark; returns the exit status (1 when a correctness check failed)."""
-    from .scenarios import SCENARIOS
-
     args = parse_args(argv)
     names = [n.strip() for n in args.scenarios.split(",") if n.strip()]
     unknown = [n for n in names if n not in SCENARIOS]

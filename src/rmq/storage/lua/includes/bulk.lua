@@ -3,13 +3,15 @@
   values, and a claim may write 10000 messages. Pieces hold an even count, so (score, member)
   and (field, value) pairs stay whole. Returns the replies of array-replying commands
   (ZMSCORE, HMGET) joined in order.
+
+  Provides: bulk.  Needs: the script's rcall.
 ]]
 local BULK_PIECE = 1000
 
 local function bulk(command, key, args)
   local joined = {}
   for from = 1, #args, BULK_PIECE do
-    local reply = redis.call(command, key, unpack(args, from, math.min(from + BULK_PIECE - 1, #args)))
+    local reply = rcall(command, key, unpack(args, from, math.min(from + BULK_PIECE - 1, #args)))
     if type(reply) == "table" then
       for _, value in ipairs(reply) do
         joined[#joined + 1] = value

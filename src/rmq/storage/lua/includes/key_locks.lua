@@ -3,6 +3,8 @@
   delivery id (digits: that delivery is in flight), or "r" .. member: the message failed and
   waits out its retry backoff, and no other message of its key may run before it, so that a
   key's messages keep their send order through failures.
+
+  Provides: is_retry_hold, holds_for, retry_hold_is_stale.  Needs: the script's rcall.
 ]]
 local function is_retry_hold(lock)
   return string.byte(lock, 1) == 114 -- "r"

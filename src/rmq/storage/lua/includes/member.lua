@@ -2,6 +2,8 @@
   A zset member is the body itself, or, when the message has a key (or its body starts with
   a NUL byte), "\0" .. u32be(len(key)) .. key .. body, where len 0xFFFFFFFF means "no key".
   The key a message is serialised under (serial topics) is its key, or its body.
+
+  Provides: member_key.  Needs: nothing.
 ]]
 local NO_KEY = 4294967295
 

@@ -1,13 +1,16 @@
 --[[
   Putting a message into pending with the merge rules of SPEC §2: if the member is already
   pending (ready or delayed) nothing new is stored; the pending message keeps the earliest
-  due time and the highest priority of the two. Needs scores.lua.
+  due time and the highest priority of the two.
 
   `stamp` is the ready stamp to use if the message is ready now; nil asks the slot clock
   for the next one (send order). Returns true when the message merged.
+
+  Provides: open_clock, put_pending, put_pending_run, finish, promote_due.
+  Needs: the script's rcall, and the includes below.
 ]]
+--- @include "scores"
 --- @include "bulk"
-local rcall = redis.call
 
 -- The slot clock hands out strictly increasing stamps so that sends in one millisecond
 -- keep their order; it reads and writes the clock key once per script call.

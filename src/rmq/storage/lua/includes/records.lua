@@ -2,6 +2,8 @@
   Records of messages that left the pending zsets, as text headers before the member:
     in flight:   "priority,attempts,due_ms," .. member
     dead letter: "priority,attempts,due_ms,dead_ms,error_len," .. error .. member
+
+  Provides: inflight_record, parse_inflight, dead_record, parse_dead.  Needs: nothing.
 ]]
 -- A claim writes one record per message, mostly with the same few numbers: their text is
 -- kept, so a record costs one concatenation instead of a string.format (4x the time).

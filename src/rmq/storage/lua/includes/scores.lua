@@ -16,6 +16,9 @@
            inserts at the head instead of scanning every lease in flight (measured: a third
            of claim+ack's server instructions). The low bits make scores unique, so an insert
            never falls back to comparing members among equal scores.
+
+  Provides: fmt, ready_score, ready_priority, ready_stamp, stamp_due, due_stamp,
+  delayed_score, delayed_due, delayed_priority, lease_score, expired_from.  Needs: nothing.
 ]]
 local EPOCH = 1704067200000     -- 2024-01-01T00:00:00Z; stamps count from here
 local BAND = 70368744177664     -- 2^46: one priority's share of the ready score range

@@ -1,10 +1,18 @@
 --[[
-  Ending an in-flight delivery. Needs scores.lua, member.lua, records.lua, pending.lua.
+  Ending an in-flight delivery.
 
   take_inflight removes the delivery's lease, record and key lock, and returns the record's
   fields plus whether a key lock was released. It returns nil when the lease is already gone
   (acknowledged, or expired and recovered), so a late ack or nack changes nothing.
+
+  Provides: take_inflight, take_inflight_many, requeue, fail, count_outcomes.
+  Needs: the script's rcall, and the includes below.
 ]]
+--- @include "scores"
+--- @include "member"
+--- @include "records"
+--- @include "bulk"
+--- @include "pending"
 local function take_inflight(k, id)
   if rcall("ZREM", k.leases, id) == 0 then
     return nil

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from . import consume, delay, headline, memory, merge, priority, scaling, send
 
 if TYPE_CHECKING:
+    from ..context import Bench
     from ..report import Report
-    from ..runner import Bench
 
 __all__ = ["SCENARIOS"]
 

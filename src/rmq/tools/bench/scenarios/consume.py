@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ..context import Bench
 from ..jobs import claim_ack_job, consumer_job, send_many_job, xadd_job, xconsume_job
 from ..parallel import Span, process_context, time_inline, time_processes
 from ..report import Figure, Report, at_least, bar_chart
-from ..runner import Bench
 from ..workload import Bodies
 
 __all__ = ["run", "check_consumed"]

@@ -14,10 +14,10 @@ import redis
 
 import rmq
 
+from ..context import Bench
 from ..jobs import paced_send_job
 from ..parallel import Span, time_processes
 from ..report import Figure, Report, at_most
-from ..runner import Bench
 from ..workload import Bodies, Tally, latency_summary, make_bodies, make_body
 
 __all__ = ["run"]

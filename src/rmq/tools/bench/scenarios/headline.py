@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+from ..context import Bench
 from ..jobs import (
     consumer_job,
     merge_lua_job,
@@ -18,7 +19,6 @@ from ..jobs import (
 )
 from ..parallel import process_context, time_inline, time_processes
 from ..report import Figure, Report, at_least, bar_chart
-from ..runner import Bench
 from ..workload import Bodies, founding_stream
 from .consume import check_consumed
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import rmq
 
+from ..context import Bench
 from ..report import Figure, Report, Target, bar_chart
-from ..runner import Bench
 from ..workload import make_bodies
 
 __all__ = ["run"]

@@ -5,10 +5,10 @@ too) and Streams XADD (which cannot)."""
 
 from __future__ import annotations
 
+from ..context import Bench
 from ..jobs import merge_lua_job, send_many_job, xadd_job
 from ..parallel import Span, time_inline, time_processes
 from ..report import Figure, Report, bar_chart
-from ..runner import Bench
 from ..workload import Bodies, founding_stream
 
 __all__ = ["run"]

@@ -15,10 +15,10 @@ from typing import Any
 
 import rmq
 
+from ..context import Bench
 from ..jobs import send_many_job
 from ..parallel import time_inline
 from ..report import Figure, Report, at_most
-from ..runner import Bench
 from ..workload import Bodies, latency_summary, make_body
 
 __all__ = ["run"]

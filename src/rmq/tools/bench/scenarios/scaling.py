@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..context import Bench
 from ..jobs import MERGE_ENQUEUE_LUA, send_many_job
 from ..parallel import time_inline
 from ..report import Figure, Report, Target
-from ..runner import Bench
 from ..workload import Bodies, make_bodies
 
 __all__ = ["run"]

@@ -3,6 +3,7 @@ from several processes, against Redis Streams XADD and the raw merge-enqueue Lua
 
 from __future__ import annotations
 
+from ..context import Bench
 from ..jobs import (
     merge_lua_job,
     send_many_job,
@@ -13,7 +14,6 @@ from ..jobs import (
 )
 from ..parallel import time_inline, time_processes
 from ..report import Figure, Report, at_least, bar_chart, ratio_at_least
-from ..runner import Bench
 from ..workload import Bodies
 
 __all__ = ["run"]

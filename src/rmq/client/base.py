@@ -1,0 +1,286 @@
+"""The client core: every decision of the queue's API that is not I/O, written once for
+``Client`` and ``AsyncClient`` (as httpx's ``BaseClient`` serves both of its clients).
+
+Each public method is a *flow*: a generator that checks the arguments, consults the registry
+cache, calls the storage's sans-IO operations (``storage/calls.py``) and yields what it needs
+done, one effect at a time:
+
+- ``list[Call]``: one round trip to Redis (what the storage operations yield);
+- :class:`Load`: the topic's registry entry, loaded once for all callers that find their
+  cached copy stale at the same moment;
+- :class:`Commit`: a single send joining the group commit (``coalesce.py``);
+- :class:`Subscribe` and :class:`Sleep`: waiting on the topic's wake-up channel.
+
+The sync and async clients differ only in how they perform these effects (their ``_run``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator, Iterable, Sequence
+from typing import Any, NamedTuple, TypeVar
+
+from ..errors import InvalidMessage, UnknownTopic
+from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
+from ..settings import TopicSettings, check_group_name, check_topic_name
+from ..storage import queue, registry
+from ..storage.calls import Call, Op
+from ..storage.queue import Outgoing
+from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
+from ..storage.snapshot import SnapshotRow, snapshot_slot
+from ..storage.stats import TopicStats, collect
+from .clock import Clock
+from .outgoing import MISSING, prepare, prepare_batch
+
+__all__ = ["BaseClient", "Flow", "Load", "Commit", "Subscribe", "Sleep", "MISSING"]
+
+T = TypeVar("T")
+
+
+class Load(NamedTuple):
+    """Load the topic's registry entry (and cache it); ``fresh`` loads are never shared."""
+
+    topic: str
+    fresh: bool
+
+
+class Commit(NamedTuple):
+    """Store one validated message through the group commit; the answer is ``merged``."""
+
+    topic: str
+    groups: tuple[str, ...]
+    message: Outgoing
+    now: int
+
+
+class Subscribe(NamedTuple):
+    """Open the topic's wake-up subscription if needed and forget wake-ups received so far."""
+
+    topic: str
+
+
+class Sleep(NamedTuple):
+    """Sleep on the topic's wake-up subscription until woken or ``seconds`` pass."""
+
+    topic: str
+    seconds: float
+
+
+Effect = list[Call] | Load | Commit | Subscribe | Sleep
+Flow = Generator[Effect, Any, T]
+
+
+def check_count(count: object) -> int:
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 10_000:
+        raise InvalidMessage(f"count must be an integer from 1 to 10000, got {count!r}")
+    return count
+
+
+def _batch(messages: Message | Iterable[Message]) -> list[Message]:
+    return [messages] if isinstance(messages, Message) else list(messages)
+
+
+class BaseClient:
+    """What both clients share: the clock, the registry cache, and one flow per method."""
+
+    is_cluster: bool = False
+
+    def __init__(self, *, clock: Clock, registry_ttl: float):
+        self.clock = clock
+        self.registry_ttl = registry_ttl
+        self._cache: dict[str, tuple[float, TopicInfo]] = {}
+
+    def now(self) -> int:
+        """The time by which this client judges due times and leases, in epoch ms."""
+        return self.clock()
+
+    # -- the registry cache -----------------------------------------------------------
+
+    def _cached(self, name: str) -> TopicInfo | None:
+        entry = self._cache.get(name)
+        return entry[1] if entry is not None and entry[0] > time.monotonic() else None
+
+    def _topic(self, name: str, fresh: bool = False) -> Flow[TopicInfo]:
+        check_topic_name(name)
+        cached = None if fresh else self._cached(name)
+        if cached is not None:
+            return cached
+        info: TopicInfo = yield Load(name, fresh)
+        return info
+
+    def _load(self, name: str) -> Op[TopicInfo]:
+        """What a :class:`Load` runs: read the entry and cache it for ``registry_ttl``."""
+        expires = time.monotonic() + self.registry_ttl
+        info = yield from registry.load_info(name)
+        self._cache[name] = (expires, info)
+        return info
+
+    def _changing(self, name: str, op: Op[T]) -> Flow[T]:
+        """A registry change: this client's cached entry is stale after it, whatever happens."""
+        try:
+            return (yield from op)
+        finally:
+            self._cache.pop(name, None)
+
+    # -- registry -----------------------------------------------------------------------
+
+    def _create_topic(self, name: str, settings: dict[str, Any]) -> Flow[TopicSettings]:
+        check_topic_name(name)
+        return (yield from self._changing(
+            name, registry.create_topic(name, TopicSettings.build(**settings))))
+
+    def _alter_topic(self, name: str, changes: dict[str, Any]) -> Flow[TopicSettings]:
+        check_topic_name(name)
+        return (yield from self._changing(name, registry.alter_topic(name, changes)))
+
+    def _delete_topic(self, name: str) -> Flow[None]:
+        info = yield from self._topic(name, fresh=True)
+        yield from self._changing(name, registry.delete_topic(info))
+
+    def _topics(self) -> Flow[list[str]]:
+        return (yield from registry.list_topics())
+
+    def _bind(self, topic: str, group: str, bound: bool) -> Flow[bool]:
+        yield from self._topic(topic)
+        change = registry.bind if bound else registry.unbind
+        return (yield from self._changing(topic, change(topic, check_group_name(group))))
+
+    def _set_paused(self, topic: str, paused: bool) -> Flow[None]:
+        yield from self._topic(topic)
+        yield from self._changing(topic, registry.set_paused(topic, paused))
+
+    def _consumers(self, topic: str, dead_after: float) -> Flow[list[ConsumerInfo]]:
+        yield from self._topic(topic)
+        return (yield from registry.list_consumers(topic, self.now(), int(dead_after * 1000)))
+
+    def _heartbeat(self, state: ConsumerState) -> Flow[None]:
+        yield from registry.heartbeat(state, self.now())
+
+    def _forget_consumer(self, topic: str, consumer_id: str) -> Flow[None]:
+        yield from registry.forget_consumer(topic, consumer_id)
+
+    def _wake(self, topic: str) -> Flow[None]:
+        check_topic_name(topic)
+        yield from queue.wake(topic)
+
+    # -- sending ------------------------------------------------------------------------
+
+    def _send(self, topic: str, body: Any, options: dict[str, Any]) -> Flow[SendResult]:
+        info = yield from self._topic(topic)
+        now = self.now()
+        message = prepare(info.settings, now, body, **options)
+        merged: bool = yield Commit(topic, info.groups, message, now)
+        return SendResult(message.slot, merged)
+
+    def _send_many(self, topic: str, items: Iterable[Any]) -> Flow[SendCounts]:
+        info = yield from self._topic(topic)
+        now = self.now()
+        batch = prepare_batch(info.settings, now, items)
+        merged = yield from queue.send(topic, info.groups, batch, now)
+        return SendCounts(len(batch), sum(merged))
+
+    # -- consuming ----------------------------------------------------------------------
+
+    def _claim(self, topic: str, group: str, count: int, lease: float | None,
+               wait: float | None, ack: Message | Sequence[Message]) -> Flow[list[Message]]:
+        deadline = None if wait is None else time.monotonic() + wait
+        subscribed = False
+        while True:
+            messages, next_due = yield from self._claim_due(topic, group, count, lease, ack)
+            ack = ()
+            if messages or deadline is None:
+                return messages
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return messages
+            if not subscribed:
+                # Subscribe, then claim again: a send between the two is not missed.
+                yield Subscribe(topic)
+                subscribed = True
+                continue
+            if next_due is not None:
+                remaining = min(remaining, max(0.0, (next_due - self.now()) / 1000))
+            yield Sleep(topic, remaining)
+
+    def _claim_due(self, topic: str, group: str, count: int, lease: float | None,
+                   ack: Message | Sequence[Message]) -> Flow[Claimed]:
+        info = yield from self._topic(topic)
+        check_group_name(group)
+        check_count(count)
+        acks = _batch(ack)
+        one_call = not self.is_cluster
+        if info.paused:
+            yield from self._ack(acks)
+            return Claimed([], None)
+        claim = queue.claim(topic, group, info.settings, count, self.now(),
+                            lease or info.settings.visibility_timeout, one_call)
+        messages, next_due = yield from queue.with_acks(acks, one_call, claim)
+        return Claimed(messages, next_due)
+
+    def _ack(self, messages: Message | Sequence[Message]) -> Flow[int]:
+        batch = _batch(messages)
+        if not batch:
+            return 0
+        return (yield from queue.ack(batch, not self.is_cluster))
+
+    def _nack(self, message: Message, error: str | BaseException) -> Flow[str | None]:
+        info = yield from self._topic(message.topic)
+        text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        return (yield from queue.fail(message, text, info.settings, self.now()))
+
+    def _release(self, messages: Sequence[Message]) -> Flow[int]:
+        if not messages:
+            return 0
+        return (yield from queue.release(messages, self.now()))
+
+    def _extend(self, messages: Message | Sequence[Message], seconds: float) -> Flow[list[bool]]:
+        batch = _batch(messages)
+        if not batch:
+            return []
+        return (yield from queue.extend(batch, self.now() + int(seconds * 1000)))
+
+    def _recover(self, topic: str | None) -> Flow[int]:
+        names = [topic] if topic is not None else (yield from registry.list_topics())
+        total = 0
+        for name in names:
+            try:
+                info = yield from self._topic(name)
+            except UnknownTopic:
+                if topic is not None:
+                    raise
+                continue  # deleted meanwhile
+            retried, dead = yield from queue.recover(
+                name, registry.groups_with_data(info), info.settings, self.now())
+            total += retried + dead
+        return total
+
+    # -- dead letters, stats, snapshots ---------------------------------------------------
+
+    def _dead_letters(self, topic: str, group: str) -> Flow[list[DeadLetter]]:
+        info = yield from self._topic(topic)
+        return (yield from queue.dead_letters(topic, check_group_name(group), info.settings))
+
+    def _requeue_dead(self, topic: str, group: str, ids: Iterable[str] | None) -> Flow[int]:
+        info = yield from self._topic(topic)
+        return (yield from queue.requeue_dead(topic, check_group_name(group), info.settings,
+                                              None if ids is None else list(ids), self.now()))
+
+    def _purge_dead(self, topic: str, group: str) -> Flow[int]:
+        info = yield from self._topic(topic)
+        return (yield from queue.purge_dead(topic, check_group_name(group), info.settings))
+
+    def _stats(self, topic: str) -> Flow[TopicStats]:
+        info = yield from self._topic(topic, fresh=True)
+        return (yield from collect(topic, registry.groups_with_data(info), info.settings.slots,
+                                   info.paused, self.now()))
+
+    def _snapshot_parts(self, topic: str, groups: Sequence[str] | None,
+                        slots: Sequence[int] | None) -> Flow[list[tuple[str, int]]]:
+        """The (group, slot) parts a snapshot reads, one round trip each."""
+        info = yield from self._topic(topic, fresh=True)
+        return [(group, slot) for group in groups or registry.groups_with_data(info)
+                for slot in (slots if slots is not None else range(info.settings.slots))]
+
+    def _snapshot_part(self, topic: str, group: str, slot: int) -> Op[list[SnapshotRow]]:
+        return snapshot_slot(topic, group, slot, self.now())
+

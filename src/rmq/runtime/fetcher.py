@@ -1,0 +1,74 @@
+"""Claiming for a consumer, from one thread: claim while the prefetch has room, hand the
+messages to the workers, and otherwise sleep on the topic's wake-up channel until work
+arrives or the next delayed message is due (an idle consumer does not poll)."""
+
+from __future__ import annotations
+
+import threading
+
+from ..errors import RMQError
+from .holdings import Holdings
+from .protocol import QueueClient
+from .threads import guarded, log, spawn
+from .workers import Workers
+
+__all__ = ["Fetcher"]
+
+
+class Fetcher:
+    """Claims into ``holdings`` while ``running`` is set; ``lease`` as the consumer's."""
+
+    def __init__(self, client: QueueClient, topic: str, group: str, holdings: Holdings,
+                 workers: Workers, running: threading.Event, stopped: threading.Event, *,
+                 consumer_id: str, lease: float | None, idle_wake: float):
+        self.client, self.topic, self.group = client, topic, group
+        self.holdings, self.workers = holdings, workers
+        self.running, self.stopped = running, stopped
+        self.consumer_id, self.lease, self.idle_wake = consumer_id, lease, idle_wake
+        # Claim when half the prefetch is free (or nothing is held).
+        self._claim_at_least = max(1, holdings.prefetch // 2)
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.thread = spawn("fetcher", self.topic, self._fetch_loop)
+
+    def wake(self) -> None:
+        """Wake the fetcher wherever it sleeps, to see that the consumer stops."""
+        self.holdings.wake_all()
+        # It may be asleep on the wake channel.
+        guarded(self.consumer_id, lambda: self.client.wake(self.topic))
+
+    def _fetch_loop(self) -> None:
+        waiter = None
+        while self.running.is_set():
+            try:
+                waiter = waiter or self.client.waiter(self.topic)
+                room = self.holdings.room(self._claim_at_least, self.running)
+                if not self.running.is_set():
+                    break
+                if self.client.topic(self.topic).paused:
+                    waiter.wait(1.0)
+                    continue
+                waiter.drain()
+                messages, next_due = self.client.claim_due(
+                    self.topic, self.group, room, lease=self.lease)
+                if not self.running.is_set():
+                    self.client.release(messages)
+                    break
+                if messages:
+                    self.holdings.add(messages)
+                    self.workers.submit(messages)
+                    continue
+                waiter.wait(self._idle_timeout(next_due))
+            except RMQError as exc:
+                log.warning("%s: fetch failed, retrying: %s", self.consumer_id, exc)
+                self.stopped.wait(1.0)  # back off while Redis is unreachable
+            except Exception:
+                log.exception("%s: unexpected fetch error, retrying", self.consumer_id)
+                self.stopped.wait(1.0)
+
+    def _idle_timeout(self, next_due: int | None) -> float:
+        # Sleep until the next delayed message is due, but wake for recovery regardless.
+        if next_due is None:
+            return self.idle_wake
+        return min(self.idle_wake, max(0.0, (next_due - self.client.now()) / 1000))

@@ -1,0 +1,67 @@
+"""The messages a consumer holds (claimed, not yet settled) and the room its prefetch leaves.
+
+Every part of the runtime consults it: the fetcher claims only into free room, a worker
+starts only a message still held (a lost lease drops it), the settler forgets what it
+settles, the keeper extends the leases of what is held, and ``stop`` waits for it to empty.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+
+from ..message import Message
+
+__all__ = ["Holdings"]
+
+
+class Holdings:
+    """Held messages by (slot, seq), under one condition that signals freed room."""
+
+    def __init__(self, prefetch: int):
+        self.prefetch = prefetch
+        self._held: dict[tuple[int, int], Message] = {}
+        self._changed = threading.Condition()
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def add(self, messages: Iterable[Message]) -> None:
+        with self._changed:
+            for message in messages:
+                self._held[(message.slot, message.seq)] = message
+
+    def holds(self, message: Message) -> bool:
+        return (message.slot, message.seq) in self._held
+
+    def forget(self, messages: Iterable[Message]) -> None:
+        with self._changed:
+            for message in messages:
+                self._held.pop((message.slot, message.seq), None)
+            self._changed.notify_all()
+
+    def all(self) -> list[Message]:
+        with self._changed:
+            return list(self._held.values())
+
+    def room(self, at_least: int, running: threading.Event) -> int:
+        """Wait until ``at_least`` messages fit (or nothing is held, or ``running`` clears);
+        return how many fit. Claiming many at once costs Redis far less than one by one."""
+        with self._changed:
+            while running.is_set() and self._held and (
+                    self.prefetch - len(self._held) < at_least):
+                self._changed.wait(timeout=1.0)
+            return self.prefetch - len(self._held)
+
+    def wait_empty(self, deadline: float) -> bool:
+        """Wait until nothing is held or the monotonic ``deadline`` passes; True if empty."""
+        with self._changed:
+            while self._held and time.monotonic() < deadline:
+                self._changed.wait(timeout=max(0.0, deadline - time.monotonic()))
+            return not self._held
+
+    def wake_all(self) -> None:
+        """Wake whoever waits for room (to see that the consumer stops)."""
+        with self._changed:
+            self._changed.notify_all()

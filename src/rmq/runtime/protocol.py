@@ -1,0 +1,56 @@
+"""What the worker runtime needs from a client.
+
+The runtime sits below the client layer: it drives any object with these methods (in
+practice :class:`rmq.Client`), so ``Client.run()`` can start consumers without the two
+layers importing each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from ..message import Claimed, Message
+from ..storage.registry import ConsumerState, TopicInfo
+
+__all__ = ["QueueClient", "WakeUps"]
+
+
+class WakeUps(Protocol):
+    """A subscription to a topic's wake-up channel."""
+
+    def wait(self, timeout: float) -> bool: ...
+
+    def drain(self) -> None: ...
+
+
+class QueueClient(Protocol):
+    """The client methods a consumer calls (see :class:`rmq.Client` for each promise)."""
+
+    def now(self) -> int: ...
+
+    def topic(self, name: str, *, fresh: bool = False) -> TopicInfo: ...
+
+    def bind(self, topic: str, group: str) -> bool: ...
+
+    def claim_due(self, topic: str, group: str = ..., count: int = ..., *,
+                  lease: float | None = ..., ack: Message | Sequence[Message] = ...
+                  ) -> Claimed: ...
+
+    def waiter(self, topic: str) -> WakeUps: ...
+
+    def ack(self, messages: Message | Sequence[Message]) -> int: ...
+
+    def nack(self, message: Message, error: str | BaseException = ...) -> str | None: ...
+
+    def release(self, messages: Sequence[Message]) -> int: ...
+
+    def extend(self, messages: Message | Sequence[Message], seconds: float) -> list[bool]: ...
+
+    def recover(self, topic: str | None = None) -> int: ...
+
+    def heartbeat(self, state: ConsumerState) -> None: ...
+
+    def forget_consumer(self, topic: str, consumer_id: str) -> None: ...
+
+    def wake(self, topic: str) -> None: ...

@@ -1,0 +1,76 @@
+"""Settling finished messages: acknowledgements in batches, failures one by one (retried or
+dead-lettered), each failure logged with its traceback."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Any
+
+from ..message import Message
+from .holdings import Holdings
+from .protocol import QueueClient
+from .threads import guarded, log, spawn
+
+__all__ = ["Settler"]
+
+_STOP: Any = object()
+MAX_BATCH = 1000  # acknowledgements per round trip
+
+
+class Settler:
+    """Takes each finished message (``finished``) and settles it from its own thread.
+    ``handled`` and ``failed`` count the handler's successes and failures."""
+
+    def __init__(self, client: QueueClient, holdings: Holdings, consumer_id: str, topic: str):
+        self.client, self.holdings = client, holdings
+        self.consumer_id, self.topic = consumer_id, topic
+        self.handled = 0
+        self.failed = 0
+        self._finished: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.thread = spawn("settler", self.topic, self._settle_loop)
+
+    def finished(self, message: Message, error: BaseException | None) -> None:
+        """The handler returned (``error`` None) or raised ``error`` on ``message``."""
+        self._finished.put((message, error))
+
+    def stop(self) -> None:
+        """Settle what has finished so far, then exit."""
+        self._finished.put(_STOP)
+
+    def _settle_loop(self) -> None:
+        while True:
+            batch = [self._finished.get()]
+            while len(batch) < MAX_BATCH:
+                try:
+                    batch.append(self._finished.get_nowait())
+                except queue.Empty:
+                    break
+            stop = any(item is _STOP for item in batch)
+            done = [item for item in batch if item is not _STOP]
+            # Forget them before settling: the keeper must not extend (and then report as
+            # lost) a lease this ack is ending, and the fetcher may claim again meanwhile.
+            self.holdings.forget(message for message, _ in done)
+            succeeded = [message for message, error in done if error is None]
+            if succeeded:
+                guarded(self.consumer_id, lambda ok=succeeded: self.client.ack(ok))
+            for message, error in done:
+                if error is not None:
+                    self._fail(message, error)
+            self.handled += len(succeeded)
+            if stop and self._finished.empty():
+                return
+
+    def _fail(self, message: Message, error: BaseException) -> None:
+        self.failed += 1
+        log.error("%s: handler failed on message %s of topic %r (attempt %d)",
+                  self.consumer_id, message.id, message.topic, message.attempts,
+                  exc_info=error)
+        outcome = guarded(self.consumer_id, lambda: self.client.nack(message, error))
+        if outcome == "dead":
+            log.warning("%s: message %s of topic %r is dead-lettered after %d attempts: %s: "
+                        "%s", self.consumer_id, message.id, message.topic, message.attempts,
+                        type(error).__name__, error)

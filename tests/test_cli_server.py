@@ -155,3 +155,20 @@ def test_server_actions_refuse_url_and_options_of_start(home: Path) -> None:
     assert (refused.returncode, refused.stderr.splitlines()[-1]) == (2, (
         "rmq server: error: argument --port: a port is from 1 to 65535 (0: none), "
         "got 70000 (see --help)"))
+
+
+def test_a_paused_server_is_shown_as_not_answering_and_stop_still_stops_it(home: Path) -> None:
+    pid = start_in_the_background_as_a_client_does(home)
+    os.kill(pid, signal.SIGSTOP)  # hung: alive, answers nothing (the fixture stops it too)
+    shown = rmq(home, "server", "status")
+    assert (shown.returncode, shown.stdout) == (3, (
+        f"embedded server: not answering (pid {pid} is alive but does not answer on "
+        f"unix://{home}/redis.sock; its log: {home}/redis.log); `rmq server stop` stops it\n"))
+    refused = rmq(home, "server")
+    assert refused.stderr == (
+        f"rmq server: error: the embedded server in {home} (pid {pid}) is alive but does not "
+        "answer; stop it with `rmq server stop`\n")
+    stopped = rmq(home, "server", "stop")
+    assert stopped.stdout == f"stopped the embedded server (pid {pid}); its data stays in " \
+                             f"{home}\n"
+    assert embedded_status(home).state == "not running"

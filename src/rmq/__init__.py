@@ -5,6 +5,7 @@ from .client import Client, system_clock
 from .errors import RMQError
 from .message import DeadLetter, Message, Priority, SendCounts, SendResult
 from .settings import TopicSettings
+from .storage.history import HistorySample, TopicHistory
 from .storage.registry import ConsumerInfo, TopicInfo
 from .storage.snapshot import SnapshotRow
 from .storage.stats import GroupStats, SlotStats, TopicStats
@@ -16,6 +17,7 @@ __all__ = [
     "ConsumerInfo",
     "DeadLetter",
     "GroupStats",
+    "HistorySample",
     "Message",
     "Priority",
     "RMQError",
@@ -23,6 +25,7 @@ __all__ = [
     "SendResult",
     "SlotStats",
     "SnapshotRow",
+    "TopicHistory",
     "TopicInfo",
     "TopicSettings",
     "TopicStats",

@@ -19,9 +19,10 @@ import redis.asyncio as aredis
 from ..errors import UnknownTopic
 from ..message import DeadLetter, Message, SendCounts, SendResult
 from ..settings import DEFAULT_GROUP, TopicSettings, check_group_name, check_topic_name
+from ..storage import history, registry
 from ..storage import queue as queue_ops
-from ..storage import registry
 from ..storage.calls import Op
+from ..storage.history import TopicHistory
 from ..storage.registry import ConsumerInfo, TopicInfo
 from ..storage.snapshot import SnapshotRow, snapshot_slot
 from ..storage.stats import TopicStats, collect
@@ -354,3 +355,16 @@ class AsyncClient:
             for consumer in consumers:
                 await asyncio.to_thread(consumer.stop)
             client.close()
+
+    # -- throughput history (the console's charts) ----------------------------------------
+
+    async def record_history(self, topic: str) -> bool:
+        """Async twin of Client.record_history."""
+        info = await self.topic(topic)
+        return await self._run(history.record(topic, registry.groups_with_data(info),
+                                              info.settings.slots, info.paused, self.clock()))
+
+    async def history(self, topic: str, minutes: float = 60.0) -> TopicHistory:
+        """Async twin of Client.history."""
+        info = await self.topic(topic)
+        return await self._run(history.read(topic, registry.groups_with_data(info), minutes))

@@ -12,9 +12,10 @@ import redis
 from ..errors import InvalidMessage, UnknownTopic
 from ..message import DeadLetter, Message, SendCounts, SendResult
 from ..settings import DEFAULT_GROUP, TopicSettings, check_group_name, check_topic_name
+from ..storage import history, registry
 from ..storage import queue as queue_ops
-from ..storage import registry
 from ..storage.calls import Op, drive
+from ..storage.history import TopicHistory
 from ..storage.registry import ConsumerInfo, TopicInfo
 from ..storage.snapshot import SnapshotRow, snapshot_slot
 from ..storage.stats import TopicStats, collect
@@ -331,3 +332,19 @@ class Client:
         from ..runtime import run_all
 
         run_all(self._handlers)
+
+    # -- throughput history (the console's charts) ----------------------------------------
+
+    def record_history(self, topic: str) -> bool:
+        """Take ``topic``'s throughput sample for the current 5-second bucket of Redis's
+        clock, unless another client (a console, a consumer) already took it; returns
+        whether this call did. Costs one script call when it did not."""
+        info = self.topic(topic)
+        return self._run(history.record(topic, registry.groups_with_data(info),
+                                        info.settings.slots, info.paused, self.clock()))
+
+    def history(self, topic: str, minutes: float = 60.0) -> TopicHistory:
+        """The topic's samples of the last ``minutes`` (at most an hour) per group, with
+        rates per second and merge rate between consecutive samples (``TopicHistory``)."""
+        info = self.topic(topic)
+        return self._run(history.read(topic, registry.groups_with_data(info), minutes))

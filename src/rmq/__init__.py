@@ -6,6 +6,7 @@ from .errors import RMQError
 from .message import DeadLetter, Message, Priority, SendCounts, SendResult
 from .settings import TopicSettings
 from .storage.history import HistorySample, TopicHistory
+from .storage.peek import PeekPage
 from .storage.registry import ConsumerInfo, TopicInfo
 from .storage.snapshot import SnapshotRow
 from .storage.stats import GroupStats, SlotStats, TopicStats
@@ -19,6 +20,7 @@ __all__ = [
     "GroupStats",
     "HistorySample",
     "Message",
+    "PeekPage",
     "Priority",
     "RMQError",
     "SendCounts",

@@ -20,15 +20,17 @@ from ..errors import UnknownTopic
 from ..message import DeadLetter, Message, SendCounts, SendResult
 from ..settings import DEFAULT_GROUP, TopicSettings, check_group_name, check_topic_name
 from ..storage import history, registry
+from ..storage import peek as peek_ops
 from ..storage import queue as queue_ops
 from ..storage.calls import Op
 from ..storage.history import TopicHistory
+from ..storage.peek import PeekPage
 from ..storage.registry import ConsumerInfo, TopicInfo
 from ..storage.snapshot import SnapshotRow, snapshot_slot
 from ..storage.stats import TopicStats, collect
 from .async_connection import AsyncExecutor, AsyncRedis, AsyncWaiter, drive, open_async
 from .coalesce import AsyncSendCoalescer
-from .outgoing import MISSING, prepare, prepare_batch
+from .outgoing import MISSING, _as_bytes, prepare, prepare_batch
 from .sync import Clock, check_count, system_clock
 
 __all__ = ["AsyncClient"]
@@ -356,7 +358,7 @@ class AsyncClient:
                 await asyncio.to_thread(consumer.stop)
             client.close()
 
-    # -- throughput history (the console's charts) ----------------------------------------
+    # -- throughput history, peeks and finder (the console) ------------------------------
 
     async def record_history(self, topic: str) -> bool:
         """Async twin of Client.record_history."""
@@ -368,3 +370,21 @@ class AsyncClient:
         """Async twin of Client.history."""
         info = await self.topic(topic)
         return await self._run(history.read(topic, registry.groups_with_data(info), minutes))
+
+    async def peek(self, topic: str, state: str, group: str = DEFAULT_GROUP, *,
+                   slot: int | None = None, offset: int = 0, limit: int = 50) -> PeekPage:
+        """Async twin of Client.peek."""
+        info = await self.topic(topic)
+        return await self._run(peek_ops.peek(topic, check_group_name(group), state,
+                                             info.settings.slots, slot, offset, limit,
+                                             self.clock()))
+
+    async def find_messages(self, topic: str, body: bytes | str | None = None, *,
+                            key: bytes | str | None = None,
+                            every_slot: bool = False) -> list[SnapshotRow]:
+        """Async twin of Client.find_messages."""
+        info = await self.topic(topic)
+        return await self._run(peek_ops.find(
+            topic, registry.groups_with_data(info), info.settings.slots,
+            None if body is None else _as_bytes("body", body),
+            None if key is None else _as_bytes("key", key), every_slot, self.clock()))

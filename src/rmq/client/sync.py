@@ -13,15 +13,17 @@ from ..errors import InvalidMessage, UnknownTopic
 from ..message import DeadLetter, Message, SendCounts, SendResult
 from ..settings import DEFAULT_GROUP, TopicSettings, check_group_name, check_topic_name
 from ..storage import history, registry
+from ..storage import peek as peek_ops
 from ..storage import queue as queue_ops
 from ..storage.calls import Op, drive
 from ..storage.history import TopicHistory
+from ..storage.peek import PeekPage
 from ..storage.registry import ConsumerInfo, TopicInfo
 from ..storage.snapshot import SnapshotRow, snapshot_slot
 from ..storage.stats import TopicStats, collect
 from .coalesce import SendCoalescer
 from .connection import SyncExecutor, connect, resolve_url
-from .outgoing import MISSING, prepare, prepare_batch
+from .outgoing import MISSING, _as_bytes, prepare, prepare_batch
 from .waiter import Waiter
 
 __all__ = ["Client", "Clock", "system_clock"]
@@ -348,3 +350,27 @@ class Client:
         rates per second and merge rate between consecutive samples (``TopicHistory``)."""
         info = self.topic(topic)
         return self._run(history.read(topic, registry.groups_with_data(info), minutes))
+
+    # -- looking at stored messages (the console's peeks and finder) ----------------------
+
+    def peek(self, topic: str, state: str, group: str = DEFAULT_GROUP, *,
+             slot: int | None = None, offset: int = 0, limit: int = 50) -> PeekPage:
+        """A page of ``group``'s messages in ``state`` (ready, delayed, in_flight, dead):
+        of ``slot``, or of every slot in slot order. Reads only the page (and each slot's
+        size); changes nothing."""
+        info = self.topic(topic)
+        return self._run(peek_ops.peek(topic, check_group_name(group), state,
+                                       info.settings.slots, slot, offset, limit, self.clock()))
+
+    def find_messages(self, topic: str, body: bytes | str | None = None, *,
+                      key: bytes | str | None = None,
+                      every_slot: bool = False) -> list[SnapshotRow]:
+        """Every stored message, in any state and group, with this ``body`` (and ``key``:
+        a keyed message is found with its key) or, with no body, every message of ``key``.
+        Looks in the slot a send of them goes to; ``every_slot`` (which reads the whole
+        topic) also finds messages sent with another ``slot_basis``."""
+        info = self.topic(topic)
+        return self._run(peek_ops.find(
+            topic, registry.groups_with_data(info), info.settings.slots,
+            None if body is None else _as_bytes("body", body),
+            None if key is None else _as_bytes("key", key), every_slot, self.clock()))

@@ -1,8 +1,8 @@
 """The ``rmq`` command (SPEC §5).
 
 Subcommands: ``server``, ``topic ...``, ``send``, ``worker``, ``stats``, ``dead ...``,
-``consumers``, and ``demo``, ``bench``, ``chaos``, ``console``, which hand their arguments
-to ``main(argv)`` of the module of that name. Errors end the command with one line on
+``consumers``, ``console``, ``metrics``, and ``demo``, ``bench``, ``chaos``, which hand their
+arguments to ``main(argv)`` of the module of that name. Errors end the command with one line on
 stderr and a non-zero status: 1 for a failure, 2 for bad arguments.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from ..errors import RMQError, UnknownTopic
-from . import messages, runtime, stats, topics
+from . import console, messages, runtime, stats, topics
 from .common import CommandError
 
 __all__ = ["main", "build_parser"]
@@ -27,7 +27,6 @@ PASS_THROUGH = {
     "demo": ("rmq.tools.demo", "run the founding-case demo (SPEC §8)"),
     "bench": ("rmq.tools.bench", "run the benchmark"),
     "chaos": ("rmq.tools.chaos", "run fault-injection scenarios"),
-    "console": ("rmq.console", "the web console (not built yet: exits with a message)"),
 }
 
 
@@ -49,6 +48,7 @@ def build_parser() -> Parser:
     topics.add_parsers(commands)
     messages.add_parsers(commands)
     stats.add_parsers(commands)
+    console.add_parsers(commands)
     for name, (module, text) in PASS_THROUGH.items():
         # No options of its own: everything after the name goes to the module's main().
         sub = commands.add_parser(name, help=text, add_help=False,

@@ -42,7 +42,8 @@ class TopicChanges(Strict):
     serial_keys: bool | None = None
 
     def given(self) -> dict[str, Any]:
-        return {k: v for k, v in self.model_dump().items() if v is not None}
+        """The settings given (the topic's name is not a setting)."""
+        return {k: v for k, v in self.model_dump(exclude={"name"}).items() if v is not None}
 
 
 class NewTopic(TopicChanges):

@@ -7,12 +7,13 @@
   without a token; with one, every request but the static assets must carry it, as
   ``Authorization: Bearer <token>`` (scripts, Prometheus) or as the cookie that opening the
   console once with ``?token=<token>`` sets (HttpOnly, SameSite=Strict).
-- **No cross-site writes.** A state-changing request (anything but GET, HEAD, OPTIONS) must
-  be JSON (``Content-Type: application/json``, which no HTML form can send and which a
-  cross-origin script may send only after a CORS preflight the console never grants), and
-  is refused when the browser says it comes from another site (``Sec-Fetch-Site``) or
-  another origin (``Origin``). Clients that send neither header (curl, scripts) are not
-  browsers, and cross-site request forgery needs a browser.
+- **No cross-site writes.** A state-changing request (anything but GET, HEAD, OPTIONS) is
+  refused when the browser says it comes from another site (``Sec-Fetch-Site``) or another
+  origin (``Origin``); and a POST must be JSON (``Content-Type: application/json``), which no
+  HTML form can send and a cross-origin script may send only after a CORS preflight the
+  console never grants (PATCH and DELETE always need that preflight). Clients that send
+  neither header (curl, scripts) are not browsers, and cross-site request forgery needs a
+  browser.
 """
 
 from __future__ import annotations
@@ -83,9 +84,8 @@ class Guard:
         if origin is not None and urlsplit(origin).netloc.lower() != host.lower():
             return _refuse(403, f"cross-origin request refused (Origin: {origin})")
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if kind != "application/json":
-            return _refuse(415, "a state-changing request must be JSON "
-                                "(Content-Type: application/json)")
+        if request.method == "POST" and kind != "application/json":
+            return _refuse(415, "a POST must be JSON (Content-Type: application/json)")
         return None
 
     def _holds_token(self, request: Request) -> bool:

@@ -22,8 +22,9 @@ def _serve(args: argparse.Namespace, metrics_only: bool) -> None:
         raise CommandError(f"the console needs {exc.name!r}: pip install 'rmq[console]'"
                            ) from None
     token = args.token or os.environ.get("RMQ_CONSOLE_TOKEN") or None
-    with open_client(args, patient=True) as client:
-        client.topics()  # an unreachable Redis fails here, in one line, not in a page
+    with open_client(args) as probe:
+        probe.topics()  # an unreachable Redis fails here at once, in one line
+    with open_client(args, patient=True) as client:  # rides out a Redis restart
         serve(client, host=args.host, port=args.port, token=token, metrics_only=metrics_only,
               refresh=getattr(args, "refresh", 2.0),
               announce=lambda text: print(text, file=sys.stderr, flush=True))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 
 import uvicorn
@@ -11,13 +12,34 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 import rmq
-from rmq.errors import InvalidSetting
+from rmq.errors import InvalidSetting, RMQError
 
 from .app import create_app
 from .metrics import registry_for
 from .security import LOOPBACK_HOSTS, Guard, is_loopback
 
-__all__ = ["serve", "metrics_app", "check_binding"]
+__all__ = ["serve", "metrics_app", "check_binding", "bind"]
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port``, or an RMQError saying why not (in one line),
+    instead of uvicorn's log and exit."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise RMQError(f"cannot bind {host}: {exc.strerror}") from None
+    family, _, _, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise RMQError(f"cannot listen on {host}:{port}: {exc.strerror} (choose another "
+                       "--port or --host)") from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
 
 
 def check_binding(host: str, token: str | None) -> frozenset[str] | None:
@@ -59,8 +81,10 @@ def serve(client: rmq.Client, *, host: str = "127.0.0.1", port: int = 8270,
         app = create_app(client, token=token, allowed_hosts=hosts,
                          refresh_ms=int(refresh * 1000))
         path = "/"
+    listening = bind(host, port)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}{path}"
     announce(f"{'RMQ metrics' if metrics_only else 'RMQ console'}: {url}"
              f"{'?token=<token>' if token and not metrics_only else ''} (Ctrl-C stops it)")
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    uvicorn.Server(config).run(sockets=[listening])

@@ -146,3 +146,17 @@ def test_deleting_a_topic_drops_its_history(client: rmq.Client) -> None:
     client.delete_topic("t")
     client.create_topic("t")
     assert read(client, "t").groups["default"] == []
+
+
+def test_running_consumers_sample_the_history_without_a_console(client: rmq.Client,
+                                                                redis_url: str) -> None:
+    client.create_topic("t", slots=2)
+    client.send_many("t", ["a", "b", "c"])
+    consumer = rmq.Consumer(rmq.Client(redis_url), "t", lambda m: None,
+                            heartbeat_interval=0.2).start()
+    try:
+        wait_for(lambda: client.history("t").groups["default"], 10,
+                 "the consumer's housekeeping to take a sample")
+    finally:
+        consumer.stop(grace=1)
+        consumer.client.close()

@@ -338,6 +338,7 @@ class Consumer:
         while not self._stopped.wait(self._keep_interval()):
             extended = self._extend_held()
             self._heartbeat()
+            self._safe(lambda: self.client.record_history(self.topic))  # one per 5 s, shared
             # Recover only right after our own leases were extended: after an outage, an
             # extend that failed just before Redis came back would let recovery take back
             # the messages this consumer is still running.

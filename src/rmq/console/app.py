@@ -12,6 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.exceptions import HTTPException
 
 import rmq
 from rmq.errors import (
@@ -86,6 +87,12 @@ def create_app(client: rmq.Client, *, token: str | None = None,
         if status == 500:
             log.error("unexpected queue error on %s: %s", request.url.path, exc)
         return JSONResponse({"error": str(exc)}, status_code=status)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        # unparsable bodies, unknown paths, wrong methods: the same {"error"} shape
+        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code,
+                            headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> Response:

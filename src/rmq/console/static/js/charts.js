@@ -3,7 +3,7 @@
 
 const RMQCharts = (() => {
   const { fmt } = RMQ;
-  const MIN_SPAN_MS = 5 * 60 * 1000;
+  const MIN_SPAN_MS = 60 * 1000;
 
   function base(yTitle, options) {
     return {
@@ -33,7 +33,7 @@ const RMQCharts = (() => {
                            spanGaps: false }, extra || {});
   }
 
-  // The x range: the last hour at most, at least five minutes, as much as there is data.
+  // The x range: the last hour at most, at least a minute, as much as there is data.
   function xRange(history, columns) {
     const first = columns.at.length ? columns.at[0] : history.now;
     const span = Math.max(MIN_SPAN_MS, history.now - first);

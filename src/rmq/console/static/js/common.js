@@ -4,7 +4,7 @@
 const RMQ = (() => {
   const COLORS = {
     ready: "#2563eb", delayed: "#d97706", in_flight: "#7c3aed", dead: "#dc2626",
-    sent: "#2563eb", merged: "#0d9488", acked: "#059669", retried: "#d97706",
+    sent: "#2563eb", merged: "#06b6d4", acked: "#16a34a", retried: "#d97706",
     dead_lettered: "#dc2626",
   };
 

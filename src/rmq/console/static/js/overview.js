@@ -30,7 +30,7 @@
         topicCell, td(g.group),
         td(fmt.n(g.backlog.ready), "num"), el("td", {}, priorityBar(g.ready_by_priority)),
         td(fmt.n(g.backlog.delayed), "num"), td(fmt.n(g.backlog.in_flight), "num"),
-        td(fmt.n(g.backlog.dead), "num"), td(fmt.age(g.oldest_ready_ms), "num"),
+        td(fmt.n(g.backlog.dead), "num"), td(g.backlog.ready ? fmt.age(g.oldest_ready_ms) : "–", "num"),
         td(fmt.rate(g.rates.sent), "num"), td(fmt.rate(g.rates.acked), "num"),
         td(fmt.pct(g.rates.merge_rate), "num"), td(consumers, "num"), action);
     });

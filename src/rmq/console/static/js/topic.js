@@ -38,7 +38,7 @@
 
   function showCards(g) {
     for (const s of ["ready", "delayed", "in_flight", "dead"]) setText(`c-${s}`, fmt.n(g.backlog[s]));
-    setText("c-oldest", fmt.age(g.oldest_ready_ms));
+    setText("c-oldest", g.backlog.ready ? fmt.age(g.oldest_ready_ms) : "–");
     setText("c-sent", fmt.rate(g.rates.sent));
     setText("c-acked", fmt.rate(g.rates.acked));
     setText("c-merge", fmt.pct(g.rates.merge_rate));

@@ -8,9 +8,9 @@ rate is a difference of two samples over the real time between them: correct who
 them, and a missed bucket only makes the interval longer. Samples further apart than
 ``GAP_AFTER_MS`` are a gap (no rate), as when nothing sampled for a while.
 
-Each group's ring is one string of ``SIZE`` records of ``RECORD.size`` bytes (46,080 bytes
-per group: an hour of 5-second samples), written in place with ``SETRANGE``: its memory is
-fixed from the first sample on. ``docs/console.md`` describes the layout.
+Each group's ring is one string of ``SIZE`` records of ``RECORD.size`` bytes, written in
+place with ``SETRANGE``: an hour of 5-second samples in at most 46,080 bytes per group
+(49,200 as Redis counts it), whatever the traffic. ``docs/console.md`` describes it.
 """
 
 from __future__ import annotations

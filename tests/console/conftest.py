@@ -94,9 +94,18 @@ def console_process(console_url: str, tmp_path: Path) -> Iterator[Callable[..., 
             process.kill()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests that use the browser run last in the session: Playwright's sync API keeps
+    an asyncio loop running in the main thread from its start to the end of the session,
+    and the asyncio tests of the rest of the suite cannot run beside it."""
+    uses = [item for item in items if "browser" in getattr(item, "fixturenames", ())]
+    others = [item for item in items if "browser" not in getattr(item, "fixturenames", ())]
+    items[:] = others + uses
+
+
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
-    """One headless chromium for the session."""
+    """One headless chromium for the session (its tests run last, see above)."""
     from playwright.sync_api import sync_playwright
 
     if not Path(CHROMIUM).exists():

@@ -5,6 +5,8 @@ from .client import Client, system_clock
 from .errors import RMQError
 from .message import DeadLetter, Message, Priority, SendCounts, SendResult
 from .settings import TopicSettings
+from .storage.history import HistorySample, TopicHistory
+from .storage.peek import PeekPage
 from .storage.registry import ConsumerInfo, TopicInfo
 from .storage.snapshot import SnapshotRow
 from .storage.stats import GroupStats, SlotStats, TopicStats
@@ -16,13 +18,16 @@ __all__ = [
     "ConsumerInfo",
     "DeadLetter",
     "GroupStats",
+    "HistorySample",
     "Message",
+    "PeekPage",
     "Priority",
     "RMQError",
     "SendCounts",
     "SendResult",
     "SlotStats",
     "SnapshotRow",
+    "TopicHistory",
     "TopicInfo",
     "TopicSettings",
     "TopicStats",

@@ -21,6 +21,7 @@ __all__ = [
     "ConflictingOptions",
     "InvalidMessage",
     "TopicConflict",
+    "InvalidQuery",
     "RedisUnavailable",
     "RedisOutOfMemory",
     "AccessDenied",
@@ -84,6 +85,11 @@ class InvalidMessage(InputError):
 
 class TopicConflict(InputError):
     """``create_topic`` for an existing topic with different settings."""
+
+
+class InvalidQuery(InputError):
+    """A read (peek, find, history) asked for what cannot exist: an unknown state, a slot
+    out of range, a negative offset, nothing to look for."""
 
 
 class RedisUnavailable(RMQError):

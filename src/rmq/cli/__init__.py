@@ -1,9 +1,9 @@
 """The ``rmq`` command (SPEC §5).
 
 Subcommands: ``server [start|status|stop]``, ``topic ...``, ``send``, ``worker``, ``stats``,
-``dead ...``, ``consumers``, and ``demo``, ``bench``, ``chaos``, ``console``, which hand their
-arguments to ``main(argv)`` of the module of that name. Errors end the command with one line on
-stderr and a non-zero status: 1 for a failure, 2 for bad arguments.
+``dead ...``, ``consumers``, ``console``, ``metrics``, and ``demo``, ``bench``, ``chaos``,
+which hand their arguments to ``main(argv)`` of the module of that name. Errors end the
+command with one line on stderr and a non-zero status: 1 for a failure, 2 for bad arguments.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import NoReturn
 
 from ..errors import RMQError
 from ..extras import extra_of, install_hint
-from . import messages, runtime, server, stats, topics
+from . import console, messages, runtime, server, stats, topics
 from .advice import error_line, first_line
 from .common import CommandError
 from .notices import show_once
@@ -30,7 +30,6 @@ PASS_THROUGH = {
     "demo": ("rmq.tools.demo", "run the founding-case demo (SPEC §8)"),
     "bench": ("rmq.tools.bench", "run the benchmark"),
     "chaos": ("rmq.tools.chaos", "run fault-injection scenarios"),
-    "console": ("rmq.console", "the web console (not built yet: exits with a message)"),
 }
 
 
@@ -53,6 +52,7 @@ def build_parser() -> Parser:
     topics.add_parsers(commands)
     messages.add_parsers(commands)
     stats.add_parsers(commands)
+    console.add_parsers(commands)
     for name, (module, text) in PASS_THROUGH.items():
         # No options of its own: everything after the name goes to the module's main().
         sub = commands.add_parser(name, help=text, add_help=False,

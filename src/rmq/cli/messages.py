@@ -118,12 +118,18 @@ def dead(args: argparse.Namespace) -> None:
     with open_client(args) as client:
         if args.action == "requeue":
             count = client.requeue_dead(args.topic, args.group, args.ids)
-            print(f"requeued {count} dead letter(s) of {args.topic!r}/{args.group}")
+            if args.json:
+                print_json({"requeued": count})
+            else:
+                print(f"requeued {count} dead letter(s) of {args.topic!r}/{args.group}")
         elif args.action == "purge":
             if args.ids:
                 raise CommandError("purge drops every dead letter of the group; it takes no --ids")
             count = client.purge_dead(args.topic, args.group)
-            print(f"purged {count} dead letter(s) of {args.topic!r}/{args.group}")
+            if args.json:
+                print_json({"purged": count})
+            else:
+                print(f"purged {count} dead letter(s) of {args.topic!r}/{args.group}")
         else:
             letters = client.dead_letters(args.topic, args.group)
             if args.ids:
@@ -191,7 +197,8 @@ def add_parsers(commands: Any) -> None:
     p.add_argument("--group", default="default", help="consumer group (default: default)")
     p.add_argument("--ids", nargs="+", metavar="ID",
                    help="dead-letter ids (as listed) to show or requeue; default all")
-    p.add_argument("--json", action="store_true", help="list as JSON lines")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON: the list as JSON lines, the count requeued or purged")
     p.set_defaults(run=dead)
 
     p = commands.add_parser("consumers", help="list a topic's consumers and their liveness",

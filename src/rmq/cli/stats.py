@@ -1,5 +1,5 @@
 """``rmq stats TOPIC``: backlog by state and priority, counters, per-slot heat; live with
-``--watch``."""
+``--watch`` (a Rich view redrawn in place on a terminal; plain frames into a pipe)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,13 @@ import sys
 import time
 from typing import Any
 
-from ..storage.stats import TopicStats
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from rmq import TopicStats
+
 from .common import CommandError, age, at_least_one, open_client, print_json, seconds, table
 
 __all__ = ["add_parsers"]
@@ -51,22 +57,89 @@ def render(stats: TopicStats, previous: TopicStats | None, interval: float,
     return "\n".join(lines)
 
 
+BUSIEST_SLOTS = 16  # slots the live view lists (the busiest): it must fit a terminal
+
+
+def _rates(current: TopicStats, previous: TopicStats | None, name: str,
+           interval: float) -> list[str]:
+    if previous is None:
+        return ["–", "–"]
+    before = previous.groups.get(name)
+    now = current.groups[name].counters
+    return [f"{(now[c] - (before.counters[c] if before else 0)) / interval:,.1f}"
+            for c in ("sent", "acked")]
+
+
+def view(current: TopicStats, previous: TopicStats | None, interval: float,
+         slots: bool) -> Group:
+    """The live view: one row per group, ready by priority, and with ``slots`` the busiest
+    slots (a topic may have 1024)."""
+    title = Text.assemble((f"topic {current.topic}", "bold"),
+                          ("  paused" if current.paused else "", "bold yellow"),
+                          (f"  every {interval:g}s · {time.strftime('%H:%M:%S')}", "dim"))
+    groups = Table(box=None, header_style="bold", pad_edge=False)
+    for header in ("group", "ready", "delayed", "in flight", "dead", "oldest ready", "sent",
+                   "merged", "merge %", "acked", "retried", "dead-lettered", "sent/s",
+                   "acked/s"):
+        groups.add_column(header, justify="left" if header == "group" else "right")
+    parts: list[Any] = [title, groups]
+    for name, group in current.groups.items():
+        c = group.counters
+        share = f"{100 * c['merged'] / c['sent']:.1f}" if c["sent"] else "–"
+        groups.add_row(name, f"[blue]{group.ready:,}[/]", f"[yellow]{group.delayed:,}[/]",
+                       f"[magenta]{group.in_flight:,}[/]", f"[red]{group.dead:,}[/]",
+                       age(group.oldest_ready_ms), f"{c['sent']:,}", f"{c['merged']:,}", share,
+                       f"{c['acked']:,}", f"{c['retried']:,}", f"{c['dead']:,}",
+                       *_rates(current, previous, name, interval))
+    for name, group in current.groups.items():
+        if group.ready_by_priority:
+            bands = "  ".join(f"p{p}: {n:,}" for p, n in group.ready_by_priority.items())
+            parts.append(Text(f"ready by priority ({name}): {bands}", style="dim"))
+    if slots:
+        for name, group in current.groups.items():
+            busiest = sorted(group.slots, key=lambda s: -(s.ready + s.delayed + s.in_flight))
+            shown = Table(title=f"busiest slots of {name} ({min(BUSIEST_SLOTS, len(busiest))} "
+                                f"of {len(busiest)})", title_justify="left", box=None,
+                          header_style="bold")
+            for header in ("slot", "ready", "delayed", "in flight", "dead", "oldest ready"):
+                shown.add_column(header, justify="right")
+            for s in busiest[:BUSIEST_SLOTS]:
+                shown.add_row(str(s.slot), f"{s.ready:,}", f"{s.delayed:,}",
+                              f"{s.in_flight:,}", f"{s.dead:,}", age(s.oldest_ready_ms))
+            parts.append(shown)
+    return Group(*parts)
+
+
+def _watch_live(client: Any, args: argparse.Namespace) -> None:
+    previous = None
+    shown = 0
+    with Live(console=Console(), auto_refresh=False) as live:
+        while True:
+            current = client.stats(args.topic)
+            live.update(view(current, previous, args.watch, args.slots), refresh=True)
+            shown += 1
+            if args.count and shown >= args.count:
+                return
+            previous = current
+            time.sleep(args.watch)
+
+
 def stats(args: argparse.Namespace) -> None:
     if args.count and not args.watch:
         raise CommandError("--count counts the refreshes of --watch: give --watch SECONDS too")
     with open_client(args) as client:
+        if args.watch and not args.json and sys.stdout.isatty():
+            _watch_live(client, args)
+            return
         previous = None
         shown = 0
-        tty = sys.stdout.isatty()
         while True:
             current = client.stats(args.topic)
             if args.json:
                 print_json({"at": round(time.time(), 3), **current.to_dict()})
             else:
                 text = render(current, previous, args.watch or 1.0, args.slots)
-                if args.watch and tty:
-                    sys.stdout.write("\x1b[H\x1b[2J")  # redraw in place
-                elif shown:
+                if shown:
                     print()
                 print(text, flush=True)
             shown += 1

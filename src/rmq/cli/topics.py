@@ -44,6 +44,13 @@ def _describe(settings: TopicSettings) -> str:
     return ", ".join(f"{k}={v}" for k, v in settings.to_dict().items())
 
 
+def _report(args: argparse.Namespace, settings: TopicSettings) -> None:
+    if args.json:
+        print_json({"name": args.name, "settings": settings.to_dict()})
+    else:
+        print(f"topic {args.name!r}: {_describe(settings)}")
+
+
 def create(args: argparse.Namespace) -> None:
     asked = _settings(args)
     with open_client(args) as client:
@@ -53,7 +60,7 @@ def create(args: argparse.Namespace) -> None:
             existing = client.topic(args.name, fresh=True).settings
             raise CommandError(_conflict(args.name, existing, TopicSettings.build(**asked))
                                ) from None
-    print(f"topic {args.name!r}: {_describe(settings)}")
+    _report(args, settings)
 
 
 def _option(name: str, value: Any) -> str:
@@ -83,8 +90,7 @@ def alter(args: argparse.Namespace) -> None:
     if not changes:
         raise CommandError("nothing to change: give at least one setting option (see --help)")
     with open_client(args) as client:
-        settings = client.alter_topic(args.name, **changes)
-    print(f"topic {args.name!r}: {_describe(settings)}")
+        _report(args, client.alter_topic(args.name, **changes))
 
 
 def list_topics(args: argparse.Namespace) -> None:
@@ -165,8 +171,12 @@ def add_parsers(commands: Any) -> None:
         parser.set_defaults(run=run)
         return parser
 
-    _add_settings(action("create", create, "register a topic (idempotent for equal settings)"))
-    _add_settings(action("alter", alter, "change settings of a topic (not --slots)"))
+    for name, run, text in (("create", create, "register a topic (idempotent for equal "
+                                               "settings)"),
+                            ("alter", alter, "change settings of a topic (not --slots)")):
+        parser = action(name, run, text)
+        _add_settings(parser)
+        parser.add_argument("--json", action="store_true", help="print the settings as JSON")
     action("list", list_topics, "list topics").add_argument(
         "--json", action="store_true", help="print names as a JSON list")
     action("show", show, "show a topic's settings, groups and state").add_argument(

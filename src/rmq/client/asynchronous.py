@@ -19,6 +19,8 @@ import redis.asyncio as aredis
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
 from ..runtime import Consumer
 from ..settings import DEFAULT_GROUP, TopicSettings
+from ..storage.history import TopicHistory
+from ..storage.peek import PeekPage
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from ..storage.snapshot import SnapshotRow
 from ..storage.stats import TopicStats
@@ -266,6 +268,27 @@ class AsyncClient(BaseClient):
         for group, slot in await self._run(self._snapshot_parts(topic, groups, slots)):
             for row in await self._run(self._snapshot_part(topic, group, slot)):
                 yield row
+
+    # -- history, peeks and finding messages (the console) --------------------------------
+
+    async def record_history(self, topic: str) -> bool:
+        """See :meth:`rmq.Client.record_history`."""
+        return await self._run(self._record_history(topic))
+
+    async def history(self, topic: str, minutes: float = 60.0) -> TopicHistory:
+        """See :meth:`rmq.Client.history`."""
+        return await self._run(self._history(topic, minutes))
+
+    async def peek(self, topic: str, state: str, group: str = DEFAULT_GROUP, *,
+                   slot: int | None = None, offset: int = 0, limit: int = 50) -> PeekPage:
+        """See :meth:`rmq.Client.peek`."""
+        return await self._run(self._peek(topic, state, group, slot, offset, limit))
+
+    async def find_messages(self, topic: str, body: bytes | str | None = None, *,
+                            key: bytes | str | None = None,
+                            every_slot: bool = False) -> list[SnapshotRow]:
+        """See :meth:`rmq.Client.find_messages`."""
+        return await self._run(self._find_messages(topic, body, key, every_slot))
 
     # -- worker runtime -------------------------------------------------------------------
 

@@ -23,14 +23,17 @@ from typing import Any, NamedTuple, TypeVar
 from ..errors import InvalidMessage, UnknownTopic
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
 from ..settings import TopicSettings, check_group_name, check_topic_name
-from ..storage import queue, registry
+from ..storage import history, queue, registry
+from ..storage import peek as peek_ops
 from ..storage.calls import Call, Op
+from ..storage.history import TopicHistory
+from ..storage.peek import PeekPage
 from ..storage.queue import Outgoing
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from ..storage.snapshot import SnapshotRow, snapshot_slot
 from ..storage.stats import TopicStats, collect
 from .clock import Clock
-from .outgoing import MISSING, prepare, prepare_batch
+from .outgoing import MISSING, as_bytes, prepare, prepare_batch
 
 __all__ = ["BaseClient", "Flow", "Load", "Commit", "Subscribe", "Sleep", "MISSING"]
 
@@ -284,3 +287,27 @@ class BaseClient:
     def _snapshot_part(self, topic: str, group: str, slot: int) -> Op[list[SnapshotRow]]:
         return snapshot_slot(topic, group, slot, self.now())
 
+    # -- history, peeks and finding messages (the console) --------------------------------
+
+    def _record_history(self, topic: str) -> Flow[bool]:
+        info = yield from self._topic(topic)
+        return (yield from history.record(topic, registry.groups_with_data(info),
+                                          info.settings.slots, info.paused, self.now()))
+
+    def _history(self, topic: str, minutes: float) -> Flow[TopicHistory]:
+        info = yield from self._topic(topic)
+        return (yield from history.read(topic, registry.groups_with_data(info), minutes))
+
+    def _peek(self, topic: str, state: str, group: str, slot: int | None, offset: int,
+              limit: int) -> Flow[PeekPage]:
+        info = yield from self._topic(topic)
+        return (yield from peek_ops.peek(topic, check_group_name(group), state,
+                                         info.settings.slots, slot, offset, limit, self.now()))
+
+    def _find_messages(self, topic: str, body: bytes | str | None, key: bytes | str | None,
+                       every_slot: bool) -> Flow[list[SnapshotRow]]:
+        info = yield from self._topic(topic)
+        return (yield from peek_ops.find(
+            topic, registry.groups_with_data(info), info.settings.slots,
+            None if body is None else as_bytes("body", body),
+            None if key is None else as_bytes("key", key), every_slot, self.now()))

@@ -46,7 +46,7 @@ def canonical_json(obj: Any) -> bytes:
         raise InvalidMessage(f"json value cannot be serialised: {exc}") from None
 
 
-def _as_bytes(what: str, value: object) -> bytes:
+def as_bytes(what: str, value: object) -> bytes:
     if isinstance(value, bytes):
         return value
     if isinstance(value, str):
@@ -128,14 +128,14 @@ def prepare(
     elif body is MISSING or body is None:
         raise InvalidMessage("a message needs a body (bytes or str) or json=")
     else:
-        data = _as_bytes("body", body)
+        data = as_bytes("body", body)
     if len(data) > settings.max_message_bytes:
         raise MessageTooLarge(
             f"body of {len(data)} bytes exceeds the topic's max_message_bytes "
             f"of {settings.max_message_bytes}"
         )
-    basis = None if slot_basis is None else _as_bytes("slot_basis", slot_basis)
-    key_bytes = None if key is None else _as_bytes("key", key)
+    basis = None if slot_basis is None else as_bytes("slot_basis", slot_basis)
+    key_bytes = None if key is None else as_bytes("key", key)
     for what, value in (("key", key_bytes), ("slot_basis", basis)):
         if value is not None and len(value) > MAX_KEY_BYTES:
             raise InvalidMessage(f"{what} of {len(value)} bytes exceeds {MAX_KEY_BYTES} bytes")

@@ -16,6 +16,8 @@ import redis
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
 from ..runtime import Consumer, run_all
 from ..settings import DEFAULT_GROUP, TopicSettings
+from ..storage.history import TopicHistory
+from ..storage.peek import PeekPage
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from ..storage.snapshot import SnapshotRow
 from ..storage.stats import TopicStats
@@ -258,6 +260,35 @@ class Client(BaseClient):
         during the read may show twice or not at all."""
         for group, slot in self._run(self._snapshot_parts(topic, groups, slots)):
             yield from self._run(self._snapshot_part(topic, group, slot))
+
+    # -- history, peeks and finding messages (the console) --------------------------------
+
+    def record_history(self, topic: str) -> bool:
+        """Take ``topic``'s throughput sample for the current 5-second bucket of Redis's
+        clock, unless another client (a console, a consumer) already took it; returns
+        whether this call did. Costs one script call when it did not."""
+        return self._run(self._record_history(topic))
+
+    def history(self, topic: str, minutes: float = 60.0) -> TopicHistory:
+        """The topic's samples of the last ``minutes`` (at most an hour) per group, with
+        rates per second and merge rate between consecutive samples (``TopicHistory``)."""
+        return self._run(self._history(topic, minutes))
+
+    def peek(self, topic: str, state: str, group: str = DEFAULT_GROUP, *,
+             slot: int | None = None, offset: int = 0, limit: int = 50) -> PeekPage:
+        """A page of ``group``'s messages in ``state`` (ready, delayed, in_flight, dead):
+        of ``slot``, or of every slot in slot order. Reads only the page (and each slot's
+        size); changes nothing."""
+        return self._run(self._peek(topic, state, group, slot, offset, limit))
+
+    def find_messages(self, topic: str, body: bytes | str | None = None, *,
+                      key: bytes | str | None = None,
+                      every_slot: bool = False) -> list[SnapshotRow]:
+        """Every stored message, in any state and group, with this ``body`` (and ``key``:
+        a keyed message is found with its key) or, with no body, every message of ``key``.
+        Looks in the slot a send of them goes to; ``every_slot`` (which reads the whole
+        topic) also finds messages sent with another ``slot_basis``."""
+        return self._run(self._find_messages(topic, body, key, every_slot))
 
     # -- worker runtime -------------------------------------------------------------------
 

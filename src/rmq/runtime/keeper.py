@@ -1,6 +1,7 @@
 """Housekeeping of a running consumer, from one thread: extend the leases of held messages
-(so a slow but alive handler is never duplicated), heartbeat into the registry, pick up
-the topic's settings, and recover expired leases of dead consumers."""
+(so a slow but alive handler is never duplicated), heartbeat into the registry, sample the
+topic's history, pick up the topic's settings, and recover expired leases of dead
+consumers."""
 
 from __future__ import annotations
 
@@ -46,6 +47,8 @@ class Keeper:
         while not self.stopped.wait(self._interval()):
             extended = self._extend_held()
             self.heartbeat()
+            # history for the console, even when none runs: one sample per 5 s, shared
+            guarded(self.consumer_id, lambda: self.client.record_history(self.topic))
             # Recover only right after our own leases were extended: after an outage, an
             # extend that failed just before Redis came back would let recovery take back
             # the messages this consumer is still running.

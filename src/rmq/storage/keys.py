@@ -53,8 +53,17 @@ class RegistryKeys:
     def consumers(self) -> str:  # hash: consumer id -> JSON heartbeat record
         return f"{PREFIX}:{{{self.topic}}}:consumers"
 
+    @property
+    def history(self) -> str:  # string: the last history bucket a sampler claimed
+        return f"{PREFIX}:{{{self.topic}}}:history"
+
+    def history_ring(self, group: str) -> str:  # string: the group's ring of history samples
+        return f"{PREFIX}:{{{self.topic}}}:history:{group}"
+
     def all(self) -> list[str]:
-        return [self.settings, self.groups, self.unbound, self.paused, self.consumers]
+        """The topic's registry keys (rings of history are per group: ``history_ring``)."""
+        return [self.settings, self.groups, self.unbound, self.paused, self.consumers,
+                self.history]
 
 
 @dataclass(frozen=True, slots=True)

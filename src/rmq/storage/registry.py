@@ -140,6 +140,7 @@ def delete_topic(info: TopicInfo) -> Op[None]:
         data += [slot_keys.clock, slot_keys.seq]
         for group in groups_with_data(info):
             data += slot_keys.group(group).all()
+    data += [keys.history_ring(group) for group in groups_with_data(info)]
     # UNLINK frees a big backlog in the background instead of blocking Redis while it does.
     yield [command("UNLINK", k) for k in data]
 

@@ -23,9 +23,10 @@ from .codec import (
 )
 from .keys import SlotKeys
 
-__all__ = ["SnapshotRow", "State", "snapshot_slot"]
+__all__ = ["SnapshotRow", "State", "STATES", "snapshot_slot"]
 
 State = Literal["ready", "delayed", "in_flight", "dead"]
+STATES: tuple[State, ...] = ("ready", "delayed", "in_flight", "dead")
 
 
 @dataclass(frozen=True, slots=True)

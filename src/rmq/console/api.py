@@ -1,0 +1,207 @@
+"""The console's JSON API under ``/api``: every page is drawn from it, and its OpenAPI schema
+(``/api/openapi.json``, browsable at ``/api/docs``) documents it for scripts.
+
+Each write is one call of the public client, which checks everything before it writes, so
+a refused request changes nothing. Errors are JSON ``{"error": "..."}`` with the status
+``app.py`` maps them to.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+import rmq
+from rmq.errors import InvalidQuery
+
+from . import views
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api")
+State = Literal["ready", "delayed", "in_flight", "dead"]
+GroupName = Annotated[str, Query(description="consumer group", max_length=200)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TopicChanges(Strict):
+    """Topic settings (SPEC §1); a setting left out keeps its default (or current) value."""
+
+    slots: int | None = Field(None, description="a power of two, 1-1024; fixed at creation")
+    max_retries: int | None = None
+    visibility_timeout: float | None = Field(None, description="seconds")
+    max_message_bytes: int | None = None
+    max_delay: float | None = Field(None, description="seconds")
+    retry_backoff: float | None = Field(None, description="seconds")
+    retry_backoff_max: float | None = Field(None, description="seconds")
+    serial_keys: bool | None = None
+
+    def given(self) -> dict[str, Any]:
+        """The settings given (the topic's name is not a setting)."""
+        return {k: v for k, v in self.model_dump(exclude={"name"}).items() if v is not None}
+
+
+class NewTopic(TopicChanges):
+    name: str = Field(description="1-128 characters of A-Z a-z 0-9 . _ -")
+
+
+class Binding(Strict):
+    group: str
+
+
+class Outgoing(Strict):
+    """A message to send: UTF-8 text; ``delay_ms`` or ``deliver_at`` (epoch ms) for later."""
+
+    body: str
+    priority: int | None = Field(None, description="0-255, higher first (default 128)")
+    delay_ms: int | None = None
+    deliver_at: int | None = None
+    key: str | None = None
+
+
+class Requeue(Strict):
+    """Dead letters to put back to ready: ``ids`` as listed, or ``all``."""
+
+    group: str = "default"
+    ids: list[str] | None = None
+    all: bool = False
+
+
+class Confirmed(Strict):
+    """A destructive request names the topic again in ``confirm``."""
+
+    group: str = "default"
+    confirm: str
+
+
+def _client(request: Request) -> rmq.Client:
+    return request.app.state.client
+
+
+def _confirm(topic: str, confirm: str) -> None:
+    if confirm != topic:
+        raise InvalidQuery(f"confirm must repeat the topic name {topic!r} to go ahead")
+
+
+@router.get("/overview", summary="Every topic with its groups' backlog, rates, consumers")
+def overview(request: Request) -> dict[str, Any]:
+    return {"topics": views.overview(_client(request))}
+
+
+@router.get("/topics", summary="Names of the registered topics")
+def topics(request: Request) -> dict[str, Any]:
+    return {"topics": _client(request).topics()}
+
+
+@router.post("/topics", status_code=201, summary="Create a topic")
+def create_topic(request: Request, topic: NewTopic) -> dict[str, Any]:
+    settings = _client(request).create_topic(topic.name, **topic.given())
+    return {"name": topic.name, "settings": settings.to_dict()}
+
+
+@router.get("/topics/{topic}", summary="A topic: settings, groups, backlog, slot heat")
+def topic_detail(request: Request, topic: str) -> dict[str, Any]:
+    return views.topic_detail(_client(request), topic)
+
+
+@router.patch("/topics/{topic}", summary="Change settings of a topic (not slots)")
+def alter_topic(request: Request, topic: str, changes: TopicChanges) -> dict[str, Any]:
+    given = changes.given()
+    if not given:
+        raise InvalidQuery("nothing to change: give at least one setting")
+    return {"name": topic, "settings": _client(request).alter_topic(topic, **given).to_dict()}
+
+
+@router.delete("/topics/{topic}", summary="Delete a topic and every message it holds")
+def delete_topic(request: Request, topic: str,
+                 confirm: Annotated[str, Query(description="the topic name again")]
+                 ) -> dict[str, Any]:
+    _confirm(topic, confirm)
+    _client(request).delete_topic(topic)
+    return {"deleted": topic}
+
+
+@router.post("/topics/{topic}/pause", summary="Stop consumers claiming from the topic")
+def pause(request: Request, topic: str) -> dict[str, Any]:
+    _client(request).pause(topic)
+    return {"name": topic, "paused": True}
+
+
+@router.post("/topics/{topic}/resume", summary="Let consumers claim from the topic again")
+def resume(request: Request, topic: str) -> dict[str, Any]:
+    _client(request).resume(topic)
+    return {"name": topic, "paused": False}
+
+
+@router.post("/topics/{topic}/bindings", summary="Bind a group: it gets every later message")
+def bind(request: Request, topic: str, binding: Binding) -> dict[str, Any]:
+    added = _client(request).bind(topic, binding.group)
+    return {"name": topic, "group": binding.group, "added": added}
+
+
+@router.delete("/topics/{topic}/bindings/{group}", summary="Unbind a group")
+def unbind(request: Request, topic: str, group: str) -> dict[str, Any]:
+    removed = _client(request).unbind(topic, group)
+    return {"name": topic, "group": group, "removed": removed}
+
+
+@router.post("/topics/{topic}/messages", status_code=201, summary="Send one message")
+def send(request: Request, topic: str, message: Outgoing) -> dict[str, Any]:
+    options = {k: v for k, v in message.model_dump().items() if v is not None}
+    result = _client(request).send(topic, **options)
+    return {"slot": result.slot, "merged": result.merged}
+
+
+@router.get("/topics/{topic}/history", summary="Rates, merge rate and backlog over time")
+def history(request: Request, topic: str,
+            minutes: Annotated[float, Query(gt=0, le=60)] = 60.0) -> dict[str, Any]:
+    return views.history_series(_client(request).history(topic, minutes))
+
+
+@router.get("/topics/{topic}/messages", summary="A page of a group's messages in one state")
+def peek(request: Request, topic: str, state: State, group: GroupName = "default",
+         slot: Annotated[int | None, Query(ge=0)] = None,
+         offset: Annotated[int, Query(ge=0)] = 0,
+         limit: Annotated[int, Query(ge=1, le=500)] = 50) -> dict[str, Any]:
+    page = _client(request).peek(topic, state, group, slot=slot, offset=offset, limit=limit)
+    return {"total": page.total, "offset": page.offset,
+            "rows": [views.message_row(r) for r in page.rows]}
+
+
+@router.get("/topics/{topic}/find", summary="Find messages by body or key, in any state")
+def find(request: Request, topic: str,
+         body: Annotated[str | None, Query(max_length=1 << 20)] = None,
+         key: Annotated[str | None, Query(max_length=1 << 16)] = None,
+         every_slot: bool = False) -> dict[str, Any]:
+    body = body or None
+    key = key or None
+    rows = _client(request).find_messages(topic, body, key=key, every_slot=every_slot)
+    return {"rows": [views.message_row(r, body_limit=None) for r in rows]}
+
+
+@router.post("/topics/{topic}/dead/requeue", summary="Requeue dead letters (some or all)")
+def requeue(request: Request, topic: str, what: Requeue) -> dict[str, Any]:
+    if what.all == (what.ids is not None):
+        raise InvalidQuery("give either ids (a list) or all: true")
+    if what.ids is not None and not what.ids:
+        raise InvalidQuery("ids is empty: select at least one dead letter")
+    count = _client(request).requeue_dead(topic, what.group, None if what.all else what.ids)
+    return {"requeued": count}
+
+
+@router.post("/topics/{topic}/dead/purge", summary="Delete every dead letter of a group")
+def purge(request: Request, topic: str, what: Confirmed) -> dict[str, Any]:
+    _confirm(topic, what.confirm)
+    return {"purged": _client(request).purge_dead(topic, what.group)}
+
+
+@router.get("/consumers", summary="Consumers of every topic (or one): liveness and counts")
+def consumers(request: Request,
+              topic: Annotated[str | None, Query(max_length=200)] = None) -> dict[str, Any]:
+    found = views.consumers_view(_client(request), request.app.state.consumer_rates, topic)
+    return {"consumers": found, "dead_after": views.DEAD_AFTER}

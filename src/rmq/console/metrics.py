@@ -1,0 +1,86 @@
+"""Prometheus metrics (``/metrics`` of the console, or ``rmq metrics --port`` alone): a
+collector that reads ``stats()`` and ``consumers()`` of every topic at scrape time, so a
+scrape always sees the queue as it is and nothing runs between scrapes.
+
+Names follow Prometheus conventions: ``rmq_`` prefix, ``_total`` counters, base units
+(seconds), one label set per topic and group; docs/console.md lists them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+import rmq
+from rmq.errors import UnknownTopic
+
+__all__ = ["QueueCollector", "registry_for", "COUNTER_HELP"]
+
+COUNTER_HELP = {
+    "sent": "Messages sent to the group (merged ones included)",
+    "merged": "Sends that merged into a message already pending",
+    "acked": "Deliveries acknowledged",
+    "retried": "Deliveries that failed and were scheduled again",
+    "dead": "Messages dead-lettered after their last retry",
+}
+COUNTER_NAMES = {"sent": "sent", "merged": "merged", "acked": "acked",
+                 "retried": "retried", "dead": "dead_lettered"}
+DEAD_AFTER = 10.0
+
+
+class QueueCollector(Collector):
+    """Reads the queue through ``client`` whenever Prometheus scrapes."""
+
+    def __init__(self, client: rmq.Client):
+        self.client = client
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["topic", "group"]
+        backlog = GaugeMetricFamily("rmq_messages", "Messages held, by state",
+                                    labels=[*labels, "state"])
+        ready = GaugeMetricFamily("rmq_ready_messages",
+                                  "Ready messages by priority (0-255, higher first)",
+                                  labels=[*labels, "priority"])
+        oldest = GaugeMetricFamily("rmq_oldest_ready_age_seconds",
+                                   "Age of the longest-waiting ready message", labels=labels)
+        counters = {name: CounterMetricFamily(f"rmq_messages_{COUNTER_NAMES[name]}",
+                                              text, labels=labels)
+                    for name, text in COUNTER_HELP.items()}
+        alive = GaugeMetricFamily("rmq_consumers_alive",
+                                  "Consumers whose heartbeat is recent", labels=labels)
+        dead = GaugeMetricFamily("rmq_consumers_dead",
+                                 f"Consumers silent for over {DEAD_AFTER:g} s", labels=labels)
+        paused = GaugeMetricFamily("rmq_topic_paused", "1 while the topic is paused",
+                                   labels=["topic"])
+        slots = GaugeMetricFamily("rmq_topic_slots", "Slots of the topic", labels=["topic"])
+        for topic in self.client.topics():
+            try:
+                stats = self.client.stats(topic)
+                found = self.client.consumers(topic, dead_after=DEAD_AFTER)
+            except UnknownTopic:
+                continue  # deleted during the scrape
+            paused.add_metric([topic], float(stats.paused))
+            for group in stats.groups.values():
+                key = [topic, group.group]
+                for state in ("ready", "delayed", "in_flight", "dead"):
+                    backlog.add_metric([*key, state], getattr(group, state))
+                for priority, count in group.ready_by_priority.items():
+                    ready.add_metric([*key, str(priority)], count)
+                oldest.add_metric(key, group.oldest_ready_ms / 1000)
+                for name, family in counters.items():
+                    family.add_metric(key, group.counters[name])
+                mine = [c for c in found if c.group == group.group]
+                alive.add_metric(key, sum(c.alive for c in mine))
+                dead.add_metric(key, sum(not c.alive for c in mine))
+            slots.add_metric([topic], max((len(g.slots) for g in stats.groups.values()),
+                                          default=0))
+        yield from (backlog, ready, oldest, *counters.values(), alive, dead, paused, slots)
+
+
+def registry_for(client: rmq.Client) -> CollectorRegistry:
+    """A registry holding only the queue's collector (no process metrics of this server)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(QueueCollector(client))
+    return registry

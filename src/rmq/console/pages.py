@@ -1,0 +1,68 @@
+"""The console's pages: HTML shells rendered from the package's templates, which fill and
+refresh themselves from ``/api`` (``static/console.js``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+from fastapi.templating import Jinja2Templates
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+import rmq
+from rmq.errors import InputError
+
+__all__ = ["router"]
+
+router = APIRouter(include_in_schema=False)
+templates = Jinja2Templates(env=Environment(loader=PackageLoader("rmq.console", "templates"),
+                                            autoescape=select_autoescape()))
+
+
+def _page(request: Request, template: str, page: str, status: int = 200,
+          **context: Any) -> HTMLResponse:
+    client: rmq.Client = request.app.state.client
+    return templates.TemplateResponse(request, template, {
+        "page": page, "refresh_ms": request.app.state.refresh_ms,
+        "topics": client.topics(), **context}, status_code=status)
+
+
+@router.get("/", response_class=HTMLResponse)
+def overview(request: Request) -> HTMLResponse:
+    return _page(request, "overview.html", "overview")
+
+
+@router.get("/topics/{topic}", response_class=HTMLResponse)
+def topic(request: Request, topic: str) -> HTMLResponse:
+    try:
+        request.app.state.client.topic(topic, fresh=True)
+    except InputError as exc:
+        return _page(request, "missing.html", "missing", 404, message=str(exc))
+    return _page(request, "topic.html", "topic", topic=topic)
+
+
+@router.get("/consumers", response_class=HTMLResponse)
+def consumers(request: Request) -> HTMLResponse:
+    return _page(request, "consumers.html", "consumers")
+
+
+@router.get("/dead", response_class=HTMLResponse)
+def dead(request: Request) -> HTMLResponse:
+    return _page(request, "dead.html", "dead")
+
+
+@router.get("/find", response_class=HTMLResponse)
+def find(request: Request) -> HTMLResponse:
+    return _page(request, "find.html", "find")
+
+
+@router.get("/login", response_class=HTMLResponse)
+def login(request: Request) -> HTMLResponse:
+    failed = request.query_params.get("failed") is not None
+    target = request.query_params.get("next", "/")
+    if not target.startswith("/") or target.startswith(("//", "/\\")):
+        target = "/"  # only a page of this console: the token must not travel elsewhere
+    return templates.TemplateResponse(request, "login.html", {
+        "page": "login", "failed": failed, "next": target,
+        "refresh_ms": 0, "topics": []}, status_code=401 if failed else 200)

@@ -1,0 +1,50 @@
+"""A running console samples every topic's throughput history (``Client.record_history``),
+so charts fill even when no consumer runs. Several consoles (and the consumers, which
+sample too) share the work: each 5-second bucket is taken by one of them."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import rmq
+from rmq.errors import RMQError
+
+__all__ = ["Sampler"]
+
+log = logging.getLogger("rmq.console")
+
+
+class Sampler:
+    """A daemon thread calling ``record_history`` for every topic each ``interval`` s."""
+
+    def __init__(self, client: rmq.Client, interval: float = 2.0):
+        self.client = client
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="rmq-console-sampler",
+                                        daemon=True)
+
+    def start(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def sample_all(self) -> None:
+        """One round: sample each topic (a deleted or failing topic is skipped)."""
+        for topic in self.client.topics():
+            try:
+                self.client.record_history(topic)
+            except RMQError as exc:
+                log.debug("history sample of %s skipped: %s", topic, exc)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.sample_all()
+            except RMQError as exc:  # Redis away: try again next round
+                log.warning("history sampling failed: %s", exc)
+            self._stop.wait(self.interval)

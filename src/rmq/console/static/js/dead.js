@@ -1,0 +1,120 @@
+// Dead letters page: inspect, requeue one, some or all, purge with confirmation.
+"use strict";
+
+(() => {
+  const { api, fmt, el, td, fill, setText, showMessage, query } = RMQ;
+  const PAGE = 50;
+  const topicSelect = document.getElementById("dead-topic");
+  const groupSelect = document.getElementById("dead-group");
+  const tbody = document.querySelector("#dead-table tbody");
+  const selectAll = document.getElementById("select-all");
+  const params = new URLSearchParams(location.search);
+  const view = { offset: 0, total: 0, selected: new Set(), group: params.get("group") };
+  if (params.get("topic")) topicSelect.value = params.get("topic");
+
+  const base = () => `/api/topics/${encodeURIComponent(topicSelect.value)}`;
+
+  function syncSelection() {
+    document.getElementById("requeue-selected").disabled = view.selected.size === 0;
+    setText("requeue-selected", view.selected.size ? `Requeue selected (${view.selected.size})` : "Requeue selected");
+  }
+
+  async function loadGroups() {
+    if (!topicSelect.value) return;
+    const detail = await api("GET", base());
+    const dead = Object.fromEntries(detail.groups.map((g) => [g.group, g.backlog.dead]));
+    const names = [...new Set([...detail.groups.map((g) => g.group), ...detail.bound_groups])];
+    // the group asked for, else the one with the most dead letters
+    const worst = [...names].sort((a, b) => (dead[b] || 0) - (dead[a] || 0))[0];
+    const keep = view.group && names.includes(view.group) ? view.group : worst;
+    groupSelect.replaceChildren(...names.map((n) => el("option", { value: n }, `${n} (${fmt.n(dead[n] || 0)})`)));
+    groupSelect.value = keep;
+    view.group = keep;
+  }
+
+  async function requeue(ids) {
+    try {
+      const body = ids ? { group: view.group, ids } : { group: view.group, all: true };
+      const result = await api("POST", `${base()}/dead/requeue`, body);
+      ids ? ids.forEach((id) => view.selected.delete(id)) : view.selected.clear();
+      syncSelection();
+      showMessage("dead-message", `Requeued ${result.requeued} dead letter${result.requeued === 1 ? "" : "s"}: ready again with attempts reset.`, "ok");
+      await refresh();
+    } catch (err) {
+      showMessage("dead-message", err.message, "error");
+    }
+  }
+
+  async function refresh() {
+    if (!topicSelect.value) {
+      fill(tbody, [], 8, "No topics yet.");
+      return;
+    }
+    if (!groupSelect.value) await loadGroups();
+    const page = await api("GET", `${base()}/messages?${query({ state: "dead", group: view.group, offset: view.offset, limit: PAGE })}`);
+    view.total = page.total;
+    setText("dead-count", `${fmt.n(page.total)} in ${topicSelect.value} / ${view.group}`);
+    fill(tbody, page.rows.map((r) => el("tr", { "data-id": r.id },
+      el("td", {}, el("input", { type: "checkbox", "aria-label": `select ${r.id}`,
+        checked: view.selected.has(r.id),
+        onchange: (e) => { e.target.checked ? view.selected.add(r.id) : view.selected.delete(r.id); syncSelection(); } })),
+      td(r.id, "mono"), td(fmt.when(r.dead_at)), td(r.attempts, "num"), td(r.priority, "num"),
+      el("td", { class: "error" }, r.error), el("td", { class: "body" }, r.body),
+      el("td", {}, el("button", { type: "button", class: "small", onclick: () => requeue([r.id]) }, "Requeue")))),
+      8, "No dead letters. Messages land here after their last retry fails.");
+    const last = Math.min(view.offset + page.rows.length, page.total);
+    setText("dead-range", page.total ? `${fmt.n(view.offset + 1)}–${fmt.n(last)} of ${fmt.n(page.total)}` : "0 of 0");
+    document.getElementById("dead-prev").disabled = view.offset === 0;
+    document.getElementById("dead-next").disabled = last >= page.total;
+    document.getElementById("requeue-all").disabled = page.total === 0;
+    document.getElementById("purge").disabled = page.total === 0;
+  }
+
+  const round = RMQ.poll(refresh);
+  function reset() {
+    view.offset = 0;
+    view.selected.clear();
+    syncSelection();
+    showMessage("dead-message", "");
+    history.replaceState(null, "", `?${query({ topic: topicSelect.value, group: view.group })}`);
+    round();
+  }
+  topicSelect.addEventListener("change", async () => { view.group = null; groupSelect.replaceChildren(); await loadGroups().catch(() => {}); reset(); });
+  groupSelect.addEventListener("change", () => { view.group = groupSelect.value; reset(); });
+  selectAll.addEventListener("change", () => {
+    for (const box of tbody.querySelectorAll("input[type=checkbox]")) {
+      box.checked = selectAll.checked;
+      const id = box.closest("tr").dataset.id;
+      selectAll.checked ? view.selected.add(id) : view.selected.delete(id);
+    }
+    syncSelection();
+  });
+  document.getElementById("requeue-selected").addEventListener("click", () => requeue([...view.selected]));
+  document.getElementById("requeue-all").addEventListener("click", () => {
+    if (confirm(`Requeue all ${fmt.n(view.total)} dead letters of ${topicSelect.value} / ${view.group}?`)) requeue(null);
+  });
+  document.getElementById("dead-prev").addEventListener("click", () => { view.offset = Math.max(0, view.offset - PAGE); round(); });
+  document.getElementById("dead-next").addEventListener("click", () => { view.offset += PAGE; round(); });
+
+  const dialog = document.getElementById("purge-dialog");
+  document.getElementById("purge").addEventListener("click", () => {
+    setText("purge-count", `all ${fmt.n(view.total)}`);
+    setText("purge-group", view.group);
+    setText("purge-topic", topicSelect.value);
+    document.getElementById("purge-confirm").value = "";
+    showMessage("purge-message", "");
+    dialog.showModal();
+  });
+  document.getElementById("purge-cancel").addEventListener("click", () => dialog.close());
+  document.getElementById("purge-go").addEventListener("click", async () => {
+    try {
+      const result = await api("POST", `${base()}/dead/purge`, { group: view.group, confirm: document.getElementById("purge-confirm").value });
+      dialog.close();
+      showMessage("dead-message", `Purged ${result.purged} dead letter${result.purged === 1 ? "" : "s"}.`, "ok");
+      view.offset = 0;
+      await round();
+    } catch (err) {
+      showMessage("purge-message", err.message, "error");
+    }
+  });
+})();

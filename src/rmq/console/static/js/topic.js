@@ -1,0 +1,230 @@
+// Topic page: live cards, charts of the last hour, slot heat, paged peeks and the forms.
+"use strict";
+
+(() => {
+  const { api, fmt, el, td, fill, badge, setText, showMessage, onSubmit, query } = RMQ;
+  const topic = document.body.dataset.topic;
+  const base = `/api/topics/${encodeURIComponent(topic)}`;
+  const PAGE = 20;
+  const view = { group: null, state: "ready", offset: 0, slot: "", heat: "pending", detail: null };
+  const charts = {
+    rates: RMQCharts.rates(document.getElementById("chart-rates")),
+    backlog: RMQCharts.backlog(document.getElementById("chart-backlog")),
+    merge: RMQCharts.merge(document.getElementById("chart-merge")),
+    priority: RMQCharts.priorities(document.getElementById("chart-priority")),
+  };
+  setText("page-size", PAGE);
+
+  function group() {
+    const d = view.detail;
+    return d ? d.groups.find((g) => g.group === view.group) || d.groups[0] : null;
+  }
+
+  function showHeader(d) {
+    const state = document.getElementById("topic-state");
+    state.textContent = d.paused ? "paused" : "active";
+    state.className = `badge ${d.paused ? "paused" : "active"}`;
+    document.getElementById("pause-button").textContent = d.paused ? "Resume" : "Pause";
+    setText("topic-sub", `${d.slots} slot${d.slots === 1 ? "" : "s"} · bound: ${d.bound_groups.join(", ")}`);
+    const bar = document.getElementById("group-bar");
+    if (d.groups.length > 1) {
+      bar.replaceChildren(el("span", { class: "muted" }, "Group"), el("div", { class: "tabs", style: "margin:0" },
+        d.groups.map((g) => el("button", { type: "button", class: g.group === view.group ? "active" : "",
+          onclick: () => { view.group = g.group; view.offset = 0; refresh(); } }, g.group))));
+    } else {
+      bar.replaceChildren();
+    }
+  }
+
+  function showCards(g) {
+    for (const s of ["ready", "delayed", "in_flight", "dead"]) setText(`c-${s}`, fmt.n(g.backlog[s]));
+    setText("c-oldest", g.backlog.ready ? fmt.age(g.oldest_ready_ms) : "–");
+    setText("c-sent", fmt.rate(g.rates.sent));
+    setText("c-acked", fmt.rate(g.rates.acked));
+    setText("c-merge", fmt.pct(g.rates.merge_rate));
+    setText("c-consumers", `${g.consumers_alive}${g.consumers_dead ? ` (+${g.consumers_dead} dead)` : ""}`);
+    for (const button of document.querySelectorAll("#state-tabs button")) {
+      button.querySelector(".count").textContent = fmt.n(g.backlog[button.dataset.state]);
+    }
+  }
+
+  function showSettings(d) {
+    const names = { slots: "slots", max_retries: "max retries", visibility_timeout: "visibility timeout (s)",
+                    max_message_bytes: "max message bytes", max_delay: "max delay (s)",
+                    retry_backoff: "retry backoff (s)", retry_backoff_max: "backoff cap (s)",
+                    serial_keys: "serial keys" };
+    document.getElementById("settings").replaceChildren(...Object.entries(names).flatMap(([k, label]) => [
+      el("dt", {}, label), el("dd", {}, String(d.settings[k]))]));
+    for (const input of document.getElementById("alter-form").elements) {
+      if (input.name && d.settings[input.name] !== undefined) input.placeholder = d.settings[input.name];
+    }
+    const chips = d.bound_groups.map((name) => el("span", { class: "chip" }, name,
+      el("button", { type: "button", title: `unbind ${name}`, "aria-label": `unbind ${name}`,
+                     onclick: () => unbind(name) }, "×")));
+    const unbound = d.unbound_groups.map((name) => el("span", { class: "chip unbound", title: "unbound; keeps what it holds" }, `${name} (unbound)`));
+    document.getElementById("groups").replaceChildren(...chips, ...unbound);
+  }
+
+  function showHeat(heat) {
+    const key = view.heat;
+    const value = (c) => (key === "pending" ? c.ready + c.delayed : c[key]);
+    const max = Math.max(1, ...heat.cells.map(value));
+    const hue = { pending: 217, in_flight: 262, dead: 0 }[key];
+    const columns = Math.min(32, heat.cells.length);
+    const grid = document.getElementById("heat");
+    grid.style.gridTemplateColumns = `repeat(${columns}, minmax(0, ${heat.cells.length > 64 ? 30 : 44}px))`;
+    grid.replaceChildren(...heat.cells.map((c) => {
+      const v = value(c);
+      const t = v / max;
+      const name = c.first === c.last ? `slot ${c.first}` : `slots ${c.first}–${c.last}`;
+      return el("div", {
+        class: "cell",
+        style: v ? `background:hsl(${hue}, 80%, ${Math.round(92 - 55 * t)}%)` : "",
+        title: `${name}: ready ${fmt.n(c.ready)} · delayed ${fmt.n(c.delayed)} · in flight ${fmt.n(c.in_flight)} · dead ${fmt.n(c.dead)}`,
+        onmouseenter: (e) => setText("heat-hover", e.target.title),
+        onclick: () => { if (c.first === c.last) { view.slot = String(c.first); document.getElementById("peek-slot").value = c.first; view.offset = 0; refreshPeek(); } },
+      });
+    }));
+    setText("heat-max", fmt.n(max === 1 && !heat.cells.some((c) => value(c)) ? 0 : max));
+    setText("heat-note", heat.slots_per_cell > 1
+      ? `${heat.slots} slots, ${heat.slots_per_cell} per cell; all groups`
+      : `${heat.slots} slot${heat.slots === 1 ? "" : "s"}, all groups; click a slot to peek at it`);
+  }
+
+  const COLUMNS = {
+    ready: ["Slot", "Priority", "Ready since", "Attempts", "Key", "Body"],
+    delayed: ["Slot", "Priority", "Due", "Attempts", "Key", "Body"],
+    in_flight: ["Delivery", "Slot", "Priority", "Attempts", "Lease until", "Holder", "Key", "Body"],
+    dead: ["Delivery", "Slot", "Priority", "Attempts", "Died", "Last error", "Body"],
+  };
+  const NUMERIC = new Set(["Slot", "Priority", "Attempts"]);
+
+  function peekRow(r, g) {
+    const now = Date.now();
+    const body = el("td", { class: "body", title: `${fmt.n(r.body_bytes)} bytes` }, r.body);
+    const key = td(r.key === null ? "" : r.key, "mono");
+    const common = [td(r.slot, "num"), td(r.priority, "num")];
+    if (view.state === "ready") {
+      return [...common, td(`${fmt.when(r.due_at)} (${fmt.age(now - r.due_at)} ago)`), td(r.attempts, "num"), key, body];
+    }
+    if (view.state === "delayed") {
+      return [...common, td(`${fmt.when(r.due_at)} (in ${fmt.age(r.due_at - now)})`), td(r.attempts, "num"), key, body];
+    }
+    if (view.state === "in_flight") {
+      const lease = r.lease_until ? `${fmt.time(r.lease_until)} (${r.lease_until > now ? "in " + fmt.age(r.lease_until - now) : "expired"})` : "–";
+      const holder = el("td", { class: "muted", title: "storage records a delivery's lease, not its consumer (docs/console.md)" },
+        `a consumer of ${r.group} (${g ? g.consumers_alive : "?"} alive)`);
+      return [td(r.id, "mono"), ...common, td(r.attempts, "num"), td(lease), holder, key, body];
+    }
+    return [td(r.id, "mono"), ...common, td(r.attempts, "num"), td(fmt.when(r.dead_at)),
+            el("td", { class: "error" }, r.error), body];
+  }
+
+  async function refreshPeek() {
+    const g = group();
+    if (!g) return;
+    let page;
+    try {
+      page = await api("GET", `${base}/messages?${query({ state: view.state, group: g.group,
+        slot: view.slot, offset: view.offset, limit: PAGE })}`);
+      showMessage("peek-message", "");
+    } catch (err) {
+      showMessage("peek-message", err.message, "error");
+      return;
+    }
+    const table = document.getElementById("peek-table");
+    table.tHead.replaceChildren(el("tr", {}, COLUMNS[view.state].map((c) => el("th", { class: NUMERIC.has(c) ? "num" : "" }, c))));
+    fill(table.tBodies[0], page.rows.map((r) => el("tr", {}, peekRow(r, g))), COLUMNS[view.state].length,
+         `No ${view.state === "in_flight" ? "in-flight" : view.state} messages${view.slot !== "" ? ` in slot ${view.slot}` : ""}.`);
+    const last = Math.min(page.offset + page.rows.length, page.total);
+    setText("peek-range", page.total ? `${fmt.n(page.offset + 1)}–${fmt.n(last)} of ${fmt.n(page.total)}` : "0 of 0");
+    document.getElementById("peek-prev").disabled = view.offset === 0;
+    document.getElementById("peek-next").disabled = last >= page.total;
+  }
+
+  async function refresh() {
+    const [detail, history] = await Promise.all([api("GET", base), api("GET", `${base}/history?minutes=60`)]);
+    view.detail = detail;
+    if (!view.group || !detail.groups.some((g) => g.group === view.group)) {
+      const preferred = detail.groups.find((g) => g.group === "default") || detail.groups[0];
+      view.group = preferred.group;
+    }
+    const g = group();
+    showHeader(detail);
+    showCards(g);
+    showSettings(detail);
+    showHeat(detail.heat);
+    RMQCharts.showPriorities(charts.priority, g.ready_by_priority);
+    const columns = history.groups[g.group];
+    if (columns) {
+      RMQCharts.showRates(charts.rates, history, columns);
+      RMQCharts.showBacklog(charts.backlog, history, columns);
+      RMQCharts.showMerge(charts.merge, history, columns);
+    }
+    await refreshPeek();
+  }
+
+  async function unbind(name) {
+    if (!confirm(`Unbind group ${name}? It receives no new messages; what it holds stays.`)) return;
+    try {
+      await api("DELETE", `${base}/bindings/${encodeURIComponent(name)}`);
+      showMessage("bind-message", `Unbound ${name}.`, "ok");
+      await refresh();
+    } catch (err) {
+      showMessage("bind-message", err.message, "error");
+    }
+  }
+
+  const round = RMQ.poll(refresh);
+
+  document.getElementById("pause-button").addEventListener("click", async () => {
+    const paused = view.detail && view.detail.paused;
+    try {
+      await api("POST", `${base}/${paused ? "resume" : "pause"}`);
+      await round();
+    } catch (err) {
+      RMQ.banner(err.message);
+    }
+  });
+  for (const button of document.querySelectorAll("#state-tabs button")) {
+    button.addEventListener("click", () => {
+      document.querySelectorAll("#state-tabs button").forEach((b) => b.classList.toggle("active", b === button));
+      view.state = button.dataset.state;
+      view.offset = 0;
+      refreshPeek();
+    });
+  }
+  for (const button of document.querySelectorAll("#heat-tabs button")) {
+    button.addEventListener("click", () => {
+      document.querySelectorAll("#heat-tabs button").forEach((b) => b.classList.toggle("active", b === button));
+      view.heat = button.dataset.state;
+      if (view.detail) showHeat(view.detail.heat);
+    });
+  }
+  document.getElementById("peek-slot").addEventListener("change", (e) => {
+    view.slot = e.target.value;
+    view.offset = 0;
+    refreshPeek();
+  });
+  document.getElementById("peek-prev").addEventListener("click", () => { view.offset = Math.max(0, view.offset - PAGE); refreshPeek(); });
+  document.getElementById("peek-next").addEventListener("click", () => { view.offset += PAGE; refreshPeek(); });
+
+  onSubmit(document.getElementById("alter-form"), "alter-message", async (fields) => {
+    if (!Object.keys(fields).length) throw new Error("Fill in at least one setting to change.");
+    await api("PATCH", base, fields);
+    document.getElementById("alter-form").reset();
+    await round();
+    return `Saved: ${Object.entries(fields).map(([k, v]) => `${k} = ${v}`).join(", ")}.`;
+  });
+  onSubmit(document.getElementById("bind-form"), "bind-message", async (fields) => {
+    const result = await api("POST", `${base}/bindings`, { group: fields.group || "" });
+    document.getElementById("bind-form").reset();
+    await round();
+    return result.added ? `Bound ${result.group}: it gets every message sent from now on.` : `${result.group} was already bound.`;
+  });
+  onSubmit(document.getElementById("send-form"), "send-message", async (fields) => {
+    const result = await api("POST", `${base}/messages`, fields);
+    await round();
+    return result.merged ? `Merged into a pending message (slot ${result.slot}).` : `Sent to slot ${result.slot}.`;
+  });
+})();

@@ -1,0 +1,200 @@
+"""What the console shows, as plain JSON-ready data built from the public client API only.
+
+Every page of the console is drawn from these shapes (through ``/api``), so the pages, the
+API and the tests agree on one set of numbers.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import rmq
+from rmq.errors import UnknownTopic
+
+__all__ = ["HEAT_CELLS", "ConsumerRates", "overview", "topic_detail", "heat",
+           "history_series", "message_row", "consumers_view", "text_of"]
+
+HEAT_CELLS = 256  # at most this many cells in the slot heat map; slots share a cell beyond
+STATES = ("ready", "delayed", "in_flight", "dead")
+RATES = ("sent", "merged", "acked", "retried", "dead")
+DEAD_AFTER = 10.0  # seconds of silence after which a consumer shows as dead
+
+
+def text_of(data: bytes | None, limit: int | None = None) -> str | None:
+    """Bytes for display: UTF-8, undecodable bytes escaped, cut to ``limit`` characters."""
+    if data is None:
+        return None
+    text = data.decode("utf-8", errors="backslashreplace")
+    if limit is not None and len(text) > limit:
+        return text[: limit - 1] + "…"
+    return text
+
+
+def _backlog(group: rmq.GroupStats) -> dict[str, int]:
+    return {"ready": group.ready, "delayed": group.delayed, "in_flight": group.in_flight,
+            "dead": group.dead}
+
+
+def _latest_rates(samples: list[rmq.HistorySample]) -> dict[str, Any]:
+    for sample in reversed(samples):
+        if sample.rates is not None:
+            return {"at": sample.at, **sample.rates, "merge_rate": sample.merge_rate}
+    return {"at": None, **dict.fromkeys(RATES), "merge_rate": None}
+
+
+def _group_view(group: rmq.GroupStats, samples: list[rmq.HistorySample],
+                consumers: list[rmq.ConsumerInfo]) -> dict[str, Any]:
+    mine = [c for c in consumers if c.group == group.group]
+    return {
+        "group": group.group,
+        "backlog": _backlog(group),
+        "ready_by_priority": {str(p): n for p, n in group.ready_by_priority.items()},
+        "oldest_ready_ms": group.oldest_ready_ms,
+        "counters": group.counters,
+        "rates": _latest_rates(samples),
+        "consumers_alive": sum(c.alive for c in mine),
+        "consumers_dead": sum(not c.alive for c in mine),
+    }
+
+
+def _topic_view(client: rmq.Client, name: str) -> tuple[rmq.TopicInfo, rmq.TopicStats,
+                                                         dict[str, Any]]:
+    info = client.topic(name, fresh=True)
+    stats = client.stats(name)
+    history = client.history(name, minutes=5)
+    consumers = client.consumers(name, dead_after=DEAD_AFTER)
+    groups = [_group_view(g, history.groups.get(g.group, []), consumers)
+              for g in stats.groups.values()
+              if g.group in info.groups or g.pending or g.in_flight or g.dead]
+    view = {"name": name, "paused": info.paused, "slots": info.settings.slots,
+            "bound_groups": list(info.groups), "groups": groups}
+    return info, stats, view
+
+
+def overview(client: rmq.Client) -> list[dict[str, Any]]:
+    """Every topic: per group its backlog by state and priority, latest rates and merge
+    rate, oldest ready age and consumers alive."""
+    topics = []
+    for name in client.topics():
+        try:
+            topics.append(_topic_view(client, name)[2])
+        except UnknownTopic:
+            continue  # deleted while the overview was read
+    return topics
+
+
+def heat(stats: rmq.TopicStats, cells: int = HEAT_CELLS) -> dict[str, Any]:
+    """Per-slot backlog summed over groups, in at most ``cells`` cells of consecutive slots:
+    what a heat map draws, in a size that does not grow with the slot count."""
+    groups = list(stats.groups.values())
+    slots = len(groups[0].slots) if groups else 0
+    per_cell = max(1, -(-slots // cells))
+    out = []
+    for first in range(0, slots, per_cell):
+        last = min(first + per_cell, slots) - 1
+        cell = {"first": first, "last": last, **dict.fromkeys(STATES, 0)}
+        for group in groups:
+            for s in group.slots[first: last + 1]:
+                cell["ready"] += s.ready
+                cell["delayed"] += s.delayed
+                cell["in_flight"] += s.in_flight
+                cell["dead"] += s.dead
+        out.append(cell)
+    return {"slots": slots, "slots_per_cell": per_cell, "cells": out}
+
+
+def topic_detail(client: rmq.Client, name: str) -> dict[str, Any]:
+    """One topic: settings, groups (as in the overview), slot heat, per-group slot counts."""
+    info, stats, view = _topic_view(client, name)
+    view["settings"] = info.settings.to_dict()
+    view["unbound_groups"] = list(info.unbound_groups)
+    view["heat"] = heat(stats)
+    return view
+
+
+def history_series(history: rmq.TopicHistory) -> dict[str, Any]:
+    """Per group, chart-ready columns (``at`` and one list per rate and backlog state);
+    a gap between samples gets a row of nulls so that charts break the line there."""
+    groups = {}
+    for group, samples in history.groups.items():
+        columns: dict[str, list[Any]] = {name: [] for name in (
+            "at", *RATES, "merge_rate", *(f"backlog_{s}" for s in STATES))}
+        previous = None
+        for sample in samples:
+            if previous is not None and sample.rates is None:
+                _add_row(columns, (previous.at + sample.at) // 2, None)
+            _add_row(columns, sample.at, sample)
+            previous = sample
+        groups[group] = columns
+    return {"width_ms": history.width_ms, "since": history.since, "now": history.now,
+            "groups": groups}
+
+
+def _add_row(columns: dict[str, list[Any]], at: int, sample: rmq.HistorySample | None) -> None:
+    columns["at"].append(at)
+    rates = sample.rates if sample is not None else None
+    for name in RATES:
+        columns[name].append(None if rates is None else round(rates[name], 3))
+    merge = None if sample is None or sample.merge_rate is None else round(sample.merge_rate, 4)
+    columns["merge_rate"].append(merge)
+    for state in STATES:
+        columns[f"backlog_{state}"].append(None if sample is None else sample.backlog[state])
+
+
+def message_row(row: rmq.SnapshotRow, body_limit: int | None = 500) -> dict[str, Any]:
+    """A stored message for display. ``holder`` is None: storage does not record which
+    consumer holds a delivery (docs/console.md), only its lease."""
+    return {
+        "state": row.state, "group": row.group, "slot": row.slot, "priority": row.priority,
+        "due_at": row.due_at, "attempts": row.attempts, "key": text_of(row.key),
+        "body": text_of(row.body, body_limit), "body_bytes": len(row.body),
+        "id": row.id, "lease_until": row.lease_until,
+        "dead_at": row.dead_at, "error": row.error, "holder": None,
+    }
+
+
+class ConsumerRates:
+    """Handled per second of each consumer, from the last two distinct heartbeats this
+    console saw (a heartbeat carries the count handled so far and its time)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[tuple[float, int], tuple[float, int] | None]] = {}
+        self._lock = threading.Lock()
+
+    def rate(self, consumer: rmq.ConsumerInfo) -> float | None:
+        beat = (consumer.last_seen / 1000, consumer.handled)
+        with self._lock:
+            latest, before = self._seen.get(consumer.id, (beat, None))
+            if beat[0] > latest[0]:
+                latest, before = beat, latest
+            self._seen[consumer.id] = (latest, before)
+        if before is None or latest[0] <= before[0]:
+            return None
+        return max(0.0, (latest[1] - before[1]) / (latest[0] - before[0]))
+
+
+def consumers_view(client: rmq.Client, rates: ConsumerRates,
+                   topic: str | None = None) -> list[dict[str, Any]]:
+    """Every consumer of ``topic`` (or of every topic): liveness, last heartbeat, in flight,
+    handled and failed counts, handled per second."""
+    now = time.time()
+    out = []
+    for name in [topic] if topic is not None else client.topics():
+        try:
+            found = client.consumers(name, dead_after=DEAD_AFTER)
+        except UnknownTopic:
+            if topic is not None:
+                raise
+            continue
+        for c in found:
+            out.append({
+                "id": c.id, "topic": c.topic, "group": c.group, "host": c.host, "pid": c.pid,
+                "alive": c.alive, "started_at": c.started_at / 1000,
+                "last_seen": c.last_seen / 1000,
+                "seconds_since_heartbeat": round(max(0.0, now - c.last_seen / 1000), 1),
+                "concurrency": c.concurrency, "in_flight": c.in_flight, "handled": c.handled,
+                "failed": c.failed, "handled_per_second": rates.rate(c),
+            })
+    return sorted(out, key=lambda c: (not c["alive"], c["topic"], c["group"], c["id"]))

@@ -1,0 +1,25 @@
+#!lua
+--[[
+  Claims the current history bucket of a topic for one sampler, by Redis's own clock: however
+  many consoles and consumers sample a topic, each bucket is sampled once, and samples are
+  spaced by the server's time, not by the samplers' clocks.
+
+  KEYS[1]  string  the last bucket claimed (RegistryKeys.history)
+  ARGV[1]  bucket width, ms
+
+  Returns {now_ms, 1 if the caller claimed the bucket and must write the sample, else 0}.
+
+  No flags: a sample is not worth memory Redis does not have; when it is out of memory the
+  script is refused whole and that bucket's sample is skipped (a gap in the history).
+]]
+local rcall = redis.call
+
+local time = rcall("TIME")
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local bucket = string.format("%d", math.floor(now / tonumber(ARGV[1])))
+-- "differs", not "is later": a server clock stepped back must not stop the sampling.
+if rcall("GET", KEYS[1]) == bucket then
+  return {now, 0}
+end
+rcall("SET", KEYS[1], bucket)
+return {now, 1}

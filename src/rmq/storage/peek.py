@@ -1,0 +1,226 @@
+"""Reading a few stored messages without changing anything: a page of one state (``peek``)
+and the messages of a body or key (``find``), for the console and the command line.
+
+Both read only what they show: ``peek`` learns each slot's size in that state, then reads
+the page's ranges (one slot at a time, in the order each state keeps: ready in claim
+order, delayed by due time, in flight newest lease first, dead by time of death); ``find``
+looks only in the slot a send of that body or key goes to (or every slot when asked).
+Like ``snapshot``, a message that changes state during the read may show twice or not at
+all.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..errors import InvalidQuery
+from .calls import Call, Op, command
+from .codec import (
+    decode_member,
+    delayed_due,
+    delayed_priority,
+    encode_member,
+    lease_until,
+    parse_dead,
+    parse_inflight,
+    ready_due,
+    ready_priority,
+)
+from .keys import GroupSlotKeys, SlotKeys
+from .snapshot import STATES, SnapshotRow
+
+__all__ = ["PeekPage", "MAX_PAGE", "peek", "find"]
+
+MAX_PAGE = 1000
+_SCAN_COUNT = 1000
+_GLOB = re.compile(rb"([*?\[\]\\])")
+
+
+@dataclass(frozen=True, slots=True)
+class PeekPage:
+    """Messages ``offset`` to ``offset + len(rows)`` of ``total`` in one state of a group
+    (of one slot, or of every slot in slot order)."""
+
+    total: int
+    offset: int
+    rows: list[SnapshotRow]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _size(k: GroupSlotKeys, state: str) -> Call:
+    key = {"ready": k.ready, "delayed": k.delayed, "in_flight": k.leases,
+           "dead": k.dead_index}[state]
+    return command("ZCARD", key)
+
+
+def _check(state: str, slot: int | None, slots: int, offset: int, limit: int) -> None:
+    if state not in STATES:
+        raise InvalidQuery(f"state must be one of {', '.join(STATES)}, got {state!r}")
+    if slot is not None and (isinstance(slot, bool) or not isinstance(slot, int)
+                             or not 0 <= slot < slots):
+        raise InvalidQuery(f"slot must be an integer from 0 to {slots - 1}, got {slot!r}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise InvalidQuery(f"offset must be a non-negative integer, got {offset!r}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise InvalidQuery(f"limit must be an integer from 1 to {MAX_PAGE}, got {limit!r}")
+
+
+def peek(topic: str, group: str, state: str, slots: int, slot: int | None, offset: int,
+         limit: int, now: int) -> Op[PeekPage]:
+    """A page of ``group``'s messages in ``state``; ``slot`` None pages through every slot."""
+    _check(state, slot, slots, offset, limit)
+    chosen = list(range(slots)) if slot is None else [slot]
+    keys = {s: SlotKeys(topic, s).group(group) for s in chosen}
+    sizes = yield [_size(keys[s], state) for s in chosen]
+    ranges: list[tuple[int, int, int]] = []  # slot, first, last (inclusive)
+    skip, want = offset, limit
+    for s, size in zip(chosen, sizes, strict=True):
+        if want == 0:
+            break
+        if skip >= size:
+            skip -= size
+            continue
+        take = min(size - skip, want)
+        ranges.append((s, skip, skip + take - 1))
+        skip, want = 0, want - take
+    rows: list[SnapshotRow] = []
+    if ranges:
+        rows = yield from _read_ranges(topic, group, state, keys, ranges, now)
+    return PeekPage(sum(sizes), offset, rows)
+
+
+def _read_ranges(topic: str, group: str, state: str, keys: dict[int, GroupSlotKeys],
+                 ranges: list[tuple[int, int, int]], now: int) -> Op[list[SnapshotRow]]:
+    index = {"ready": lambda k: k.ready, "delayed": lambda k: k.delayed,
+             "in_flight": lambda k: k.leases, "dead": lambda k: k.dead_index}[state]
+    entries = yield [command("ZRANGE", index(keys[s]), first, last, "WITHSCORES")
+                     for s, first, last in ranges]
+    lookups = []
+    for (s, _, _), found in zip(ranges, entries, strict=True):
+        names = [name for name, _ in found] or [b""]
+        record = {"ready": keys[s].attempts, "delayed": keys[s].attempts,
+                  "in_flight": keys[s].inflight, "dead": keys[s].dead}[state]
+        lookups.append(command("HMGET", record, *names))
+    details = yield lookups
+    rows: list[SnapshotRow] = []
+    for (s, _, _), found, values in zip(ranges, entries, details, strict=True):
+        for (name, score), value in zip(found, values, strict=False):
+            row = _row(topic, group, s, state, name, score, value, now)
+            if row is not None:
+                rows.append(row)
+    return rows
+
+
+def _row(topic: str, group: str, slot: int, state: str, name: bytes, score: float,
+         value: bytes | None, now: int) -> SnapshotRow | None:
+    if state in ("ready", "delayed"):
+        body, key = decode_member(name)
+        if state == "ready":
+            due, priority = min(ready_due(score), now), ready_priority(score)
+        else:
+            due, priority = delayed_due(score), delayed_priority(score)
+        return SnapshotRow(topic, group, slot, state, priority, due, int(value or 0), key, body)
+    if value is None:  # settled between the two reads
+        return None
+    delivery = f"{slot}-{int(name)}"
+    if state == "in_flight":
+        record = parse_inflight(value)
+        body, key = decode_member(record.member)
+        return SnapshotRow(topic, group, slot, state, record.priority, record.due_at,
+                           record.attempts, key, body, delivery,
+                           lease_until(score) if score else None)
+    dead = parse_dead(value)
+    body, key = decode_member(dead.member)
+    return SnapshotRow(topic, group, slot, state, dead.priority, dead.due_at, dead.attempts,
+                       key, body, delivery, dead_at=dead.dead_at, error=dead.error)
+
+
+# -- find -------------------------------------------------------------------------------
+
+
+def _scan_all(calls: dict[Any, tuple[Any, ...]]) -> Op[dict[Any, list[tuple[bytes, Any]]]]:
+    """Run every ``(ZSCAN|HSCAN, key[, MATCH, pattern])`` to its end, side by side; returns
+    each one's (member, score) or (field, value) pairs."""
+    cursors = dict.fromkeys(calls, b"0")
+    found: dict[Any, list[tuple[bytes, Any]]] = {name: [] for name in calls}
+    while cursors:
+        names = list(cursors)
+        replies = yield [command(calls[n][0], calls[n][1], cursors[n], *calls[n][2:],
+                                 "COUNT", _SCAN_COUNT) for n in names]
+        for name, (cursor, elements) in zip(names, replies, strict=True):
+            # redis-py answers HSCAN with a dict, ZSCAN with (member, score) pairs
+            found[name] += elements.items() if isinstance(elements, dict) else elements
+            if int(cursor) == 0:
+                del cursors[name]
+            else:
+                cursors[name] = cursor
+    return found
+
+
+def find(topic: str, groups: Sequence[str], slots: int, body: bytes | None,
+         key: bytes | None, every_slot: bool, now: int) -> Op[list[SnapshotRow]]:
+    """Every stored message with this ``body`` (and ``key``; without a key only a message
+    sent without one matches) or, with no body, every message of ``key``: in the slot a send
+    of them goes to, or in ``every_slot``."""
+    if body is None and key is None:
+        raise InvalidQuery("give a body or a key to find")
+    basis = key if key is not None else body
+    assert basis is not None
+    chosen = range(slots) if every_slot else [zlib.crc32(basis) & (slots - 1)]
+    member = None if body is None else encode_member(body, key)
+    prefix = _GLOB.sub(rb"\\\1", encode_member(b"", key)) if member is None else b""
+
+    def matches(candidate: bytes) -> bool:
+        if member is not None:
+            return candidate == member
+        return decode_member(candidate)[1] == key
+
+    scans: dict[Any, tuple[Any, ...]] = {}
+    for group in groups:
+        for s in chosen:
+            k = SlotKeys(topic, s).group(group)
+            if member is None:
+                scans[(group, s, "ready")] = ("ZSCAN", k.ready, "MATCH", prefix + b"*")
+                scans[(group, s, "delayed")] = ("ZSCAN", k.delayed, "MATCH", prefix + b"*")
+            # HSCAN's MATCH filters field names only: records are checked here
+            scans[(group, s, "in_flight")] = ("HSCAN", k.inflight)
+            scans[(group, s, "dead")] = ("HSCAN", k.dead)
+    pending: list[tuple[str, int, str, bytes, float]] = []
+    if member is not None:
+        targets = [(g, s) for g in groups for s in chosen]
+        scores = yield [command(kind, getattr(SlotKeys(topic, s).group(g), state), member)
+                        for g, s in targets for kind, state in
+                        (("ZSCORE", "ready"), ("ZSCORE", "delayed"))]
+        for i, (g, s) in enumerate(targets):
+            for state, score in zip(("ready", "delayed"), scores[2 * i: 2 * i + 2],
+                                    strict=True):
+                if score is not None:
+                    pending.append((g, s, state, member, float(score)))
+    scanned = yield from _scan_all(scans)
+    held: list[tuple[str, int, str, bytes, bytes]] = []
+    for (group, s, state), pairs in scanned.items():
+        if state in ("ready", "delayed"):
+            pending += [(group, s, state, m, float(score)) for m, score in pairs if matches(m)]
+            continue
+        parse = parse_inflight if state == "in_flight" else parse_dead
+        held += [(group, s, state, name, value) for name, value in pairs
+                 if matches(parse(value).member)]
+    extra = yield [command("HGET", SlotKeys(topic, s).group(g).attempts, m)
+                   for g, s, _, m, _ in pending] + [
+                  command("ZSCORE", SlotKeys(topic, s).group(g).leases, name)
+                  for g, s, state, name, _ in held if state == "in_flight"]
+    rows = [_row(topic, g, s, state, m, score, attempts, now)
+            for (g, s, state, m, score), attempts in zip(pending, extra, strict=False)]
+    leases = iter(extra[len(pending):])
+    for g, s, state, name, value in held:
+        lease = next(leases) if state == "in_flight" else 0.0
+        rows.append(_row(topic, g, s, state, name, float(lease or 0), value, now))
+    order = {state: i for i, state in enumerate(STATES)}
+    return sorted((r for r in rows if r is not None),
+                  key=lambda r: (r.group, order[r.state], r.slot))

@@ -1,0 +1,238 @@
+"""The console end to end (issue 10, "How it is tested"): a real ``rmq console`` process, real
+``rmq worker`` processes and a real Redis, driven in headless chromium. It creates a topic
+through the form, watches backlog and charts move, lets a handler fail until a dead letter
+appears, requeues it from the page and sees it handled, finds a message by body, and pauses
+the topic to see the consumers stop. Screenshots of every page, at desktop (1440x900) and
+laptop (1280x720) sizes, go to the test's folder; with ``RMQ_CONSOLE_SCREENSHOTS=docs`` they
+are also copied to ``docs/console/`` for docs/console.md."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import wait_for
+from playwright.sync_api import Page, expect
+
+import rmq
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "console"
+SIZES = {"desktop": (1440, 900), "laptop": (1280, 720)}
+WAIT_MS = 30_000
+
+HANDLER = '''
+import os
+import time
+from pathlib import Path
+
+OUT = Path(os.environ["RMQ_TEST_DIR"])
+
+
+def handle(message):
+    if message.text.startswith("fail") and not (OUT / "fixed").exists():
+        raise ValueError(f"cannot price {message.text}: no such product")
+    time.sleep(0.01)
+    with open(OUT / f"handled-{message.topic}", "a") as out:
+        out.write(message.text + "\\n")
+'''
+
+
+class Workers:
+    def __init__(self, url: str, where: Path):
+        self.url, self.where = url, where
+        (where / "shop.py").write_text(textwrap.dedent(HANDLER))
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def start(self, topic: str, group: str = "default") -> None:
+        log = open(self.where / f"worker-{topic}-{group}.log", "ab")  # noqa: SIM115
+        self.processes.append(subprocess.Popen(
+            [sys.executable, "-m", "rmq", "--url", self.url, "worker", "shop:handle", topic,
+             "--group", group, "--concurrency", "4"], cwd=self.where, stdout=log,
+            stderr=subprocess.STDOUT, env={**os.environ, "RMQ_TEST_DIR": str(self.where)}))
+
+    def handled(self, topic: str) -> list[str]:
+        path = self.where / f"handled-{topic}"
+        return path.read_text().split() if path.exists() else []
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.terminate()
+        for process in self.processes:
+            process.wait(timeout=30)
+
+
+@pytest.fixture
+def workers(console_url: str, tmp_path: Path) -> Iterator[Workers]:
+    started = Workers(console_url, tmp_path)
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    opened.set_default_timeout(WAIT_MS)
+    yield opened
+    context.close()
+    assert errors == [], f"scripts failed in the page: {errors}"
+
+
+def live(page: Page) -> None:
+    """Wait until the page has drawn its data (its live indicator says when)."""
+    expect(page.locator("#live-text")).to_contain_text("updated")
+
+
+def screenshots(page: Page, base: str, folder: Path, shots: dict[str, str]) -> None:
+    """Each page of ``shots`` at both sizes, once it has drawn its data."""
+    for size, (width, height) in SIZES.items():
+        page.set_viewport_size({"width": width, "height": height})
+        for name, path in shots.items():
+            page.goto(base + path)
+            live(page)
+            if name == "topic":
+                page.wait_for_function("() => Chart.getChart('chart-rates').data.datasets"
+                                       ".some(d => d.data.some(p => p.y > 0))")
+            if name == "find":
+                expect(page.locator("#find-table tbody tr")).not_to_have_count(0)
+            shot = folder / f"{name}-{size}.png"
+            page.screenshot(path=str(shot), full_page=True)
+            if os.environ.get("RMQ_CONSOLE_SCREENSHOTS") == "docs":
+                DOCS.mkdir(exist_ok=True)
+                shutil.copy(shot, DOCS / shot.name)
+    page.set_viewport_size({"width": 1440, "height": 900})
+
+
+def send_steadily(client: rmq.Client, topic: str, stop: threading.Event) -> None:
+    """Price changes at about 600 a second over 500 products (faster than the worker
+    handles them, so duplicates of waiting ones merge), a few of them urgent."""
+    n = 0
+    while not stop.is_set():
+        batch: list[Any] = [f"sku-{(n + i) % 500}" for i in range(60)]
+        batch += [{"body": f"sku-{n % 40}", "priority": 200}]
+        client.send_many(topic, batch)
+        n += 61
+        stop.wait(0.1)
+
+
+def test_an_operator_runs_the_queue_from_the_console(
+        page: Page, console_process: Any, workers: Workers, client: rmq.Client,
+        tmp_path: Path) -> None:
+    base = console_process("--refresh", "1")
+    # a second, busier topic, so that the overview has something to compare
+    client.create_topic("emails", slots=16, max_retries=0)
+    client.bind("emails", "default")
+    client.bind("emails", "audit")  # bound, with no consumer: its backlog waits
+    client.send_many("emails", [f"welcome-{i}" for i in range(40)] + [
+        {"body": f"reminder-{i}", "delay_ms": 3_600_000, "priority": 64} for i in range(12)]
+        + [f"fail-bounce-{i}" for i in range(3)])
+
+    # 1. create a topic through the form; a bad name first gets its own message
+    page.goto(base)
+    live(page)
+    page.fill("#create-form [name=name]", "prices!")
+    page.click("#create-form button[type=submit]")
+    expect(page.locator("#create-message")).to_contain_text("invalid topic name 'prices!'")
+    page.fill("#create-form [name=name]", "prices")
+    page.select_option("#create-form [name=slots]", "16")
+    page.fill("#create-form [name=max_retries]", "1")
+    page.fill("#create-form [name=retry_backoff]", "0")
+    page.click("#create-form button[type=submit]")
+    expect(page.locator("#create-message")).to_contain_text("Created topic prices")
+    expect(page.locator("tr[data-topic=prices]")).to_have_count(1)
+    assert client.topic("prices").settings.max_retries == 1
+
+    # 2. consumers start; messages flow; backlog and charts move
+    workers.start("prices")
+    workers.start("emails")
+    stop = threading.Event()
+    sender = threading.Thread(target=send_steadily, args=(client, "prices", stop))
+    sender.start()
+    try:
+        client.send("prices", "fail-42")
+        page.goto(f"{base}/topics/prices")
+        live(page)
+        expect(page.locator("#c-consumers")).to_have_text("1")
+        page.wait_for_function("() => Chart.getChart('chart-rates').data.datasets[0].data"
+                               ".filter(p => p.y > 0).length >= 2")  # sent/s, two samples
+        page.wait_for_function("() => Chart.getChart('chart-merge').data.datasets[0].data"
+                               ".some(p => p.y > 0)")  # duplicates merged
+        points = page.evaluate("() => Chart.getChart('chart-backlog').data.datasets[0].data"
+                               ".length")
+        page.wait_for_function(f"() => Chart.getChart('chart-backlog').data.datasets[0].data"
+                               f".length > {points}")  # the chart moves with time
+        assert page.locator("#heat .cell").count() == 16
+
+        # 3. the failing handler produces a dead letter; requeue it once the bug is fixed
+        page.goto(f"{base}/dead?topic=prices")
+        row = page.locator("#dead-table tbody tr[data-id]")
+        expect(row).to_have_count(1)
+        expect(row).to_contain_text("ValueError: cannot price fail-42")
+        expect(row).to_contain_text("fail-42")
+        wait_for(lambda: client.stats("emails").groups["default"].dead == 3, 30,
+                 "the bounces to be dead-lettered")
+        screenshots(page, base, tmp_path, {
+            "overview": "/", "topic": "/topics/prices", "consumers": "/consumers",
+            "dead-letters": "/dead?topic=prices"})
+        page.goto(f"{base}/dead?topic=prices")
+        expect(row).to_have_count(1)
+        (tmp_path / "fixed").touch()
+        row.locator("button", has_text="Requeue").click()
+        expect(page.locator("#dead-message")).to_contain_text("Requeued 1 dead letter")
+        wait_for(lambda: "fail-42" in workers.handled("prices"), 30,
+                 "the requeued message to be handled")
+        expect(page.locator("#dead-table tbody tr[data-id]")).to_have_count(0)
+    finally:
+        stop.set()
+        sender.join()
+
+    # 4. pause the topic from its page: the consumers stop
+    page.goto(f"{base}/topics/prices")
+    live(page)
+    page.click("#pause-button")
+    expect(page.locator("#topic-state")).to_have_text("paused")
+    paused_at = time.time()
+    wait_for(lambda: all(c.last_seen / 1000 > paused_at + 1.5 for c in client.consumers("prices")),
+             30, "the worker to heartbeat after its registry cache expired")
+    handled_before = len(workers.handled("prices"))
+    waiting = client.stats("prices").groups["default"].ready  # what the worker had not reached
+    client.send_many("prices", [f"needle-{i}" for i in range(25)])
+    expect(page.locator("#c-ready")).to_have_text(f"{waiting + 25:,}")
+    page.goto(f"{base}/consumers?topic=prices")
+    row = page.locator("#consumers-table tbody tr[data-alive=true]")
+    expect(row).to_have_count(1)
+    beat = client.consumers("prices")[0].last_seen
+    wait_for(lambda: client.consumers("prices")[0].last_seen > beat, 30, "a heartbeat")
+    assert len(workers.handled("prices")) == handled_before  # alive, yet handling nothing
+    assert client.stats("prices").groups["default"].ready == waiting + 25
+
+    # 5. find a waiting message by its body
+    page.goto(f"{base}/find")
+    page.select_option("#find-form [name=topic]", "prices")
+    page.fill("#find-form [name=body]", "needle-7")
+    page.click("#find-form button[type=submit]")
+    found = page.locator("#find-table tbody tr[data-state=ready]")
+    expect(found).to_have_count(1)
+    slot = client.find_messages("prices", "needle-7")[0].slot
+    expect(found.locator("td").nth(2)).to_have_text(str(slot))
+    expect(found).to_contain_text("128")
+
+    screenshots(page, base, tmp_path, {"find": "/find?topic=prices&body=needle-7"})
+
+    # 6. resume: the backlog drains
+    page.goto(f"{base}/topics/prices")
+    page.click("#pause-button")
+    expect(page.locator("#topic-state")).to_have_text("active")
+    expect(page.locator("#c-ready")).to_have_text("0")
+    assert {f"needle-{i}" for i in range(25)} <= set(workers.handled("prices"))

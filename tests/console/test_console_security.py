@@ -1,0 +1,132 @@
+"""Who may use the console (issue 10, point 3): loopback by default and only under a
+loopback Host name; a token beyond loopback, asked of every request; no state change from
+another site."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import httpx
+import pytest
+from console_helpers import TestClient
+
+import rmq
+from rmq.console import create_app
+from rmq.server import free_port
+
+TOKEN = "s3cret-token"
+
+
+@pytest.fixture
+def guarded(client: rmq.Client):
+    with TestClient(create_app(client, token=TOKEN, allowed_hosts=None, sample_interval=None),
+                    base_url="http://console.example:8270") as http:
+        yield http
+
+
+def test_on_loopback_a_page_under_another_host_name_is_refused(api: TestClient,
+                                                               client: rmq.Client) -> None:
+    """A site that rebinds its own name to 127.0.0.1 (DNS rebinding) reads nothing."""
+    client.create_topic("t")
+    for path in ("/", "/api/overview", "/metrics"):
+        refused = api.get(path, headers={"Host": "evil.example:8270"})
+        assert refused.status_code == 421 and "evil.example" in refused.json()["error"]
+    assert api.get("/api/overview", headers={"Host": "localhost:8270"}).status_code == 200
+
+
+@pytest.mark.parametrize("headers", [
+    {"Origin": "http://evil.example"},
+    {"Sec-Fetch-Site": "cross-site"},
+    {"Sec-Fetch-Site": "same-site"},
+    {"Origin": "null"},
+])
+def test_a_state_change_from_another_site_is_refused(api: TestClient, client: rmq.Client,
+                                                     headers: dict) -> None:
+    client.create_topic("t")
+    refused = api.post("/api/topics/t/pause", json={}, headers=headers)
+    assert refused.status_code == 403 and "refused" in refused.json()["error"]
+    refused = api.patch("/api/topics/t", json={"max_retries": 1}, headers=headers)
+    assert refused.status_code == 403
+    info = client.topic("t", fresh=True)
+    assert not info.paused and info.settings.max_retries == 16
+
+
+def test_a_state_change_from_the_console_itself_is_accepted(api: TestClient,
+                                                            client: rmq.Client) -> None:
+    client.create_topic("t")
+    done = api.post("/api/topics/t/pause", json={},
+                    headers={"Origin": "http://127.0.0.1:8270", "Sec-Fetch-Site": "same-origin"})
+    assert done.status_code == 200
+    assert client.topic("t", fresh=True).paused
+
+
+def test_a_post_that_an_html_form_could_send_is_refused(api: TestClient,
+                                                        client: rmq.Client) -> None:
+    client.create_topic("t")
+    for kind in ("application/x-www-form-urlencoded", "text/plain", "multipart/form-data"):
+        refused = api.post("/api/topics/t/pause", content=b"{}", headers={"Content-Type": kind})
+        assert refused.status_code == 415 and "JSON" in refused.json()["error"]
+    assert not client.topic("t", fresh=True).paused
+
+
+def test_with_a_token_every_request_but_the_static_assets_needs_it(
+        guarded: TestClient, client: rmq.Client) -> None:
+    client.create_topic("t")
+    for path in ("/api/overview", "/metrics", "/api/openapi.json"):
+        refused = guarded.get(path)
+        assert refused.status_code == 401 and "token" in refused.json()["error"]
+    assert guarded.post("/api/topics/t/pause", json={}).status_code == 401
+    assert guarded.get("/api/overview", headers={"Authorization": "Bearer wrong"}
+                       ).status_code == 401
+    assert not client.topic("t", fresh=True).paused
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    assert guarded.get("/api/overview", headers=bearer).status_code == 200
+    assert guarded.get("/metrics", headers=bearer).status_code == 200
+    assert guarded.get("/static/console.css").status_code == 200
+    page = guarded.get("/topics/t", follow_redirects=False)
+    assert page.status_code == 303 and page.headers["location"] == "/login?next=%2Ftopics%2Ft"
+
+
+def test_opening_the_console_with_its_token_sets_a_strict_cookie(guarded: TestClient) -> None:
+    wrong = guarded.get("/?token=nope", follow_redirects=False)
+    assert wrong.status_code == 303 and wrong.headers["location"] == "/login?failed=1"
+    opened = guarded.get(f"/consumers?token={TOKEN}&topic=t", follow_redirects=False)
+    assert opened.status_code == 303 and opened.headers["location"] == "/consumers?topic=t"
+    cookie = opened.headers["set-cookie"].lower()
+    assert "httponly" in cookie and "samesite=strict" in cookie
+    assert guarded.get("/consumers").status_code == 200  # the cookie now travels
+    assert guarded.get("/api/overview").status_code == 200
+
+
+def test_the_login_page_sends_the_token_only_to_this_console(guarded: TestClient) -> None:
+    for target in ("//evil.example/x", "https://evil.example/", "/\\evil.example"):
+        page = guarded.get("/login", params={"next": target}).text
+        assert 'action="/"' in page
+    assert 'action="/dead"' in guarded.get("/login", params={"next": "/dead"}).text
+
+
+def run_console(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rmq", "--url", url, "console", *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_beyond_loopback_the_console_refuses_to_start_without_a_token(
+        console_url: str) -> None:
+    done = run_console(console_url, "--host", "0.0.0.0", "--port", str(free_port()))
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and "give a token" in done.stderr, done.stderr
+
+
+def test_beyond_loopback_the_console_asks_every_request_for_its_token(
+        console_process, client: rmq.Client) -> None:
+    base = console_process("--host", "0.0.0.0", "--token", TOKEN)
+    client.create_topic("t")
+    # any Host name is answered (a token, not the name, guards it), but not without the token
+    headers = {"Host": "queue.internal.example"}
+    assert httpx.get(f"{base}/api/overview", headers=headers).status_code == 401
+    assert httpx.post(f"{base}/api/topics/t/pause", json={}, headers=headers).status_code == 401
+    assert not client.topic("t", fresh=True).paused
+    authorized = {**headers, "Authorization": f"Bearer {TOKEN}"}
+    (topic,) = httpx.get(f"{base}/api/overview", headers=authorized).json()["topics"]
+    assert topic["name"] == "t"

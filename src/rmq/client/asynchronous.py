@@ -23,7 +23,7 @@ from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from ..storage.snapshot import SnapshotRow
 from ..storage.stats import TopicStats
 from .base import MISSING, BaseClient, Commit, Flow, Load, Sleep, Subscribe
-from .clock import Clock, system_clock
+from .clock import Clock
 from .coalesce import AsyncSendCoalescer
 from .connection import AsyncExecutor, AsyncRedis, open_async, open_async_node
 from .sync import Client
@@ -41,7 +41,7 @@ class AsyncClient(BaseClient):
     loop. Arguments as for ``Client``; a ``retry`` among ``redis_options`` must be a
     ``redis.asyncio.retry.Retry``."""
 
-    def __init__(self, url: str | None = None, *, clock: Clock = system_clock,
+    def __init__(self, url: str | None = None, *, clock: Clock | None = None,
                  registry_ttl: float = 1.0, **redis_options: Any):
         super().__init__(clock=clock, registry_ttl=registry_ttl)
         self.url = url
@@ -70,6 +70,7 @@ class AsyncClient(BaseClient):
             self.url, self.redis = await open_async(self.url, **self.redis_options)
             self.is_cluster = isinstance(self.redis, aredis.RedisCluster)
             self._execute = AsyncExecutor(self.redis)
+            await self._run(self._now())  # measures the server's clock
 
     async def _run(self, flow: Flow[T]) -> T:
         """Run ``flow`` to its value, performing each effect it yields."""
@@ -81,6 +82,7 @@ class AsyncClient(BaseClient):
                 try:
                     result = await self._perform(effect)
                 except Exception as exc:  # the flow may handle it (recover skips a topic)
+                    self._failed(exc)
                     effect = flow.throw(exc)
                 else:
                     effect = flow.send(result)

@@ -20,7 +20,7 @@ import time
 from collections.abc import Generator, Iterable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
-from ..errors import InvalidMessage, UnknownTopic
+from ..errors import InvalidArgument, InvalidMessage, RedisUnavailable, UnknownTopic
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
 from ..settings import TopicSettings, check_group_name, check_topic_name
 from ..storage import queue, registry
@@ -29,7 +29,7 @@ from ..storage.queue import Outgoing
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from ..storage.snapshot import SnapshotRow, snapshot_slot
 from ..storage.stats import TopicStats, collect
-from .clock import Clock
+from .clock import Clock, ServerClock, check_epoch
 from .outgoing import MISSING, prepare, prepare_batch
 
 __all__ = ["BaseClient", "Flow", "Load", "Commit", "Subscribe", "Sleep", "MISSING"]
@@ -81,18 +81,45 @@ def _batch(messages: Message | Iterable[Message]) -> list[Message]:
 
 
 class BaseClient:
-    """What both clients share: the clock, the registry cache, and one flow per method."""
+    """What both clients share: the clock, the registry cache, and one flow per method.
+
+    ``clock``: None (the default) judges time by the Redis server's clock
+    (:class:`~rmq.client.clock.ServerClock`); a ``ServerClock`` of one's own sets its local
+    base; any other callable returning epoch ms is trusted as it is (tests control time so).
+    """
 
     is_cluster: bool = False
 
-    def __init__(self, *, clock: Clock, registry_ttl: float):
-        self.clock = clock
+    def __init__(self, *, clock: Clock | None, registry_ttl: float):
+        if clock is not None and not callable(clock):
+            raise InvalidArgument(f"clock must be a callable returning epoch milliseconds, "
+                                  f"or None for the server's clock, got {clock!r}")
+        if isinstance(registry_ttl, bool) or not isinstance(registry_ttl, int | float) or not (
+                0 <= registry_ttl <= 3600):
+            raise InvalidArgument(f"registry_ttl must be a number of seconds from 0 to 3600, "
+                                  f"got {registry_ttl!r}")
+        self.clock: Clock = ServerClock() if clock is None else clock
+        self._server_clock = self.clock if isinstance(self.clock, ServerClock) else None
         self.registry_ttl = registry_ttl
         self._cache: dict[str, tuple[float, TopicInfo]] = {}
 
     def now(self) -> int:
-        """The time by which this client judges due times and leases, in epoch ms."""
+        """The time by which this client judges due times and leases, in epoch ms: the Redis
+        server's (unless the client was given a clock), whatever this host's clock says."""
         return self.clock()
+
+    def _now(self) -> Flow[int]:
+        """``now()`` for a flow: measures the server's clock first when that is due."""
+        server = self._server_clock
+        if server is not None and server.due:
+            yield from server.measure()
+        return check_epoch(self.clock(), "the client's clock")
+
+    def _failed(self, error: Exception) -> None:
+        """A round trip failed: after reconnecting, the client may reach another server,
+        whose clock is measured anew."""
+        if self._server_clock is not None and isinstance(error, RedisUnavailable):
+            self._server_clock.invalidate()
 
     # -- the registry cache -----------------------------------------------------------
 
@@ -151,10 +178,12 @@ class BaseClient:
 
     def _consumers(self, topic: str, dead_after: float) -> Flow[list[ConsumerInfo]]:
         yield from self._topic(topic)
-        return (yield from registry.list_consumers(topic, self.now(), int(dead_after * 1000)))
+        now = yield from self._now()
+        return (yield from registry.list_consumers(topic, now, int(dead_after * 1000)))
 
     def _heartbeat(self, state: ConsumerState) -> Flow[None]:
-        yield from registry.heartbeat(state, self.now())
+        now = yield from self._now()
+        yield from registry.heartbeat(state, now)
 
     def _forget_consumer(self, topic: str, consumer_id: str) -> Flow[None]:
         yield from registry.forget_consumer(topic, consumer_id)
@@ -167,14 +196,14 @@ class BaseClient:
 
     def _send(self, topic: str, body: Any, options: dict[str, Any]) -> Flow[SendResult]:
         info = yield from self._topic(topic)
-        now = self.now()
+        now = yield from self._now()
         message = prepare(info.settings, now, body, **options)
         merged: bool = yield Commit(topic, info.groups, message, now)
         return SendResult(message.slot, merged)
 
     def _send_many(self, topic: str, items: Iterable[Any]) -> Flow[SendCounts]:
         info = yield from self._topic(topic)
-        now = self.now()
+        now = yield from self._now()
         batch = prepare_batch(info.settings, now, items)
         merged = yield from queue.send(topic, info.groups, batch, now)
         return SendCounts(len(batch), sum(merged))
@@ -212,7 +241,8 @@ class BaseClient:
         if info.paused:
             yield from self._ack(acks)
             return Claimed([], None)
-        claim = queue.claim(topic, group, info.settings, count, self.now(),
+        now = yield from self._now()
+        claim = queue.claim(topic, group, info.settings, count, now,
                             lease or info.settings.visibility_timeout, one_call)
         messages, next_due = yield from queue.with_acks(acks, one_call, claim)
         return Claimed(messages, next_due)
@@ -226,18 +256,21 @@ class BaseClient:
     def _nack(self, message: Message, error: str | BaseException) -> Flow[str | None]:
         info = yield from self._topic(message.topic)
         text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-        return (yield from queue.fail(message, text, info.settings, self.now()))
+        now = yield from self._now()
+        return (yield from queue.fail(message, text, info.settings, now))
 
     def _release(self, messages: Sequence[Message]) -> Flow[int]:
         if not messages:
             return 0
-        return (yield from queue.release(messages, self.now()))
+        now = yield from self._now()
+        return (yield from queue.release(messages, now))
 
     def _extend(self, messages: Message | Sequence[Message], seconds: float) -> Flow[list[bool]]:
         batch = _batch(messages)
         if not batch:
             return []
-        return (yield from queue.extend(batch, self.now() + int(seconds * 1000)))
+        now = yield from self._now()
+        return (yield from queue.extend(batch, now + int(seconds * 1000)))
 
     def _recover(self, topic: str | None) -> Flow[int]:
         names = [topic] if topic is not None else (yield from registry.list_topics())
@@ -249,8 +282,9 @@ class BaseClient:
                 if topic is not None:
                     raise
                 continue  # deleted meanwhile
+            now = yield from self._now()
             retried, dead = yield from queue.recover(
-                name, registry.groups_with_data(info), info.settings, self.now())
+                name, registry.groups_with_data(info), info.settings, now)
             total += retried + dead
         return total
 
@@ -262,8 +296,9 @@ class BaseClient:
 
     def _requeue_dead(self, topic: str, group: str, ids: Iterable[str] | None) -> Flow[int]:
         info = yield from self._topic(topic)
+        now = yield from self._now()
         return (yield from queue.requeue_dead(topic, check_group_name(group), info.settings,
-                                              None if ids is None else list(ids), self.now()))
+                                              None if ids is None else list(ids), now))
 
     def _purge_dead(self, topic: str, group: str) -> Flow[int]:
         info = yield from self._topic(topic)
@@ -271,8 +306,9 @@ class BaseClient:
 
     def _stats(self, topic: str) -> Flow[TopicStats]:
         info = yield from self._topic(topic, fresh=True)
+        now = yield from self._now()
         return (yield from collect(topic, registry.groups_with_data(info), info.settings.slots,
-                                   info.paused, self.now()))
+                                   info.paused, now))
 
     def _snapshot_parts(self, topic: str, groups: Sequence[str] | None,
                         slots: Sequence[int] | None) -> Flow[list[tuple[str, int]]]:
@@ -281,6 +317,7 @@ class BaseClient:
         return [(group, slot) for group in groups or registry.groups_with_data(info)
                 for slot in (slots if slots is not None else range(info.settings.slots))]
 
-    def _snapshot_part(self, topic: str, group: str, slot: int) -> Op[list[SnapshotRow]]:
-        return snapshot_slot(topic, group, slot, self.now())
+    def _snapshot_part(self, topic: str, group: str, slot: int) -> Flow[list[SnapshotRow]]:
+        now = yield from self._now()
+        return (yield from snapshot_slot(topic, group, slot, now))
 

@@ -35,7 +35,7 @@ from .protocol import QueueClient
 from .settler import Settler
 from .signals import run_all
 from .threads import guarded, log
-from .workers import workers_for
+from .workers import Starts, workers_for
 
 __all__ = ["Consumer"]
 
@@ -74,8 +74,8 @@ class Consumer:
         self._stopped = threading.Event()
         self._holdings = Holdings(self.prefetch)
         self._settler = Settler(client, self._holdings, self.id, topic)
-        self._workers = workers_for(handler, concurrency, self._holdings,
-                                    self._settler.finished, topic)
+        starts = Starts(self._holdings, client.now, self._settler.give_back)
+        self._workers = workers_for(handler, concurrency, starts, self._settler.finished, topic)
         self._keeper = Keeper(client, topic, self._holdings, self.id, self._state,
                               self._stopped, lease=lease, heartbeat_interval=heartbeat_interval,
                               recover_interval=recover_interval)

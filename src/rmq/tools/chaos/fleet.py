@@ -45,6 +45,12 @@ class Worker:
     def alive(self) -> bool:
         return self.process.poll() is None
 
+    def handlings(self) -> int:
+        """How many handlings this worker has recorded so far."""
+        with contextlib.suppress(FileNotFoundError):
+            return self.log.read_bytes().count(b"\n")
+        return 0
+
     def signal(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, sig)

@@ -304,17 +304,20 @@ def slow_handler(stage: Stage, messages: int = 8, lease: float = 1.0,
 def frozen_consumer(stage: Stage, messages: int = 12, lease: float = 1.5) -> Outcome:
     """A consumer process frozen with SIGSTOP while it holds messages: they are delivered to
     another consumer once their lease (as last extended) runs out, not before. Thawed at the
-    end, the frozen one's late acknowledgements change nothing."""
+    end, the frozen one finishes only the handlers it was running, starts none of the
+    messages it held unstarted (their leases are gone), and its late acknowledgements change
+    nothing."""
     started, topic = time.monotonic(), "chaos-frozen"
     client = Client(stage.url, registry_ttl=0.5)
     client.create_topic(topic, visibility_timeout=lease, retry_backoff=0)
     fleet = Fleet(stage.workdir / "frozen", stage.url, topic, lease=lease)
-    frozen = fleet.spawn(concurrency=2, prefetch=4, work_ms=300)
+    running = 2  # handlers the frozen consumer runs at once
+    frozen = fleet.spawn(concurrency=running, prefetch=4 * running, work_ms=300)
     sent = _bodies("frozen", messages)
     _preload(client, topic, sent)
     wait_until(lambda: fleet.handlings() >= 2, 30, "the first consumer to get going")
     frozen.signal(signal.SIGSTOP)
-    stopped, frozen_at = time.monotonic(), time.time()
+    stopped, frozen_at = time.monotonic(), client.now() / 1000
     rows = [row for row in client.snapshot(topic) if row.state == "in_flight"]
     held = {row.body for row in rows}
     # Leases run from the last claim or extension, so the freeze may find them part-used.
@@ -326,15 +329,28 @@ def frozen_consumer(stage: Stage, messages: int = 12, lease: float = 1.5) -> Out
         return any(max(attempts.get(body, [0])) >= 2 for body in held)
 
     wait_until(redelivered, lease + 30, "a frozen consumer's message to be redelivered")
-    redelivered_after, seen_ms = time.monotonic() - stopped, time.time() * 1000
+    redelivered_after, seen_ms = time.monotonic() - stopped, client.now()
     problems: list[str] = []
     _wait_drained(client, topic, messages, problems)
+    handled_before_thaw = frozen.handlings()  # its log cannot grow while it is stopped
+    frozen.signal(signal.SIGCONT)
+    thawed_at = client.now()
+    # Its first heartbeat after the thaw holding nothing: the keeper has run, and anything
+    # the workers started meanwhile is on record by the time the fleet stops.
+    if _timed(lambda: _holds_nothing_since(client, topic, frozen.pid, thawed_at), 30,
+              "the thawed consumer to report in") is None:
+        problems.append("the thawed consumer never reported holding nothing")
     figures = {"lease_s": lease, "held_when_frozen": len(held),
                "lease_left_when_frozen_s": expiry_ms / 1000 - frozen_at,
                "first_redelivery_s": redelivered_after, "duplicate_bound": len(held)}
-    frozen.signal(signal.SIGCONT)
     outcome = _close_out("frozen-consumer", started, client, topic, fleet, sent, figures,
                          problems)
+    after_thaw = frozen.handlings() - handled_before_thaw
+    outcome.figures["handled_after_thaw"] = after_thaw
+    if after_thaw > running:
+        outcome.problems.append(f"the thawed consumer handled {after_thaw} messages, more "
+                                f"than the {running} it was running when frozen: it started "
+                                "messages whose lease it had lost")
     if not held:
         outcome.problems.append("the frozen consumer held nothing: nothing was tested")
     if seen_ms < expiry_ms:
@@ -349,6 +365,12 @@ def frozen_consumer(stage: Stage, messages: int = 12, lease: float = 1.5) -> Out
         outcome.problems.append(f"{outcome.ledger.duplicates} duplicates exceed the "
                                 f"{len(held)} messages the frozen consumer held")
     return outcome
+
+
+def _holds_nothing_since(client: Client, topic: str, pid: int, since_ms: int) -> bool:
+    """Whether the consumer process ``pid`` reported holding nothing after ``since_ms``."""
+    return any(c.pid == pid and c.last_seen > since_ms and c.in_flight == 0
+               for c in client.consumers(topic))
 
 
 @stopping_fleets

@@ -306,3 +306,15 @@ def test_pass_through_commands_hand_their_arguments_to_the_module(tmp_path: Path
     missing = subprocess.run([sys.executable, "-c", script, "bench", "--help"],
                              capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert_one_line_error(missing, 1, "not available: rmq.no_such_tool is not installed")
+
+
+def test_topic_list_shows_a_corrupt_topic_as_such_and_lists_the_others(client, redis_url):
+    client.create_topic("good")
+    client.create_topic("broken")
+    client.redis.set("rmq:{broken}:settings", b"{not json")
+    done = run("topic", "list", url=redis_url)
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line.split() for line in done.stdout.splitlines()[1:]}
+    assert rows["broken"][-1] == "corrupt" and rows["good"][-1] == "active"
+    assert "topic 'broken' has a corrupt registry entry" in done.stderr
+    assert "Traceback" not in done.stderr

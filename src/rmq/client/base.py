@@ -16,11 +16,19 @@ The sync and async clients differ only in how they perform these effects (their 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Generator, Iterable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
-from ..errors import InvalidArgument, InvalidMessage, RedisUnavailable, UnknownTopic
+from ..errors import (
+    AccessDenied,
+    CorruptRegistry,
+    InvalidArgument,
+    InvalidMessage,
+    RedisUnavailable,
+    UnknownTopic,
+)
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
 from ..settings import TopicSettings, check_group_name, check_topic_name
 from ..storage import queue, registry
@@ -35,6 +43,7 @@ from .outgoing import MISSING, prepare, prepare_batch
 __all__ = ["BaseClient", "Flow", "Load", "Commit", "Subscribe", "Sleep", "MISSING"]
 
 T = TypeVar("T")
+log = logging.getLogger("rmq.client")
 
 
 class Load(NamedTuple):
@@ -161,7 +170,9 @@ class BaseClient:
         return (yield from self._changing(name, registry.alter_topic(name, changes)))
 
     def _delete_topic(self, name: str) -> Flow[None]:
-        info = yield from self._topic(name, fresh=True)
+        check_topic_name(name)
+        # A corrupt entry is deleted too, as the largest topic it could be.
+        info = yield from registry.load_info(name, salvage=True)
         yield from self._changing(name, registry.delete_topic(info))
 
     def _topics(self) -> Flow[list[str]]:
@@ -278,10 +289,12 @@ class BaseClient:
         for name in names:
             try:
                 info = yield from self._topic(name)
-            except UnknownTopic:
+            except (UnknownTopic, CorruptRegistry, AccessDenied) as exc:
                 if topic is not None:
                     raise
-                continue  # deleted meanwhile
+                if not isinstance(exc, UnknownTopic):  # else deleted meanwhile
+                    log.warning("recover() skips topic %r: %s", name, exc)
+                continue
             now = yield from self._now()
             retried, dead = yield from queue.recover(
                 name, registry.groups_with_data(info), info.settings, now)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import ssl
 import warnings
 from collections.abc import Awaitable, Callable
@@ -38,11 +39,12 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ..errors import AccessDenied, RedisOutOfMemory, RedisUnavailable
+from ..errors import AccessDenied, InvalidURL, RedisOutOfMemory, RedisUnavailable
 from ..storage.calls import Call
 
-__all__ = ["resolve_url", "connect", "open_async", "open_async_node", "Executor", "AsyncExecutor",
-           "AsyncRedis", "map_errors", "retry_policy", "async_retry_policy", "is_permanent"]
+__all__ = ["resolve_url", "check_url", "connect", "open_async", "open_async_node", "Executor",
+           "AsyncExecutor", "AsyncRedis", "map_errors", "retry_policy", "async_retry_policy",
+           "is_permanent"]
 
 AsyncRedis = aredis.Redis | aredis.RedisCluster
 T = TypeVar("T")
@@ -125,15 +127,36 @@ def async_retry_policy(attempts: int = RETRY_ATTEMPTS) -> AsyncRetry:
 
 
 def resolve_url(url: str | None) -> str:
-    """The URL to use: ``url``, else ``RMQ_REDIS_URL``, else the embedded server's."""
+    """The URL to use: ``url``, else ``RMQ_REDIS_URL``, else the embedded server's; a URL
+    given either way is checked first (:func:`check_url`)."""
+    if url is not None and not isinstance(url, str):
+        raise InvalidURL(f"url must be a Redis URL string or None, got {type(url).__name__}")
     if url:
-        return url
+        return check_url(url)
     env = os.environ.get("RMQ_REDIS_URL")
     if env:
-        return env
+        return check_url(env, "RMQ_REDIS_URL ")
     from ..server import ensure_embedded
 
     return ensure_embedded()
+
+
+SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def _redacted(url: str) -> str:
+    """``url`` with its password, if any, replaced by ``***`` (for error messages)."""
+    return re.sub(r"^([a-z]+://[^/@:]*:)[^@]*@", r"\1***@", url)
+
+
+def check_url(url: str, source: str = "") -> str:
+    """``url`` if it is a Redis URL (``redis://``, ``rediss://`` or ``unix://``); else
+    :class:`~rmq.errors.InvalidURL` naming it (the password masked). ``source`` prefixes
+    the message."""
+    if not url.startswith(SCHEMES):
+        raise InvalidURL(f"{source}{_redacted(url)!r} is not a Redis URL: use "
+                         "redis://HOST:PORT[/DB], rediss://... (TLS) or unix:///PATH/TO/SOCKET")
+    return url
 
 
 def _options(url: str, kwargs: dict[str, Any], retry: Any) -> dict[str, Any]:
@@ -155,6 +178,15 @@ def _is_cluster(url: str, kwargs: dict[str, Any]) -> bool:
     try:
         with map_errors():
             return probe.info("cluster").get("cluster_enabled") == 1
+    except AccessDenied:
+        # An ACL user without INFO: a cluster user has CLUSTER SLOTS (redis-py's cluster
+        # client needs it); a single node answers it with an error, as it does a user
+        # without it.
+        try:
+            with map_errors():
+                return bool(probe.execute_command("CLUSTER", "SLOTS"))
+        except (ResponseError, AccessDenied):
+            return False
     finally:
         probe.close()
 
@@ -212,7 +244,7 @@ def _warn_if_unsafe(client: Any) -> None:
             with map_errors():
                 config = node.config_get("maxmemory-policy") | node.config_get("save")
                 aof = node.info("persistence").get("aof_enabled")
-        except (ResponseError, RedisUnavailable):
+        except (ResponseError, RedisUnavailable, AccessDenied):
             return  # CONFIG may be forbidden by ACL; the URL may still be fine for queue work
         where = _name(node)
         policy = _text(config.get("maxmemory-policy", "noeviction"))

@@ -318,3 +318,21 @@ def test_topic_list_shows_a_corrupt_topic_as_such_and_lists_the_others(client, r
     assert rows["broken"][-1] == "corrupt" and rows["good"][-1] == "active"
     assert "topic 'broken' has a corrupt registry entry" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("bad_line, words", [
+    ('{"n": oops}', "line 2501 is not valid JSON"),
+    ('{"n": NaN}', "line 2501 is not valid JSON"),
+    ("[" * 100_000 + "]" * 100_000, "line 2501 is JSON nested too deeply"),
+    ('{"n": "' + "x" * 200 + '"}', "line 2501: body of"),
+])
+def test_send_file_with_a_bad_line_names_it_and_sends_nothing(redis_url, client, tmp_path,
+                                                              bad_line, words):
+    client.create_topic("t", max_message_bytes=100)
+    lines = [f'{{"n": {i}}}' for i in range(3000)]
+    lines[2500] = bad_line
+    path = tmp_path / "input.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert_one_line_error(run("send", "t", "--file", str(path), "--json", url=redis_url), 1,
+                          words)
+    assert client.stats("t").groups["default"].counters["sent"] == 0

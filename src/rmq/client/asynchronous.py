@@ -25,7 +25,7 @@ from ..storage.stats import TopicStats
 from .base import MISSING, BaseClient, Commit, Flow, Load, Sleep, Subscribe
 from .clock import Clock
 from .coalesce import AsyncSendCoalescer
-from .connection import AsyncExecutor, AsyncRedis, open_async, open_async_node
+from .connection import AsyncExecutor, AsyncRedis, check_url, open_async, open_async_node
 from .sync import Client
 from .waiter import AsyncWaiter
 
@@ -44,7 +44,7 @@ class AsyncClient(BaseClient):
     def __init__(self, url: str | None = None, *, clock: Clock | None = None,
                  registry_ttl: float = 1.0, **redis_options: Any):
         super().__init__(clock=clock, registry_ttl=registry_ttl)
-        self.url = url
+        self.url = check_url(url) if url else url  # no I/O: the connection opens on use
         self.redis_options = redis_options
         self.redis: AsyncRedis | None = None
         self._execute: AsyncExecutor | None = None

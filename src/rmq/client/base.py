@@ -25,18 +25,32 @@ from ..errors import (
     AccessDenied,
     CorruptRegistry,
     InvalidArgument,
-    InvalidMessage,
     RedisUnavailable,
     UnknownTopic,
 )
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
-from ..settings import TopicSettings, check_group_name, check_topic_name
+from ..settings import TopicSettings, check_group_name, check_number, check_topic_name
 from ..storage import queue, registry
 from ..storage.calls import Call, Op
 from ..storage.queue import Outgoing
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from ..storage.snapshot import SnapshotRow, snapshot_slot
 from ..storage.stats import TopicStats, collect
+from .arguments import (
+    MAX_WAIT,
+    check_consumer_id,
+    check_count,
+    check_error,
+    check_flag,
+    check_ids,
+    check_lease,
+    check_message,
+    check_messages,
+    check_names,
+    check_slots,
+    check_state,
+    check_wait,
+)
 from .clock import Clock, ServerClock, check_epoch
 from .outgoing import MISSING, prepare, prepare_batch
 
@@ -77,16 +91,6 @@ class Sleep(NamedTuple):
 
 Effect = list[Call] | Load | Commit | Subscribe | Sleep
 Flow = Generator[Effect, Any, T]
-
-
-def check_count(count: object) -> int:
-    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 10_000:
-        raise InvalidMessage(f"count must be an integer from 1 to 10000, got {count!r}")
-    return count
-
-
-def _batch(messages: Message | Iterable[Message]) -> list[Message]:
-    return [messages] if isinstance(messages, Message) else list(messages)
 
 
 class BaseClient:
@@ -138,6 +142,7 @@ class BaseClient:
 
     def _topic(self, name: str, fresh: bool = False) -> Flow[TopicInfo]:
         check_topic_name(name)
+        check_flag(fresh, "fresh")
         cached = None if fresh else self._cached(name)
         if cached is not None:
             return cached
@@ -167,6 +172,7 @@ class BaseClient:
 
     def _alter_topic(self, name: str, changes: dict[str, Any]) -> Flow[TopicSettings]:
         check_topic_name(name)
+        TopicSettings().altered(**{k: v for k, v in changes.items() if k != "slots"})
         return (yield from self._changing(name, registry.alter_topic(name, changes)))
 
     def _delete_topic(self, name: str) -> Flow[None]:
@@ -188,15 +194,19 @@ class BaseClient:
         yield from self._changing(topic, registry.set_paused(topic, paused))
 
     def _consumers(self, topic: str, dead_after: float) -> Flow[list[ConsumerInfo]]:
+        check_number("dead_after", dead_after, 0.001, MAX_WAIT, InvalidArgument)
         yield from self._topic(topic)
         now = yield from self._now()
         return (yield from registry.list_consumers(topic, now, int(dead_after * 1000)))
 
     def _heartbeat(self, state: ConsumerState) -> Flow[None]:
+        check_state(state)
         now = yield from self._now()
         yield from registry.heartbeat(state, now)
 
     def _forget_consumer(self, topic: str, consumer_id: str) -> Flow[None]:
+        check_topic_name(topic)
+        check_consumer_id(consumer_id)
         yield from registry.forget_consumer(topic, consumer_id)
 
     def _wake(self, topic: str) -> Flow[None]:
@@ -223,6 +233,8 @@ class BaseClient:
 
     def _claim(self, topic: str, group: str, count: int, lease: float | None,
                wait: float | None, ack: Message | Sequence[Message]) -> Flow[list[Message]]:
+        if wait is not None:
+            check_wait(wait)
         deadline = None if wait is None else time.monotonic() + wait
         subscribed = False
         while True:
@@ -244,10 +256,13 @@ class BaseClient:
 
     def _claim_due(self, topic: str, group: str, count: int, lease: float | None,
                    ack: Message | Sequence[Message]) -> Flow[Claimed]:
-        info = yield from self._topic(topic)
+        check_topic_name(topic)
         check_group_name(group)
         check_count(count)
-        acks = _batch(ack)
+        if lease is not None:
+            check_lease(lease)
+        acks = check_messages(ack, "ack")
+        info = yield from self._topic(topic)
         one_call = not self.is_cluster
         if info.paused:
             yield from self._ack(acks)
@@ -259,31 +274,36 @@ class BaseClient:
         return Claimed(messages, next_due)
 
     def _ack(self, messages: Message | Sequence[Message]) -> Flow[int]:
-        batch = _batch(messages)
+        batch = check_messages(messages)
         if not batch:
             return 0
         return (yield from queue.ack(batch, not self.is_cluster))
 
     def _nack(self, message: Message, error: str | BaseException) -> Flow[str | None]:
+        check_message(message)
+        text = check_error(error)
         info = yield from self._topic(message.topic)
-        text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
         now = yield from self._now()
         return (yield from queue.fail(message, text, info.settings, now))
 
     def _release(self, messages: Sequence[Message]) -> Flow[int]:
+        messages = check_messages(messages)
         if not messages:
             return 0
         now = yield from self._now()
         return (yield from queue.release(messages, now))
 
     def _extend(self, messages: Message | Sequence[Message], seconds: float) -> Flow[list[bool]]:
-        batch = _batch(messages)
+        batch = check_messages(messages)
+        check_lease(seconds, "seconds")
         if not batch:
             return []
         now = yield from self._now()
         return (yield from queue.extend(batch, now + int(seconds * 1000)))
 
     def _recover(self, topic: str | None) -> Flow[int]:
+        if topic is not None:
+            check_topic_name(topic)
         names = [topic] if topic is not None else (yield from registry.list_topics())
         total = 0
         for name in names:
@@ -304,16 +324,19 @@ class BaseClient:
     # -- dead letters, stats, snapshots ---------------------------------------------------
 
     def _dead_letters(self, topic: str, group: str) -> Flow[list[DeadLetter]]:
+        check_group_name(group)
         info = yield from self._topic(topic)
         return (yield from queue.dead_letters(topic, check_group_name(group), info.settings))
 
     def _requeue_dead(self, topic: str, group: str, ids: Iterable[str] | None) -> Flow[int]:
+        check_group_name(group)
+        wanted = check_ids(ids)
         info = yield from self._topic(topic)
         now = yield from self._now()
-        return (yield from queue.requeue_dead(topic, check_group_name(group), info.settings,
-                                              None if ids is None else list(ids), now))
+        return (yield from queue.requeue_dead(topic, group, info.settings, wanted, now))
 
     def _purge_dead(self, topic: str, group: str) -> Flow[int]:
+        check_group_name(group)
         info = yield from self._topic(topic)
         return (yield from queue.purge_dead(topic, check_group_name(group), info.settings))
 
@@ -326,9 +349,11 @@ class BaseClient:
     def _snapshot_parts(self, topic: str, groups: Sequence[str] | None,
                         slots: Sequence[int] | None) -> Flow[list[tuple[str, int]]]:
         """The (group, slot) parts a snapshot reads, one round trip each."""
+        names = check_names(groups)
         info = yield from self._topic(topic, fresh=True)
-        return [(group, slot) for group in groups or registry.groups_with_data(info)
-                for slot in (slots if slots is not None else range(info.settings.slots))]
+        wanted = check_slots(slots, info.settings.slots)
+        return [(group, slot) for group in names or registry.groups_with_data(info)
+                for slot in (wanted if wanted is not None else range(info.settings.slots))]
 
     def _snapshot_part(self, topic: str, group: str, slot: int) -> Flow[list[SnapshotRow]]:
         now = yield from self._now()

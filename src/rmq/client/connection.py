@@ -129,9 +129,7 @@ def async_retry_policy(attempts: int = RETRY_ATTEMPTS) -> AsyncRetry:
 def resolve_url(url: str | None) -> str:
     """The URL to use: ``url``, else ``RMQ_REDIS_URL``, else the embedded server's; a URL
     given either way is checked first (:func:`check_url`)."""
-    if url is not None and not isinstance(url, str):
-        raise InvalidURL(f"url must be a Redis URL string or None, got {type(url).__name__}")
-    if url:
+    if url is not None and (url or not isinstance(url, str)):  # "" means "not given"
         return check_url(url)
     env = os.environ.get("RMQ_REDIS_URL")
     if env:
@@ -153,6 +151,8 @@ def check_url(url: str, source: str = "") -> str:
     """``url`` if it is a Redis URL (``redis://``, ``rediss://`` or ``unix://``); else
     :class:`~rmq.errors.InvalidURL` naming it (the password masked). ``source`` prefixes
     the message."""
+    if not isinstance(url, str):
+        raise InvalidURL(f"url must be a Redis URL (str) or None, got {type(url).__name__}")
     if not url.startswith(SCHEMES):
         raise InvalidURL(f"{source}{_redacted(url)!r} is not a Redis URL: use "
                          "redis://HOST:PORT[/DB], rediss://... (TLS) or unix:///PATH/TO/SOCKET")

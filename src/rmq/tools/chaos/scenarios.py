@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...client import Client
+from ...client import Client, ServerClock
 from ...server import RedisServer, wait_until
 from .fleet import Fleet, stopping_fleets
 from .ledger import Ledger, account
@@ -27,7 +27,7 @@ from .producer import Producer
 from .proxy import TcpProxy
 
 __all__ = ["Stage", "Outcome", "outages", "worker_kills", "redis_restarts", "network_cuts",
-           "slow_handler", "frozen_consumer", "poison_messages", "SEND_BOUND"]
+           "slow_handler", "frozen_consumer", "poison_messages", "clock_skew", "SEND_BOUND"]
 
 LEASE = 2.0  # seconds: short, so a dead consumer's messages come back quickly
 # A send may take the client's whole reconnect budget (about 10 s) plus a restart.
@@ -405,4 +405,62 @@ def poison_messages(stage: Stage, good: int = 100, bad: int = 10,
             problems.append(f"{letter.body!r} was handled {handled.failed[letter.body]} times")
     if outcome.ledger.dead != bad or outcome.ledger.acknowledged != good:
         problems.append("poison messages leaked into acknowledged, or good ones died")
+    return outcome
+
+
+SKEW_MS = 10 * 60 * 1000
+EARLY_TOLERANCE_MS = 5  # two clients' readings of the server's clock may differ this much
+LATE_BOUND_MS = 5000  # a due message waits at most this long in these small runs
+
+
+def _skewed(offset_ms: float) -> ServerClock:
+    return ServerClock(local=lambda: time.time() * 1000 + offset_ms)
+
+
+@stopping_fleets
+def clock_skew(stage: Stage, size: int = 1000, skew_ms: float = SKEW_MS,
+               lease: float = 1.0, slow: int = 4) -> Outcome:
+    """Producers and consumer processes whose host clocks are ``skew_ms`` behind and ahead
+    (10 minutes by default) on one Redis: every time is the server's, so nothing changes.
+    Ready, delayed (50 ms to 2 s) and slow messages (handlers 2.5 x the lease, kept alive by
+    extensions) are all handled exactly once: no live lease recovered early (no duplicate,
+    no retry), no delayed message handled before it was due or late by the skew."""
+    started, topic = time.monotonic(), "chaos-clock-skew"
+    client = Client(stage.url, registry_ttl=0.5)
+    client.create_topic(topic, visibility_timeout=lease, retry_backoff=0)
+    fleet = Fleet(stage.workdir / "skew", stage.url, topic, concurrency=4, lease=lease,
+                  work_ms=1, slow="slow-", slow_ms=2.5 * lease * 1000)
+    for offset in (-skew_ms, skew_ms):
+        fleet.spawn(clock_skew_ms=offset)
+    producers = [Client(stage.url, clock=_skewed(offset)) for offset in (-skew_ms, skew_ms)]
+    delayed = _bodies("delay", size // 2)
+    sent = _bodies("ready", size - len(delayed) - slow) + delayed + _bodies("slow", slow)
+    stage.rng.shuffle(sent)
+    for at in range(0, len(sent), 50):
+        items = [{"body": b, "delay_ms": stage.rng.randint(50, 2000)} if b.startswith(b"delay")
+                 else {"body": b} for b in sent[at : at + 50]]
+        producers[(at // 50) % 2].send_many(topic, items)
+    for producer in producers:
+        producer.close()
+    problems: list[str] = []
+    _wait_drained(client, topic, size, problems)
+    retried = client.stats(topic).groups["default"].counters["retried"]
+    handled = fleet.handled()
+    late = {body: min(ms) for body, ms in handled.late_ms.items()}
+    early = sorted(b.decode() for b, ms in late.items() if ms < -EARLY_TOLERANCE_MS)
+    latest = max((ms for b, ms in late.items() if b.startswith(b"delay")), default=0)
+    figures = {"skew_ms": skew_ms, "lease_s": lease, "delayed": len(delayed),
+               "slow": slow, "retried": retried, "early": len(early),
+               "earliest_ms": min(late.values(), default=0), "latest_delayed_ms": latest}
+    outcome = _close_out("clock-skew", started, client, topic, fleet, sent, figures, problems)
+    if outcome.ledger.acknowledged != size or outcome.ledger.duplicates or retried:
+        outcome.problems.append(f"not every message handled exactly once: "
+                                f"{outcome.ledger.duplicates} duplicates, {retried} retried "
+                                "(a live lease recovered early)")
+    if early:
+        outcome.problems.append(f"{len(early)} messages handled before they were due: "
+                                f"{early[:5]}")
+    if latest > LATE_BOUND_MS:
+        outcome.problems.append(f"a delayed message was handled {latest} ms after its due "
+                                "time")
     return outcome

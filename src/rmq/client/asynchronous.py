@@ -18,7 +18,7 @@ import redis.asyncio as aredis
 
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
 from ..runtime import Consumer
-from ..settings import DEFAULT_GROUP, TopicSettings
+from ..settings import DEFAULT_GROUP, TopicSettings, check_topic_name
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from ..storage.snapshot import SnapshotRow
 from ..storage.stats import TopicStats
@@ -213,6 +213,7 @@ class AsyncClient(BaseClient):
 
     async def waiter(self, topic: str) -> AsyncWaiter:
         """See :meth:`rmq.Client.waiter` (one subscription per topic)."""
+        check_topic_name(topic)
         if self._execute is None:
             await self.open()
         if topic not in self._waiters:

@@ -15,7 +15,7 @@ import redis
 
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
 from ..runtime import Consumer, run_all
-from ..settings import DEFAULT_GROUP, TopicSettings
+from ..settings import DEFAULT_GROUP, TopicSettings, check_topic_name
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from ..storage.snapshot import SnapshotRow
 from ..storage.stats import TopicStats
@@ -209,6 +209,7 @@ class Client(BaseClient):
 
     def waiter(self, topic: str) -> Waiter:
         """A subscription that wakes when ``topic`` gets new ready work (one per topic)."""
+        check_topic_name(topic)
         with self._waiters_lock:
             if topic not in self._waiters:
                 self._waiters[topic] = Waiter(self.redis, topic)

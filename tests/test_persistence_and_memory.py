@@ -8,6 +8,7 @@ import warnings
 
 import pytest
 import redis
+from helpers import wait_for
 
 import rmq
 from rmq.errors import RedisOutOfMemory
@@ -123,4 +124,25 @@ def test_consumers_can_drain_a_redis_that_is_out_of_memory(fresh_server):
         drained += client.ack(batch)
     assert drained == stored
     client.send("t", b"room again")  # acknowledging made room
+    client.close()
+
+
+def test_a_consumer_starts_on_a_full_redis_when_its_group_is_bound(fresh_server):
+    """Binding a bound group writes nothing, so a new consumer can help drain a full Redis."""
+    server = fresh_server()
+    client = rmq.Client(server.url)
+    client.create_topic("t", slots=4)
+    client.bind("t", "workers")
+    client.send("t", b"warm-up")  # load the consuming scripts before memory runs out
+    client.ack(client.claim("t", "workers"))
+    client.stats("t")
+    stored = _fill_until_refused(server, client, "t")
+    handled: list[bytes] = []
+    with rmq.Client(server.url) as fresh:
+        consumer = rmq.Consumer(fresh, "t", lambda m: handled.append(m.body),
+                                group="workers").start()
+        try:
+            wait_for(lambda: len(handled) == stored, timeout=30, what="the backlog drained")
+        finally:
+            consumer.stop()
     client.close()

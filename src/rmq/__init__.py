@@ -1,7 +1,7 @@
 """RMQ: a Redis message queue that merges duplicate pending messages and serves them by
 priority, with delayed and fixed-time delivery and at-least-once consumption."""
 
-from .client import Client, system_clock
+from .client import Client, ServerClock, system_clock
 from .errors import RMQError
 from .message import DeadLetter, Message, Priority, SendCounts, SendResult
 from .settings import TopicSettings
@@ -25,6 +25,7 @@ __all__ = [
     "RMQError",
     "SendCounts",
     "SendResult",
+    "ServerClock",
     "SlotStats",
     "SnapshotRow",
     "TopicHistory",

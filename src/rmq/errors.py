@@ -26,7 +26,10 @@ __all__ = [
     "RedisOutOfMemory",
     "AccessDenied",
     "ServerNotFound",
+    "InvalidArgument",
     "InvalidURL",
+    "InvalidClock",
+    "CorruptRegistry",
     "MissingExtra",
 ]
 
@@ -79,6 +82,16 @@ class ConflictingOptions(InputError):
     """Options that cannot be combined, such as ``delay_ms`` with ``deliver_at``."""
 
 
+class InvalidArgument(InputError):
+    """An argument of the wrong type or outside its range (a lease, a count, a consumer's
+    concurrency, the messages to acknowledge, ...); the message names the argument."""
+
+
+class InvalidURL(InputError):
+    """A Redis URL RMQ cannot connect with: another scheme than ``redis://``, ``rediss://``
+    or ``unix://``, a malformed port or option, or a database the server does not have."""
+
+
 class InvalidMessage(InputError):
     """A body, key or slot basis of the wrong type, or a batch item of the wrong shape."""
 
@@ -109,11 +122,6 @@ class ServerNotFound(RMQError):
     """No Redis-compatible server binary was found to start the embedded server."""
 
 
-class InvalidURL(InputError):
-    """A Redis URL RMQ cannot connect with: another scheme than ``redis://``, ``rediss://``
-    or ``unix://``, a malformed port or option, or a database the server does not have."""
-
-
 class MissingExtra(RMQError, ImportError):
     """An optional extra (pyproject's optional-dependencies) a tool needs is not installed;
     the message names the install command."""
@@ -121,3 +129,19 @@ class MissingExtra(RMQError, ImportError):
     def __init__(self, extra: str, message: str):
         super().__init__(message)
         self.extra = extra
+
+
+class InvalidClock(RMQError):
+    """A clock that reads outside what RMQ can store (2024-01-01 to 2080-01-01): the Redis
+    server's own clock, or a ``clock`` given to the client."""
+
+
+class CorruptRegistry(RMQError):
+    """A topic's registry entry in Redis cannot be read (its settings are not RMQ's JSON:
+    written by something else, or damaged). Names the topic; operations over every topic
+    skip it."""
+
+    def __init__(self, topic: str, problem: str):
+        super().__init__(f"topic {topic!r} has a corrupt registry entry ({problem}); "
+                         "inspect its settings key, or delete the topic")
+        self.topic = topic

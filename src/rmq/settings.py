@@ -7,13 +7,15 @@ import re
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from .errors import InvalidGroupName, InvalidSetting, InvalidTopicName
+from .errors import InputError, InvalidGroupName, InvalidSetting, InvalidTopicName
 
-__all__ = ["TopicSettings", "check_topic_name", "check_group_name", "DEFAULT_GROUP"]
+__all__ = ["TopicSettings", "check_topic_name", "check_group_name", "check_int", "check_number",
+           "DEFAULT_GROUP", "MAX_LEASE"]
 
 DEFAULT_GROUP = "default"
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")
 _DAY = 86_400.0
+MAX_LEASE = 7 * _DAY  # the longest lease or visibility timeout, in seconds
 
 
 def check_topic_name(name: object) -> str:
@@ -63,15 +65,15 @@ class TopicSettings:
     serial_keys: bool = False
 
     def __post_init__(self) -> None:
-        _check_int("slots", self.slots, 1, 1024)
+        check_int("slots", self.slots, 1, 1024)
         if self.slots & (self.slots - 1):
             raise InvalidSetting(f"slots must be a power of two, got {self.slots}")
-        _check_int("max_retries", self.max_retries, 0, 1_000_000)
-        _check_number("visibility_timeout", self.visibility_timeout, 0.01, 7 * _DAY)
-        _check_int("max_message_bytes", self.max_message_bytes, 1, 512 * 1024 * 1024)
-        _check_number("max_delay", self.max_delay, 0.001, 10 * 365 * _DAY)
-        _check_number("retry_backoff", self.retry_backoff, 0, _DAY)
-        _check_number("retry_backoff_max", self.retry_backoff_max, 0, 30 * _DAY)
+        check_int("max_retries", self.max_retries, 0, 1_000_000)
+        check_number("visibility_timeout", self.visibility_timeout, 0.01, MAX_LEASE)
+        check_int("max_message_bytes", self.max_message_bytes, 1, 512 * 1024 * 1024)
+        check_number("max_delay", self.max_delay, 0.001, 10 * 365 * _DAY)
+        check_number("retry_backoff", self.retry_backoff, 0, _DAY)
+        check_number("retry_backoff_max", self.retry_backoff_max, 0, 30 * _DAY)
         if not isinstance(self.serial_keys, bool):
             raise InvalidSetting(f"serial_keys must be True or False, got {self.serial_keys!r}")
 
@@ -109,11 +111,19 @@ class TopicSettings:
         return asdict(self)
 
 
-def _check_int(name: str, value: object, low: int, high: int) -> None:
+def check_int(name: str, value: object, low: int, high: int,
+              error: type[InputError] = InvalidSetting) -> int:
+    """``value`` if it is an integer (not a bool) from ``low`` to ``high``; else ``error``
+    naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidSetting(f"{name} must be an integer from {low} to {high}, got {value!r}")
+        raise error(f"{name} must be an integer from {low} to {high}, got {value!r}")
+    return value
 
 
-def _check_number(name: str, value: object, low: float, high: float) -> None:
+def check_number(name: str, value: object, low: float, high: float,
+                 error: type[InputError] = InvalidSetting) -> float:
+    """``value`` if it is a finite number (not a bool) from ``low`` to ``high``; else
+    ``error`` naming ``name`` (NaN is never in range)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-        raise InvalidSetting(f"{name} must be a number from {low} to {high}, got {value!r}")
+        raise error(f"{name} must be a number from {low:g} to {high:g}, got {value!r}")
+    return value

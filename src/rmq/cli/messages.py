@@ -5,18 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+from ..errors import InputError
 from ..message import Priority
 from .common import CommandError, Progress, open_client, print_json, table, text_of
 
 __all__ = ["add_parsers"]
-
-BATCH = 1000  # lines of --file per send_many call
 
 
 def _priority(text: str) -> int:
@@ -59,9 +59,15 @@ def _item(body: bytes, as_json: bool, where: str) -> dict[str, Any]:
     if not as_json:
         return {"body": body}
     try:
-        return {"json": json.loads(body)}
+        return {"json": json.loads(body, parse_constant=_no_constant)}
     except ValueError as exc:
         raise CommandError(f"{where} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise CommandError(f"{where} is JSON nested too deeply") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def _lines(path: str) -> Iterator[bytes]:
@@ -76,6 +82,30 @@ def _lines(path: str) -> Iterator[bytes]:
                 yield line
 
 
+def _send_file(client: Any, topic: str, path: str, as_json: bool,
+               options: dict[str, Any]) -> Any:
+    """Send each line of ``path`` as one batch: every line is read and checked first (a bad
+    line is named and nothing is written), then the batch is stored (send_many: one script
+    call per slot and 500 messages)."""
+    progress = Progress()
+    items: list[dict[str, Any]] = []
+    numbers: list[int] = []  # the line number of each item (blank lines are skipped)
+    for number, line in enumerate(_lines(path), 1):
+        items.append({**_item(line, as_json, f"line {number}"), **options})
+        numbers.append(number)
+        if len(items) % 10_000 == 0:
+            progress.update(f"read {len(items):,} lines")
+    progress.clear()
+    try:
+        return client.send_many(topic, items)
+    except InputError as exc:  # "batch item N: ..." names the item; say which line it is
+        found = re.match(r"batch item (\d+): (.*)", str(exc), re.S)
+        if found is None:
+            raise
+        raise CommandError(f"line {numbers[int(found.group(1))]}: {found.group(2)}; nothing "
+                           "was sent") from None
+
+
 def send(args: argparse.Namespace) -> None:
     if (args.body is None) == (args.file is None):
         raise CommandError("give either a BODY or --file (use --file - for stdin)")
@@ -88,26 +118,9 @@ def send(args: argparse.Namespace) -> None:
             print(f"{what} (topic {args.topic!r}, slot {result.slot})")
             return
         client.topic(args.topic)  # an unknown topic fails before reading any input
-        sent = merged = 0
         started = time.monotonic()
-        progress = Progress()
-        batch: list[dict[str, Any]] = []
-
-        def flush() -> None:
-            nonlocal sent, merged
-            counts = client.send_many(args.topic, batch)
-            sent, merged = sent + counts.sent, merged + counts.merged
-            batch.clear()
-            rate = sent / max(time.monotonic() - started, 1e-9)
-            progress.update(f"sent {sent:,} ({merged:,} merged), {rate:,.0f}/s")
-
-        for number, line in enumerate(_lines(args.file), 1):
-            batch.append({**_item(line, args.json, f"line {number}"), **options})
-            if len(batch) == BATCH:
-                flush()
-        if batch:
-            flush()
-        progress.clear()
+        counts = _send_file(client, args.topic, args.file, args.json, options)
+        sent, merged = counts.sent, counts.merged
     elapsed = time.monotonic() - started
     share = 100 * merged / sent if sent else 0.0
     print(f"sent {sent} messages to {args.topic!r}, {merged} merged ({share:.1f}%) "
@@ -153,6 +166,7 @@ def _when(epoch_ms: int) -> str:
 def consumers(args: argparse.Namespace) -> None:
     with open_client(args) as client:
         found = client.consumers(args.topic)
+        now = client.now()  # last_seen is the server's time, not this host's
     if args.json:
         for c in found:
             print_json({"id": c.id, "group": c.group, "host": c.host, "pid": c.pid,
@@ -160,7 +174,6 @@ def consumers(args: argparse.Namespace) -> None:
                         "handled": c.handled, "failed": c.failed, "last_seen": c.last_seen,
                         "started_at": c.started_at})
     elif found:
-        now = time.time() * 1000
         print(table(["id", "group", "host", "pid", "state", "in flight", "handled", "failed",
                      "last seen"], [
             [c.id, c.group, c.host, c.pid, "alive" if c.alive else "dead", c.in_flight,

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
-from ..errors import TopicConflict
+from ..errors import CorruptRegistry, TopicConflict
 from ..settings import TopicSettings
 from .common import CommandError, open_client, print_json, table
 
@@ -101,7 +102,12 @@ def list_topics(args: argparse.Namespace) -> None:
             return
         rows = []
         for name in names:
-            info = client.topic(name)
+            try:
+                info = client.topic(name)
+            except CorruptRegistry as exc:  # one topic's bad entry hides no other topic
+                print(f"rmq: {exc}", file=sys.stderr)
+                rows.append([name, "?", "", "corrupt"])
+                continue
             rows.append([name, info.settings.slots, ",".join(info.groups),
                          "paused" if info.paused else "active"])
     if rows:

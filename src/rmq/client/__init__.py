@@ -2,10 +2,10 @@
 
 from typing import Any
 
-from .clock import Clock, system_clock
+from .clock import Clock, ServerClock, system_clock
 from .sync import Client
 
-__all__ = ["Client", "AsyncClient", "Clock", "system_clock"]
+__all__ = ["Client", "AsyncClient", "Clock", "ServerClock", "system_clock"]
 
 
 def __getattr__(name: str) -> Any:  # the asyncio client loads redis.asyncio on first use

@@ -18,16 +18,16 @@ import redis.asyncio as aredis
 
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
 from ..runtime import Consumer
-from ..settings import DEFAULT_GROUP, TopicSettings
+from ..settings import DEFAULT_GROUP, TopicSettings, check_topic_name
 from ..storage.history import TopicHistory
 from ..storage.peek import PeekPage
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from ..storage.snapshot import SnapshotRow
 from ..storage.stats import TopicStats
 from .base import MISSING, BaseClient, Commit, Flow, Load, Sleep, Subscribe
-from .clock import Clock, system_clock
+from .clock import Clock
 from .coalesce import AsyncSendCoalescer
-from .connection import AsyncExecutor, AsyncRedis, open_async, open_async_node
+from .connection import AsyncExecutor, AsyncRedis, check_url, open_async, open_async_node
 from .sync import Client
 from .waiter import AsyncWaiter
 
@@ -43,10 +43,10 @@ class AsyncClient(BaseClient):
     loop. Arguments as for ``Client``; a ``retry`` among ``redis_options`` must be a
     ``redis.asyncio.retry.Retry``."""
 
-    def __init__(self, url: str | None = None, *, clock: Clock = system_clock,
+    def __init__(self, url: str | None = None, *, clock: Clock | None = None,
                  registry_ttl: float = 1.0, **redis_options: Any):
         super().__init__(clock=clock, registry_ttl=registry_ttl)
-        self.url = url
+        self.url = check_url(url) if url else url  # no I/O: the connection opens on use
         self.redis_options = redis_options
         self.redis: AsyncRedis | None = None
         self._execute: AsyncExecutor | None = None
@@ -72,6 +72,7 @@ class AsyncClient(BaseClient):
             self.url, self.redis = await open_async(self.url, **self.redis_options)
             self.is_cluster = isinstance(self.redis, aredis.RedisCluster)
             self._execute = AsyncExecutor(self.redis)
+            await self._run(self._now())  # measures the server's clock
 
     async def _run(self, flow: Flow[T]) -> T:
         """Run ``flow`` to its value, performing each effect it yields."""
@@ -83,6 +84,7 @@ class AsyncClient(BaseClient):
                 try:
                     result = await self._perform(effect)
                 except Exception as exc:  # the flow may handle it (recover skips a topic)
+                    self._failed(exc)
                     effect = flow.throw(exc)
                 else:
                     effect = flow.send(result)
@@ -213,6 +215,7 @@ class AsyncClient(BaseClient):
 
     async def waiter(self, topic: str) -> AsyncWaiter:
         """See :meth:`rmq.Client.waiter` (one subscription per topic)."""
+        check_topic_name(topic)
         if self._execute is None:
             await self.open()
         if topic not in self._waiters:

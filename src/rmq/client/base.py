@@ -16,13 +16,20 @@ The sync and async clients differ only in how they perform these effects (their 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Generator, Iterable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
-from ..errors import InvalidMessage, UnknownTopic
+from ..errors import (
+    AccessDenied,
+    CorruptRegistry,
+    InvalidArgument,
+    RedisUnavailable,
+    UnknownTopic,
+)
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
-from ..settings import TopicSettings, check_group_name, check_topic_name
+from ..settings import TopicSettings, check_group_name, check_number, check_topic_name
 from ..storage import history, queue, registry
 from ..storage import peek as peek_ops
 from ..storage.calls import Call, Op
@@ -32,12 +39,28 @@ from ..storage.queue import Outgoing
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from ..storage.snapshot import SnapshotRow, snapshot_slot
 from ..storage.stats import TopicStats, collect
-from .clock import Clock
+from .arguments import (
+    MAX_WAIT,
+    check_consumer_id,
+    check_count,
+    check_error,
+    check_flag,
+    check_ids,
+    check_lease,
+    check_message,
+    check_messages,
+    check_names,
+    check_slots,
+    check_state,
+    check_wait,
+)
+from .clock import Clock, ServerClock, check_epoch
 from .outgoing import MISSING, as_bytes, prepare, prepare_batch
 
 __all__ = ["BaseClient", "Flow", "Load", "Commit", "Subscribe", "Sleep", "MISSING"]
 
 T = TypeVar("T")
+log = logging.getLogger("rmq.client")
 
 
 class Load(NamedTuple):
@@ -73,29 +96,46 @@ Effect = list[Call] | Load | Commit | Subscribe | Sleep
 Flow = Generator[Effect, Any, T]
 
 
-def check_count(count: object) -> int:
-    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 10_000:
-        raise InvalidMessage(f"count must be an integer from 1 to 10000, got {count!r}")
-    return count
-
-
-def _batch(messages: Message | Iterable[Message]) -> list[Message]:
-    return [messages] if isinstance(messages, Message) else list(messages)
-
-
 class BaseClient:
-    """What both clients share: the clock, the registry cache, and one flow per method."""
+    """What both clients share: the clock, the registry cache, and one flow per method.
+
+    ``clock``: None (the default) judges time by the Redis server's clock
+    (:class:`~rmq.client.clock.ServerClock`); a ``ServerClock`` of one's own sets its local
+    base; any other callable returning epoch ms is trusted as it is (tests control time so).
+    """
 
     is_cluster: bool = False
 
-    def __init__(self, *, clock: Clock, registry_ttl: float):
-        self.clock = clock
+    def __init__(self, *, clock: Clock | None, registry_ttl: float):
+        if clock is not None and not callable(clock):
+            raise InvalidArgument(f"clock must be a callable returning epoch milliseconds, "
+                                  f"or None for the server's clock, got {clock!r}")
+        if isinstance(registry_ttl, bool) or not isinstance(registry_ttl, int | float) or not (
+                0 <= registry_ttl <= 3600):
+            raise InvalidArgument(f"registry_ttl must be a number of seconds from 0 to 3600, "
+                                  f"got {registry_ttl!r}")
+        self.clock: Clock = ServerClock() if clock is None else clock
+        self._server_clock = self.clock if isinstance(self.clock, ServerClock) else None
         self.registry_ttl = registry_ttl
         self._cache: dict[str, tuple[float, TopicInfo]] = {}
 
     def now(self) -> int:
-        """The time by which this client judges due times and leases, in epoch ms."""
+        """The time by which this client judges due times and leases, in epoch ms: the Redis
+        server's (unless the client was given a clock), whatever this host's clock says."""
         return self.clock()
+
+    def _now(self) -> Flow[int]:
+        """``now()`` for a flow: measures the server's clock first when that is due."""
+        server = self._server_clock
+        if server is not None and server.due:
+            yield from server.measure()
+        return check_epoch(self.clock(), "the client's clock")
+
+    def _failed(self, error: Exception) -> None:
+        """A round trip failed: after reconnecting, the client may reach another server,
+        whose clock is measured anew."""
+        if self._server_clock is not None and isinstance(error, RedisUnavailable):
+            self._server_clock.invalidate()
 
     # -- the registry cache -----------------------------------------------------------
 
@@ -105,6 +145,7 @@ class BaseClient:
 
     def _topic(self, name: str, fresh: bool = False) -> Flow[TopicInfo]:
         check_topic_name(name)
+        check_flag(fresh, "fresh")
         cached = None if fresh else self._cached(name)
         if cached is not None:
             return cached
@@ -134,10 +175,13 @@ class BaseClient:
 
     def _alter_topic(self, name: str, changes: dict[str, Any]) -> Flow[TopicSettings]:
         check_topic_name(name)
+        TopicSettings().altered(**{k: v for k, v in changes.items() if k != "slots"})
         return (yield from self._changing(name, registry.alter_topic(name, changes)))
 
     def _delete_topic(self, name: str) -> Flow[None]:
-        info = yield from self._topic(name, fresh=True)
+        check_topic_name(name)
+        # A corrupt entry is deleted too, as the largest topic it could be.
+        info = yield from registry.load_info(name, salvage=True)
         yield from self._changing(name, registry.delete_topic(info))
 
     def _topics(self) -> Flow[list[str]]:
@@ -153,13 +197,19 @@ class BaseClient:
         yield from self._changing(topic, registry.set_paused(topic, paused))
 
     def _consumers(self, topic: str, dead_after: float) -> Flow[list[ConsumerInfo]]:
+        check_number("dead_after", dead_after, 0.001, MAX_WAIT, InvalidArgument)
         yield from self._topic(topic)
-        return (yield from registry.list_consumers(topic, self.now(), int(dead_after * 1000)))
+        now = yield from self._now()
+        return (yield from registry.list_consumers(topic, now, int(dead_after * 1000)))
 
     def _heartbeat(self, state: ConsumerState) -> Flow[None]:
-        yield from registry.heartbeat(state, self.now())
+        check_state(state)
+        now = yield from self._now()
+        yield from registry.heartbeat(state, now)
 
     def _forget_consumer(self, topic: str, consumer_id: str) -> Flow[None]:
+        check_topic_name(topic)
+        check_consumer_id(consumer_id)
         yield from registry.forget_consumer(topic, consumer_id)
 
     def _wake(self, topic: str) -> Flow[None]:
@@ -170,14 +220,14 @@ class BaseClient:
 
     def _send(self, topic: str, body: Any, options: dict[str, Any]) -> Flow[SendResult]:
         info = yield from self._topic(topic)
-        now = self.now()
+        now = yield from self._now()
         message = prepare(info.settings, now, body, **options)
         merged: bool = yield Commit(topic, info.groups, message, now)
         return SendResult(message.slot, merged)
 
     def _send_many(self, topic: str, items: Iterable[Any]) -> Flow[SendCounts]:
         info = yield from self._topic(topic)
-        now = self.now()
+        now = yield from self._now()
         batch = prepare_batch(info.settings, now, items)
         merged = yield from queue.send(topic, info.groups, batch, now)
         return SendCounts(len(batch), sum(merged))
@@ -186,6 +236,8 @@ class BaseClient:
 
     def _claim(self, topic: str, group: str, count: int, lease: float | None,
                wait: float | None, ack: Message | Sequence[Message]) -> Flow[list[Message]]:
+        if wait is not None:
+            check_wait(wait)
         deadline = None if wait is None else time.monotonic() + wait
         subscribed = False
         while True:
@@ -207,92 +259,116 @@ class BaseClient:
 
     def _claim_due(self, topic: str, group: str, count: int, lease: float | None,
                    ack: Message | Sequence[Message]) -> Flow[Claimed]:
-        info = yield from self._topic(topic)
+        check_topic_name(topic)
         check_group_name(group)
         check_count(count)
-        acks = _batch(ack)
+        if lease is not None:
+            check_lease(lease)
+        acks = check_messages(ack, "ack")
+        info = yield from self._topic(topic)
         one_call = not self.is_cluster
         if info.paused:
             yield from self._ack(acks)
             return Claimed([], None)
-        claim = queue.claim(topic, group, info.settings, count, self.now(),
+        now = yield from self._now()
+        claim = queue.claim(topic, group, info.settings, count, now,
                             lease or info.settings.visibility_timeout, one_call)
         messages, next_due = yield from queue.with_acks(acks, one_call, claim)
         return Claimed(messages, next_due)
 
     def _ack(self, messages: Message | Sequence[Message]) -> Flow[int]:
-        batch = _batch(messages)
+        batch = check_messages(messages)
         if not batch:
             return 0
         return (yield from queue.ack(batch, not self.is_cluster))
 
     def _nack(self, message: Message, error: str | BaseException) -> Flow[str | None]:
+        check_message(message)
+        text = check_error(error)
         info = yield from self._topic(message.topic)
-        text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-        return (yield from queue.fail(message, text, info.settings, self.now()))
+        now = yield from self._now()
+        return (yield from queue.fail(message, text, info.settings, now))
 
     def _release(self, messages: Sequence[Message]) -> Flow[int]:
+        messages = check_messages(messages)
         if not messages:
             return 0
-        return (yield from queue.release(messages, self.now()))
+        now = yield from self._now()
+        return (yield from queue.release(messages, now))
 
     def _extend(self, messages: Message | Sequence[Message], seconds: float) -> Flow[list[bool]]:
-        batch = _batch(messages)
+        batch = check_messages(messages)
+        check_lease(seconds, "seconds")
         if not batch:
             return []
-        return (yield from queue.extend(batch, self.now() + int(seconds * 1000)))
+        now = yield from self._now()
+        return (yield from queue.extend(batch, now + int(seconds * 1000)))
 
     def _recover(self, topic: str | None) -> Flow[int]:
+        if topic is not None:
+            check_topic_name(topic)
         names = [topic] if topic is not None else (yield from registry.list_topics())
         total = 0
         for name in names:
             try:
                 info = yield from self._topic(name)
-            except UnknownTopic:
+            except (UnknownTopic, CorruptRegistry, AccessDenied) as exc:
                 if topic is not None:
                     raise
-                continue  # deleted meanwhile
+                if not isinstance(exc, UnknownTopic):  # else deleted meanwhile
+                    log.warning("recover() skips topic %r: %s", name, exc)
+                continue
+            now = yield from self._now()
             retried, dead = yield from queue.recover(
-                name, registry.groups_with_data(info), info.settings, self.now())
+                name, registry.groups_with_data(info), info.settings, now)
             total += retried + dead
         return total
 
     # -- dead letters, stats, snapshots ---------------------------------------------------
 
     def _dead_letters(self, topic: str, group: str) -> Flow[list[DeadLetter]]:
+        check_group_name(group)
         info = yield from self._topic(topic)
         return (yield from queue.dead_letters(topic, check_group_name(group), info.settings))
 
     def _requeue_dead(self, topic: str, group: str, ids: Iterable[str] | None) -> Flow[int]:
+        check_group_name(group)
+        wanted = check_ids(ids)
         info = yield from self._topic(topic)
-        return (yield from queue.requeue_dead(topic, check_group_name(group), info.settings,
-                                              None if ids is None else list(ids), self.now()))
+        now = yield from self._now()
+        return (yield from queue.requeue_dead(topic, group, info.settings, wanted, now))
 
     def _purge_dead(self, topic: str, group: str) -> Flow[int]:
+        check_group_name(group)
         info = yield from self._topic(topic)
         return (yield from queue.purge_dead(topic, check_group_name(group), info.settings))
 
     def _stats(self, topic: str) -> Flow[TopicStats]:
         info = yield from self._topic(topic, fresh=True)
+        now = yield from self._now()
         return (yield from collect(topic, registry.groups_with_data(info), info.settings.slots,
-                                   info.paused, self.now()))
+                                   info.paused, now))
 
     def _snapshot_parts(self, topic: str, groups: Sequence[str] | None,
                         slots: Sequence[int] | None) -> Flow[list[tuple[str, int]]]:
         """The (group, slot) parts a snapshot reads, one round trip each."""
+        names = check_names(groups)
         info = yield from self._topic(topic, fresh=True)
-        return [(group, slot) for group in groups or registry.groups_with_data(info)
-                for slot in (slots if slots is not None else range(info.settings.slots))]
+        wanted = check_slots(slots, info.settings.slots)
+        return [(group, slot) for group in names or registry.groups_with_data(info)
+                for slot in (wanted if wanted is not None else range(info.settings.slots))]
 
-    def _snapshot_part(self, topic: str, group: str, slot: int) -> Op[list[SnapshotRow]]:
-        return snapshot_slot(topic, group, slot, self.now())
+    def _snapshot_part(self, topic: str, group: str, slot: int) -> Flow[list[SnapshotRow]]:
+        now = yield from self._now()
+        return (yield from snapshot_slot(topic, group, slot, now))
 
     # -- history, peeks and finding messages (the console) --------------------------------
 
     def _record_history(self, topic: str) -> Flow[bool]:
         info = yield from self._topic(topic)
+        now = yield from self._now()
         return (yield from history.record(topic, registry.groups_with_data(info),
-                                          info.settings.slots, info.paused, self.now()))
+                                          info.settings.slots, info.paused, now))
 
     def _history(self, topic: str, minutes: float) -> Flow[TopicHistory]:
         info = yield from self._topic(topic)
@@ -301,13 +377,15 @@ class BaseClient:
     def _peek(self, topic: str, state: str, group: str, slot: int | None, offset: int,
               limit: int) -> Flow[PeekPage]:
         info = yield from self._topic(topic)
+        now = yield from self._now()
         return (yield from peek_ops.peek(topic, check_group_name(group), state,
-                                         info.settings.slots, slot, offset, limit, self.now()))
+                                         info.settings.slots, slot, offset, limit, now))
 
     def _find_messages(self, topic: str, body: bytes | str | None, key: bytes | str | None,
                        every_slot: bool) -> Flow[list[SnapshotRow]]:
         info = yield from self._topic(topic)
+        now = yield from self._now()
         return (yield from peek_ops.find(
             topic, registry.groups_with_data(info), info.settings.slots,
             None if body is None else as_bytes("body", body),
-            None if key is None else as_bytes("key", key), every_slot, self.now()))
+            None if key is None else as_bytes("key", key), every_slot, now))

@@ -130,7 +130,7 @@ def async_retry_policy(attempts: int = RETRY_ATTEMPTS) -> AsyncRetry:
 def resolve_url(url: str | None) -> str:
     """The URL to use: ``url``, else ``RMQ_REDIS_URL``, else the embedded server's; a URL
     given either way is checked first (:func:`check_url`)."""
-    if url:
+    if url is not None and (url or not isinstance(url, str)):  # "" means "not given"
         return check_url(url)
     env = os.environ.get("RMQ_REDIS_URL")
     if env:
@@ -151,6 +151,8 @@ def _redacted(url: str) -> str:
 def check_url(url: str, source: str = "") -> str:
     """``url`` if it is a Redis URL redis-py can connect with; else :class:`InvalidURL`
     naming what is wrong (the password masked). ``source`` prefixes the message."""
+    if not isinstance(url, str):
+        raise InvalidURL(f"url must be a Redis URL (str) or None, got {type(url).__name__}")
     shown = f"{source}{_redacted(url)!r}"
     if not url.startswith(SCHEMES):
         raise InvalidURL(f"{shown} is not a Redis URL: use redis://HOST:PORT[/DB], "
@@ -209,6 +211,15 @@ def _is_cluster(url: str, kwargs: dict[str, Any]) -> bool:
     try:
         with map_errors():
             return probe.info("cluster").get("cluster_enabled") == 1
+    except AccessDenied:
+        # An ACL user without INFO: a cluster user has CLUSTER SLOTS (redis-py's cluster
+        # client needs it); a single node answers it with an error, as it does a user
+        # without it.
+        try:
+            with map_errors():
+                return bool(probe.execute_command("CLUSTER", "SLOTS"))
+        except (ResponseError, AccessDenied):
+            return False
     finally:
         probe.close()
 
@@ -271,7 +282,7 @@ def _warn_if_unsafe(client: Any) -> None:
             with map_errors():
                 config = node.config_get("maxmemory-policy") | node.config_get("save")
                 aof = node.info("persistence").get("aof_enabled")
-        except (ResponseError, RedisUnavailable) as exc:
+        except (ResponseError, RedisUnavailable, AccessDenied) as exc:
             if str(exc).startswith(_DATABASE_REFUSALS):
                 raise  # the URL's database does not exist: connect() says so
             return  # CONFIG may be forbidden by ACL; the URL may still be fine for queue work

@@ -44,6 +44,8 @@ def canonical_json(obj: Any) -> bytes:
         ).encode("utf-8")
     except (TypeError, ValueError) as exc:
         raise InvalidMessage(f"json value cannot be serialised: {exc}") from None
+    except RecursionError:  # a structure nested deeper than Python's recursion limit
+        raise InvalidMessage("json value is nested too deeply to serialise") from None
 
 
 def as_bytes(what: str, value: object) -> bytes:

@@ -15,14 +15,14 @@ import redis
 
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
 from ..runtime import Consumer, run_all
-from ..settings import DEFAULT_GROUP, TopicSettings
+from ..settings import DEFAULT_GROUP, TopicSettings, check_topic_name
 from ..storage.history import TopicHistory
 from ..storage.peek import PeekPage
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from ..storage.snapshot import SnapshotRow
 from ..storage.stats import TopicStats
 from .base import MISSING, BaseClient, Commit, Flow, Load, Sleep, Subscribe
-from .clock import Clock, system_clock
+from .clock import Clock
 from .coalesce import SendCoalescer
 from .connection import Executor, connect, resolve_url
 from .waiter import Waiter
@@ -38,13 +38,16 @@ class Client(BaseClient):
 
     ``url``: a ``redis://``, ``rediss://`` or ``unix://`` URL of a Redis 7+ server or of any
     node of a Redis Cluster; None uses ``RMQ_REDIS_URL``, else the embedded server that RMQ
-    starts itself. ``clock`` returns epoch ms (tests pass a controllable one).
+    starts itself. ``clock``: None judges every due time and lease by the Redis server's
+    clock (measured at connect and every few seconds, :class:`~rmq.client.clock.ServerClock`),
+    so this host's wall clock never matters; a callable returning epoch ms is trusted
+    instead (tests pass a controllable one).
     ``registry_ttl``: how long topic settings and bindings are cached, in seconds: changes
     made elsewhere reach this client within that time. Other keyword arguments go to
     redis-py (a ``retry`` there replaces RMQ's reconnect policy).
     """
 
-    def __init__(self, url: str | None = None, *, clock: Clock = system_clock,
+    def __init__(self, url: str | None = None, *, clock: Clock | None = None,
                  registry_ttl: float = 1.0, **redis_options: Any):
         super().__init__(clock=clock, registry_ttl=registry_ttl)
         self.url = resolve_url(url)  # what None resolved to: hand it to other processes
@@ -57,6 +60,7 @@ class Client(BaseClient):
         self._decorated: list[Consumer] = []
         # concurrent single sends from several threads share round trips (coalesce.py)
         self._sends = SendCoalescer(self._run)
+        self._run(self._now())  # measures the server's clock
 
     def _run(self, flow: Flow[T]) -> T:
         """Run ``flow`` to its value, performing each effect it yields."""
@@ -66,6 +70,7 @@ class Client(BaseClient):
                 try:
                     result = self._perform(effect)
                 except Exception as exc:  # the flow may handle it (recover skips a topic)
+                    self._failed(exc)
                     effect = flow.throw(exc)
                 else:
                     effect = flow.send(result)
@@ -206,6 +211,7 @@ class Client(BaseClient):
 
     def waiter(self, topic: str) -> Waiter:
         """A subscription that wakes when ``topic`` gets new ready work (one per topic)."""
+        check_topic_name(topic)
         with self._waiters_lock:
             if topic not in self._waiters:
                 self._waiters[topic] = Waiter(self.redis, topic)

@@ -23,8 +23,10 @@ __all__ = ["Waiter", "AsyncWaiter"]
 
 
 class Waiter:
-    """A subscription to one topic's wake channel, for threads. ``wait`` is safe from one
-    thread at a time; the lock makes concurrent waiters take turns."""
+    """A subscription to one topic's wake channel, for threads. Its one connection is used
+    by one thread at a time: ``wait`` and ``drain`` take turns under a lock (consumers of one
+    client on one topic share the subscription; a drain reading the socket while another
+    thread waits on it corrupts the replies of both)."""
 
     def __init__(self, client: Any, topic: str):
         self._pubsub = client.pubsub(ignore_subscribe_messages=True)
@@ -38,14 +40,17 @@ class Waiter:
         """Sleep until woken or ``timeout`` seconds pass; True when woken."""
         with self._lock, map_errors():
             woke = self._pubsub.get_message(timeout=max(0.0, timeout)) is not None
-            self.drain()
+            self._drain()
             return woke
 
     def drain(self) -> None:
         """Forget wake-ups already received (the caller is about to look for work anyway)."""
-        with map_errors():
-            while self._pubsub.get_message(timeout=0.0) is not None:
-                pass
+        with self._lock, map_errors():
+            self._drain()
+
+    def _drain(self) -> None:
+        while self._pubsub.get_message(timeout=0.0) is not None:
+            pass
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # closing a broken connection is not an error
@@ -53,7 +58,8 @@ class Waiter:
 
 
 class AsyncWaiter:
-    """:class:`Waiter` for asyncio tasks; open one with :meth:`subscribe`."""
+    """:class:`Waiter` for asyncio tasks (which take turns on its connection the same way);
+    open one with :meth:`subscribe`."""
 
     def __init__(self, pubsub: Any, node: AsyncRedis):
         self._pubsub = pubsub
@@ -75,14 +81,18 @@ class AsyncWaiter:
         async with self._lock:
             with map_errors():
                 woke = await self._pubsub.get_message(timeout=max(0.0, timeout)) is not None
-            await self.drain()
+                await self._drain()
             return woke
 
     async def drain(self) -> None:
         """Forget wake-ups already received (the caller is about to look for work anyway)."""
-        with map_errors():
-            while await self._pubsub.get_message(timeout=0.0) is not None:
-                pass
+        async with self._lock:
+            with map_errors():
+                await self._drain()
+
+    async def _drain(self) -> None:
+        while await self._pubsub.get_message(timeout=0.0) is not None:
+            pass
 
     async def close(self) -> None:
         with contextlib.suppress(Exception):  # closing a broken connection is not an error

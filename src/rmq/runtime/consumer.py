@@ -25,8 +25,16 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import InvalidArgument
 from ..message import Message
-from ..settings import DEFAULT_GROUP, check_group_name
+from ..settings import (
+    DEFAULT_GROUP,
+    MAX_LEASE,
+    check_group_name,
+    check_int,
+    check_number,
+    check_topic_name,
+)
 from ..storage.registry import ConsumerState
 from .fetcher import Fetcher
 from .holdings import Holdings
@@ -35,9 +43,30 @@ from .protocol import QueueClient
 from .settler import Settler
 from .signals import run_all
 from .threads import guarded, log
-from .workers import workers_for
+from .workers import Starts, workers_for
 
 __all__ = ["Consumer"]
+
+MAX_HELD = 10_000  # messages one claim takes at most, so the most a consumer may hold
+_HOUR = 3600.0
+
+
+def _check_options(handler: object, concurrency: object, prefetch: object, lease: object,
+                   grace: object, recover_interval: object, heartbeat_interval: object,
+                   name: object) -> None:
+    """Each option of ``Consumer`` in its range, else InvalidArgument naming it."""
+    if not callable(handler):
+        raise InvalidArgument(f"handler must be a function of a Message, got {handler!r}")
+    check_int("concurrency", concurrency, 1, MAX_HELD, InvalidArgument)
+    if prefetch is not None:
+        check_int("prefetch", prefetch, 1, MAX_HELD, InvalidArgument)
+    if lease is not None:
+        check_number("lease", lease, 0.01, MAX_LEASE, InvalidArgument)
+    check_number("grace", grace, 0, 24 * _HOUR, InvalidArgument)
+    check_number("recover_interval", recover_interval, 0.01, _HOUR, InvalidArgument)
+    check_number("heartbeat_interval", heartbeat_interval, 0.01, _HOUR, InvalidArgument)
+    if name is not None and (not isinstance(name, str) or not 1 <= len(name) <= 256):
+        raise InvalidArgument(f"name must be a str of 1-256 characters, got {name!r}")
 
 
 class Consumer:
@@ -58,14 +87,17 @@ class Consumer:
                  group: str = DEFAULT_GROUP, concurrency: int = 8, prefetch: int | None = None,
                  lease: float | None = None, grace: float = 30.0, recover_interval: float = 3.0,
                  heartbeat_interval: float = 2.0, name: str | None = None):
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+        _check_options(handler, concurrency, prefetch, lease, grace, recover_interval,
+                       heartbeat_interval, name)
         self.client = client
-        self.topic = topic
+        self.topic = check_topic_name(topic)
         self.group = check_group_name(group)
         self.handler = handler
         self.concurrency = concurrency
         self.prefetch = max(prefetch or 2 * concurrency, concurrency)
+        if self.prefetch > MAX_HELD:
+            raise InvalidArgument(f"prefetch (2 x concurrency unless given) must be at most "
+                                  f"{MAX_HELD}, what one claim can take; got {self.prefetch}")
         self.lease = lease
         self.grace = grace
         self.id = name or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -74,8 +106,8 @@ class Consumer:
         self._stopped = threading.Event()
         self._holdings = Holdings(self.prefetch)
         self._settler = Settler(client, self._holdings, self.id, topic)
-        self._workers = workers_for(handler, concurrency, self._holdings,
-                                    self._settler.finished, topic)
+        starts = Starts(self._holdings, client.now, self._settler.give_back)
+        self._workers = workers_for(handler, concurrency, starts, self._settler.finished, topic)
         self._keeper = Keeper(client, topic, self._holdings, self.id, self._state,
                               self._stopped, lease=lease, heartbeat_interval=heartbeat_interval,
                               recover_interval=recover_interval)

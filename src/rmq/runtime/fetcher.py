@@ -56,7 +56,7 @@ class Fetcher:
                     self.client.release(messages)
                     break
                 if messages:
-                    self.holdings.add(messages)
+                    self.holdings.add(messages, self.client.now())
                     self.workers.submit(messages)
                     continue
                 waiter.wait(self._idle_timeout(next_due))

@@ -1,8 +1,9 @@
 """The messages a consumer holds (claimed, not yet settled) and the room its prefetch leaves.
 
 Every part of the runtime consults it: the fetcher claims only into free room, a worker
-starts only a message still held (a lost lease drops it), the settler forgets what it
-settles, the keeper extends the leases of what is held, and ``stop`` waits for it to empty.
+starts only a message still held whose lease has not (nearly) run out, the settler forgets
+what it settles, the keeper extends the leases of what is held (and records their new
+ends), and ``stop`` waits for it to empty.
 """
 
 from __future__ import annotations
@@ -17,28 +18,51 @@ __all__ = ["Holdings"]
 
 
 class Holdings:
-    """Held messages by (slot, seq), under one condition that signals freed room."""
+    """Held messages by (slot, seq), under one condition that signals freed room; and each
+    one's lease as (end, length), in ms of the client's clock (the server's)."""
 
     def __init__(self, prefetch: int):
         self.prefetch = prefetch
         self._held: dict[tuple[int, int], Message] = {}
+        self._leases: dict[tuple[int, int], tuple[int, int]] = {}
         self._changed = threading.Condition()
 
     def __len__(self) -> int:
         return len(self._held)
 
-    def add(self, messages: Iterable[Message]) -> None:
+    def add(self, messages: Iterable[Message], now: int) -> None:
+        """Hold ``messages``, claimed at ``now`` (their leases end at ``lease_until``)."""
         with self._changed:
             for message in messages:
-                self._held[(message.slot, message.seq)] = message
+                key = (message.slot, message.seq)
+                self._held[key] = message
+                self._leases[key] = (message.lease_until, message.lease_until - now)
 
     def holds(self, message: Message) -> bool:
         return (message.slot, message.seq) in self._held
 
+    def extended(self, messages: Iterable[Message], until: int, length: int) -> None:
+        """The leases of ``messages`` now end at ``until`` (at least) and last ``length``."""
+        with self._changed:
+            for message in messages:
+                key = (message.slot, message.seq)
+                if key in self._held:
+                    self._leases[key] = (until, length)
+
+    def lease_lasts(self, message: Message, now: int) -> bool:
+        """Whether the lease of a held ``message`` has at least a third of its length left
+        at ``now``. The keeper extends every third of a lease, so a live consumer's leases
+        always have two thirds left; less means extensions were missed (the consumer was
+        frozen or cut off) and the lease has run out, or may before the next one."""
+        until, length = self._leases.get((message.slot, message.seq), (0, 0))
+        return until - now >= length / 3
+
     def forget(self, messages: Iterable[Message]) -> None:
         with self._changed:
             for message in messages:
-                self._held.pop((message.slot, message.seq), None)
+                key = (message.slot, message.seq)
+                self._held.pop(key, None)
+                self._leases.pop(key, None)
             self._changed.notify_all()
 
     def all(self) -> list[Message]:

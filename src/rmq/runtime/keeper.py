@@ -73,9 +73,14 @@ class Keeper:
         held = self.holdings.all()
         if not held:
             return True
-        kept = guarded(self.consumer_id, lambda: self.client.extend(held, self.lease_seconds()))
+        lease, now = self.lease_seconds(), self.client.now()
+        kept = guarded(self.consumer_id, lambda: self.client.extend(held, lease))
         if kept is None:
             return False
+        # The leases end at least a lease after `now` (the extension's own `now` is later).
+        length = int(lease * 1000)
+        self.holdings.extended([m for m, ok in zip(held, kept, strict=True) if ok],
+                               now + length, length)
         # Settled meanwhile is not lost. Leases lost (this consumer was frozen or cut off):
         # another consumer has these messages now, so the ones not started yet are dropped.
         lost = [m for m, ok in zip(held, kept, strict=True) if not ok and self.holdings.holds(m)]

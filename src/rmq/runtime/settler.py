@@ -1,5 +1,6 @@
 """Settling finished messages: acknowledgements in batches, failures one by one (retried or
-dead-lettered), each failure logged with its traceback."""
+dead-lettered), each failure logged with its traceback; and giving back messages a worker
+would not start because their lease (nearly) ran out."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from .threads import guarded, log, spawn
 __all__ = ["Settler"]
 
 _STOP: Any = object()
+_GIVE_BACK: Any = object()  # in place of a handler's outcome: the message never started
 MAX_BATCH = 1000  # acknowledgements per round trip
 
 
@@ -37,6 +39,13 @@ class Settler:
         """The handler returned (``error`` None) or raised ``error`` on ``message``."""
         self._finished.put((message, error))
 
+    def give_back(self, message: Message) -> None:
+        """A worker did not start ``message``: its lease ran out (or nearly) while it waited,
+        the consumer having been frozen or cut off. Released, it goes back to pending
+        without counting an attempt, unless the lease is gone already (then another consumer
+        recovered or took it, and releasing changes nothing)."""
+        self._finished.put((message, _GIVE_BACK))
+
     def stop(self) -> None:
         """Settle what has finished so far, then exit."""
         self._finished.put(_STOP)
@@ -57,12 +66,21 @@ class Settler:
             succeeded = [message for message, error in done if error is None]
             if succeeded:
                 guarded(self.consumer_id, lambda ok=succeeded: self.client.ack(ok))
+            unstarted = [message for message, error in done if error is _GIVE_BACK]
+            if unstarted:
+                self._give_back(unstarted)
             for message, error in done:
-                if error is not None:
+                if error is not None and error is not _GIVE_BACK:
                     self._fail(message, error)
             self.handled += len(succeeded)
             if stop and self._finished.empty():
                 return
+
+    def _give_back(self, messages: list[Message]) -> None:
+        log.warning("%s: did not start %s: the lease ran out (or nearly) while it waited; "
+                    "given back, to be delivered again", self.consumer_id,
+                    ", ".join(m.id for m in messages))
+        guarded(self.consumer_id, lambda: self.client.release(messages))
 
     def _fail(self, message: Message, error: BaseException) -> None:
         self.failed += 1

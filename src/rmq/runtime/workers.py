@@ -1,8 +1,9 @@
 """Running the handler: ``concurrency`` threads for a plain function, or as many tasks on one
 event loop (in a thread of its own) for an ``async`` one. Both take claimed messages through
-``submit``, start only those still held (a message whose lease was lost meanwhile belongs to
-another consumer now), report each outcome to ``finished``, and give back what they have not
-started through ``take_unstarted``.
+``submit``, start only those still held whose lease has not (nearly) run out by the client's
+clock, the server's (a consumer that wakes from a freeze must not run what another consumer
+may have taken meanwhile: such a message goes to ``give_back``), report each outcome to
+``finished``, and give back what they have not started through ``take_unstarted``.
 """
 
 from __future__ import annotations
@@ -18,18 +19,36 @@ from ..message import Message
 from .holdings import Holdings
 from .threads import spawn
 
-__all__ = ["Workers", "ThreadWorkers", "AsyncioWorkers", "workers_for"]
+__all__ = ["Workers", "ThreadWorkers", "AsyncioWorkers", "Starts", "workers_for"]
 
 Finished = Callable[[Message, BaseException | None], None]
 _STOP: Any = object()
 
 
+class Starts:
+    """The check a worker makes just before it starts a message (the same for threads and
+    tasks): still held, and with a third of its lease left at ``now()``. A message that
+    fails the second half goes to ``give_back`` instead of the handler."""
+
+    def __init__(self, holdings: Holdings, now: Callable[[], int],
+                 give_back: Callable[[Message], None]):
+        self.holdings, self.now, self.give_back = holdings, now, give_back
+
+    def allowed(self, message: Message) -> bool:
+        if not self.holdings.holds(message):
+            return False  # its lease was lost while it waited: another consumer has it
+        if self.holdings.lease_lasts(message, self.now()):
+            return True
+        self.give_back(message)
+        return False
+
+
 class ThreadWorkers:
     """Threads running a plain handler."""
 
-    def __init__(self, handler: Callable[[Message], Any], concurrency: int, holdings: Holdings,
+    def __init__(self, handler: Callable[[Message], Any], concurrency: int, starts: Starts,
                  finished: Finished, topic: str):
-        self.handler, self.concurrency, self.holdings = handler, concurrency, holdings
+        self.handler, self.concurrency, self.starts = handler, concurrency, starts
         self.finished, self.topic = finished, topic
         # SimpleQueue: a put or get costs a fraction of queue.Queue's (no Condition in Python)
         self._waiting: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -63,8 +82,8 @@ class ThreadWorkers:
             message = self._waiting.get()
             if message is _STOP:
                 return
-            if not self.holdings.holds(message):
-                continue  # its lease was lost while it waited: another consumer has it
+            if not self.starts.allowed(message):
+                continue
             try:
                 self.handler(message)
             except Exception as exc:  # noqa: BLE001 - any handler failure is a retry
@@ -78,9 +97,9 @@ class AsyncioWorkers:
 
     _loop: asyncio.AbstractEventLoop  # made by start(): a consumer never started owns none
 
-    def __init__(self, handler: Callable[[Message], Any], concurrency: int, holdings: Holdings,
+    def __init__(self, handler: Callable[[Message], Any], concurrency: int, starts: Starts,
                  finished: Finished, topic: str):
-        self.handler, self.concurrency, self.holdings = handler, concurrency, holdings
+        self.handler, self.concurrency, self.starts = handler, concurrency, starts
         self.finished, self.topic = finished, topic
         self._waiting: asyncio.Queue[Message] = asyncio.Queue()
         self.threads: list[threading.Thread] = []
@@ -121,8 +140,8 @@ class AsyncioWorkers:
         async def work() -> None:
             while True:
                 message = await self._waiting.get()
-                if not self.holdings.holds(message):
-                    continue  # its lease was lost while it waited: another consumer has it
+                if not self.starts.allowed(message):
+                    continue
                 try:
                     await self.handler(message)
                 except Exception as exc:  # noqa: BLE001 - any handler failure is a retry
@@ -141,8 +160,8 @@ class AsyncioWorkers:
 Workers = ThreadWorkers | AsyncioWorkers
 
 
-def workers_for(handler: Callable[[Message], Any], concurrency: int, holdings: Holdings,
+def workers_for(handler: Callable[[Message], Any], concurrency: int, starts: Starts,
                 finished: Finished, topic: str) -> Workers:
     """Tasks on an event loop for an ``async`` handler, threads for a plain one."""
     kind = AsyncioWorkers if inspect.iscoroutinefunction(handler) else ThreadWorkers
-    return kind(handler, concurrency, holdings, finished, topic)
+    return kind(handler, concurrency, starts, finished, topic)

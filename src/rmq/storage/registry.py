@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..errors import TopicConflict, UnknownTopic
-from ..settings import DEFAULT_GROUP, TopicSettings
+from ..errors import CorruptRegistry, TopicConflict, UnknownTopic
+from ..settings import DEFAULT_GROUP, TopicSettings, check_group_name, check_topic_name
 from .calls import Op, command
 from .keys import TOPICS, RegistryKeys, SlotKeys
 
@@ -89,7 +89,10 @@ class ConsumerInfo:
     alive: bool
 
 
-def load_info(name: str) -> Op[TopicInfo]:
+def load_info(name: str, salvage: bool = False) -> Op[TopicInfo]:
+    """The topic's entry; UnknownTopic if it has none, CorruptRegistry if it cannot be read.
+    ``salvage`` reads a corrupt entry as the largest topic it could be (every possible slot,
+    the readable group names): what ``delete_topic`` needs to remove one."""
     keys = RegistryKeys(name)
     settings, groups, paused, unbound = yield [
         command("GET", keys.settings), command("SMEMBERS", keys.groups),
@@ -97,9 +100,39 @@ def load_info(name: str) -> Op[TopicInfo]:
     ]
     if settings is None:
         raise UnknownTopic(name)
-    return TopicInfo(name, TopicSettings.from_json(settings),
-                     tuple(sorted(g.decode() for g in groups)), paused is not None,
-                     tuple(sorted(g.decode() for g in unbound)))
+    try:
+        return TopicInfo(name, _settings(name, settings), _names(name, groups),
+                         paused is not None, _names(name, unbound))
+    except CorruptRegistry:
+        if not salvage:
+            raise
+        return TopicInfo(name, TopicSettings(slots=MAX_SLOTS),
+                         _names(name, groups, readable=True), paused is not None,
+                         _names(name, unbound, readable=True))
+
+
+MAX_SLOTS = 1024
+
+
+def _settings(name: str, stored: bytes) -> TopicSettings:
+    try:
+        return TopicSettings.from_json(stored)
+    except (ValueError, TypeError) as exc:  # not JSON, not an object, unknown or bad values
+        raise CorruptRegistry(name, f"its settings are not RMQ's: {exc}") from None
+
+
+def _names(name: str, stored: set[bytes], readable: bool = False) -> tuple[str, ...]:
+    """Group names as stored; a name that is not one (another program wrote it) makes the
+    entry corrupt, or is left out when only the ``readable`` ones are wanted."""
+    names = []
+    for raw in stored:
+        try:
+            names.append(check_group_name(raw.decode()))
+        except ValueError:
+            if not readable:
+                raise CorruptRegistry(name, f"a bound group is not a group name: {raw!r}") \
+                    from None
+    return tuple(sorted(names))
 
 
 def create_topic(name: str, settings: TopicSettings) -> Op[TopicSettings]:
@@ -110,7 +143,7 @@ def create_topic(name: str, settings: TopicSettings) -> Op[TopicSettings]:
     if created:
         return settings
     (stored,) = yield [command("GET", keys.settings)]
-    existing = TopicSettings.from_json(stored)
+    existing = _settings(name, stored)
     if existing != settings:
         raise TopicConflict(
             f"topic {name!r} exists with other settings: {existing.to_json()} "
@@ -124,7 +157,7 @@ def alter_topic(name: str, changes: dict[str, Any]) -> Op[TopicSettings]:
     (stored,) = yield [command("GET", keys.settings)]
     if stored is None:
         raise UnknownTopic(name)
-    settings = TopicSettings.from_json(stored).altered(**changes)
+    settings = _settings(name, stored).altered(**changes)
     yield [command("SET", keys.settings, settings.to_json(), "XX")]
     return settings
 
@@ -146,13 +179,29 @@ def delete_topic(info: TopicInfo) -> Op[None]:
 
 
 def list_topics() -> Op[list[str]]:
+    """Every registered topic name (a member that is no topic name, written by another
+    program, is not one of them)."""
     (names,) = yield [command("SMEMBERS", TOPICS)]
-    return sorted(n.decode() for n in names)
+    return sorted(n.decode() for n in names if _is_topic_name(n))
+
+
+def _is_topic_name(raw: bytes) -> bool:
+    try:
+        check_topic_name(raw.decode())
+    except ValueError:
+        return False
+    return True
 
 
 def bind(name: str, group: str) -> Op[bool]:
-    """Bind ``group`` to the topic; returns False if it was bound already."""
+    """Bind ``group`` to the topic; returns False if it was bound already. Binding a bound
+    group writes nothing, so a consumer whose group is bound starts even on a Redis that is
+    out of memory and refuses writes."""
     keys = RegistryKeys(name)
+    bound, unbound = yield [command("SISMEMBER", keys.groups, group),
+                            command("SISMEMBER", keys.unbound, group)]
+    if bound and not unbound:
+        return False
     added, _ = yield [command("SADD", keys.groups, group), command("SREM", keys.unbound, group)]
     return bool(added)
 
@@ -191,17 +240,21 @@ def list_consumers(name: str, now: int, dead_after_ms: int,
     (records,) = yield [command("HGETALL", key)]
     consumers, stale = [], []
     for consumer_id, raw in records.items():
-        record = json.loads(raw)
-        age = now - record["last_seen"]
+        try:
+            record = json.loads(raw)
+            age = now - record["last_seen"]
+            info = ConsumerInfo(
+                id=consumer_id.decode(), topic=name, group=record["group"],
+                host=record["host"], pid=record["pid"], started_at=record["started_at"],
+                last_seen=record["last_seen"], concurrency=record.get("concurrency", 0),
+                in_flight=record.get("in_flight", 0), handled=record.get("handled", 0),
+                failed=record.get("failed", 0), alive=age <= dead_after_ms)
+        except (ValueError, TypeError, KeyError, AttributeError):
+            continue  # not a heartbeat RMQ wrote: one unreadable record hides no other
         if age > forget_after_ms:
             stale.append(consumer_id)
             continue
-        consumers.append(ConsumerInfo(
-            id=consumer_id.decode(), topic=name, group=record["group"], host=record["host"],
-            pid=record["pid"], started_at=record["started_at"], last_seen=record["last_seen"],
-            concurrency=record.get("concurrency", 0), in_flight=record.get("in_flight", 0),
-            handled=record.get("handled", 0), failed=record.get("failed", 0),
-            alive=age <= dead_after_ms))
+        consumers.append(info)
     if stale:
         yield [command("HDEL", key, *stale)]
     return sorted(consumers, key=lambda c: c.id)

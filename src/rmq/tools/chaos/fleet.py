@@ -45,6 +45,12 @@ class Worker:
     def alive(self) -> bool:
         return self.process.poll() is None
 
+    def handlings(self) -> int:
+        """How many handlings this worker has recorded so far."""
+        with contextlib.suppress(FileNotFoundError):
+            return self.log.read_bytes().count(b"\n")
+        return 0
+
     def signal(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, sig)
@@ -62,6 +68,7 @@ class Handled:
     ok: Counter[bytes] = field(default_factory=Counter)
     failed: Counter[bytes] = field(default_factory=Counter)
     attempts: dict[bytes, list[int]] = field(default_factory=dict)
+    late_ms: dict[bytes, list[int]] = field(default_factory=dict)  # handler start - due
 
     @property
     def handlings(self) -> int:
@@ -127,11 +134,12 @@ class Fleet:
             with contextlib.suppress(FileNotFoundError):
                 for line in worker.log.read_bytes().splitlines():
                     parts = line.split(b" ")
-                    if len(parts) != 3:
+                    if len(parts) != 4:
                         continue  # a line cut short by a kill mid-write is not a handling
-                    outcome, body, attempts = parts
+                    outcome, body, attempts, late = parts
                     (result.ok if outcome == b"ok" else result.failed)[body] += 1
                     result.attempts.setdefault(body, []).append(int(attempts))
+                    result.late_ms.setdefault(body, []).append(int(late))
         return result
 
     def handlings(self) -> int:

@@ -27,6 +27,7 @@ from .failover import master_failover
 from .scenarios import (
     Outcome,
     Stage,
+    clock_skew,
     frozen_consumer,
     network_cuts,
     poison_messages,
@@ -38,7 +39,7 @@ from .scenarios import (
 __all__ = ["SCENARIOS", "CLUSTER_SCENARIOS", "main", "default_size", "scale"]
 
 SCENARIOS = ("worker-kills", "redis-restarts", "network-cuts", "slow-handler",
-             "frozen-consumer", "poison")
+             "frozen-consumer", "poison", "clock-skew")
 CLUSTER_SCENARIOS = ("cluster-worker-kills", "cluster-failover")
 
 
@@ -69,6 +70,7 @@ def _run_single(name: str, size: int, rng: random.Random, root: Path) -> Outcome
             "slow-handler": lambda: slow_handler(stage),
             "frozen-consumer": lambda: frozen_consumer(stage),
             "poison": lambda: poison_messages(stage),
+            "clock-skew": lambda: clock_skew(stage, min(size, 5000)),
         }
         return runs[name]()
     finally:
@@ -92,7 +94,8 @@ def _run_cluster(names: list[str], size: int, rng: random.Random, root: Path,
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="rmq chaos", description="Inject real faults (killed workers, a killed Redis, "
-        "network cuts, frozen consumers, poison messages) and account for every message.")
+        "network cuts, frozen consumers, poison messages, clients whose clocks are 10 minutes "
+        "apart) and account for every message.")
     parser.add_argument("--size", type=int, default=default_size(),
                         help="messages in the large scenarios (default $RMQ_CHAOS_SIZE or "
                              "2000; the full run is 100000)")

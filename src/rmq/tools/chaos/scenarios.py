@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...client import Client
+from ...client import Client, ServerClock
 from ...server import RedisServer, wait_until
 from .fleet import Fleet, stopping_fleets
 from .ledger import Ledger, account
@@ -27,7 +27,7 @@ from .producer import Producer
 from .proxy import TcpProxy
 
 __all__ = ["Stage", "Outcome", "outages", "worker_kills", "redis_restarts", "network_cuts",
-           "slow_handler", "frozen_consumer", "poison_messages", "SEND_BOUND"]
+           "slow_handler", "frozen_consumer", "poison_messages", "clock_skew", "SEND_BOUND"]
 
 LEASE = 2.0  # seconds: short, so a dead consumer's messages come back quickly
 # A send may take the client's whole reconnect budget (about 10 s) plus a restart.
@@ -304,17 +304,20 @@ def slow_handler(stage: Stage, messages: int = 8, lease: float = 1.0,
 def frozen_consumer(stage: Stage, messages: int = 12, lease: float = 1.5) -> Outcome:
     """A consumer process frozen with SIGSTOP while it holds messages: they are delivered to
     another consumer once their lease (as last extended) runs out, not before. Thawed at the
-    end, the frozen one's late acknowledgements change nothing."""
+    end, the frozen one finishes only the handlers it was running, starts none of the
+    messages it held unstarted (their leases are gone), and its late acknowledgements change
+    nothing."""
     started, topic = time.monotonic(), "chaos-frozen"
     client = Client(stage.url, registry_ttl=0.5)
     client.create_topic(topic, visibility_timeout=lease, retry_backoff=0)
     fleet = Fleet(stage.workdir / "frozen", stage.url, topic, lease=lease)
-    frozen = fleet.spawn(concurrency=2, prefetch=4, work_ms=300)
+    running = 2  # handlers the frozen consumer runs at once
+    frozen = fleet.spawn(concurrency=running, prefetch=4 * running, work_ms=300)
     sent = _bodies("frozen", messages)
     _preload(client, topic, sent)
     wait_until(lambda: fleet.handlings() >= 2, 30, "the first consumer to get going")
     frozen.signal(signal.SIGSTOP)
-    stopped, frozen_at = time.monotonic(), time.time()
+    stopped, frozen_at = time.monotonic(), client.now() / 1000
     rows = [row for row in client.snapshot(topic) if row.state == "in_flight"]
     held = {row.body for row in rows}
     # Leases run from the last claim or extension, so the freeze may find them part-used.
@@ -326,15 +329,28 @@ def frozen_consumer(stage: Stage, messages: int = 12, lease: float = 1.5) -> Out
         return any(max(attempts.get(body, [0])) >= 2 for body in held)
 
     wait_until(redelivered, lease + 30, "a frozen consumer's message to be redelivered")
-    redelivered_after, seen_ms = time.monotonic() - stopped, time.time() * 1000
+    redelivered_after, seen_ms = time.monotonic() - stopped, client.now()
     problems: list[str] = []
     _wait_drained(client, topic, messages, problems)
+    handled_before_thaw = frozen.handlings()  # its log cannot grow while it is stopped
+    frozen.signal(signal.SIGCONT)
+    thawed_at = client.now()
+    # Its first heartbeat after the thaw holding nothing: the keeper has run, and anything
+    # the workers started meanwhile is on record by the time the fleet stops.
+    if _timed(lambda: _holds_nothing_since(client, topic, frozen.pid, thawed_at), 30,
+              "the thawed consumer to report in") is None:
+        problems.append("the thawed consumer never reported holding nothing")
     figures = {"lease_s": lease, "held_when_frozen": len(held),
                "lease_left_when_frozen_s": expiry_ms / 1000 - frozen_at,
                "first_redelivery_s": redelivered_after, "duplicate_bound": len(held)}
-    frozen.signal(signal.SIGCONT)
     outcome = _close_out("frozen-consumer", started, client, topic, fleet, sent, figures,
                          problems)
+    after_thaw = frozen.handlings() - handled_before_thaw
+    outcome.figures["handled_after_thaw"] = after_thaw
+    if after_thaw > running:
+        outcome.problems.append(f"the thawed consumer handled {after_thaw} messages, more "
+                                f"than the {running} it was running when frozen: it started "
+                                "messages whose lease it had lost")
     if not held:
         outcome.problems.append("the frozen consumer held nothing: nothing was tested")
     if seen_ms < expiry_ms:
@@ -349,6 +365,12 @@ def frozen_consumer(stage: Stage, messages: int = 12, lease: float = 1.5) -> Out
         outcome.problems.append(f"{outcome.ledger.duplicates} duplicates exceed the "
                                 f"{len(held)} messages the frozen consumer held")
     return outcome
+
+
+def _holds_nothing_since(client: Client, topic: str, pid: int, since_ms: int) -> bool:
+    """Whether the consumer process ``pid`` reported holding nothing after ``since_ms``."""
+    return any(c.pid == pid and c.last_seen > since_ms and c.in_flight == 0
+               for c in client.consumers(topic))
 
 
 @stopping_fleets
@@ -383,4 +405,62 @@ def poison_messages(stage: Stage, good: int = 100, bad: int = 10,
             problems.append(f"{letter.body!r} was handled {handled.failed[letter.body]} times")
     if outcome.ledger.dead != bad or outcome.ledger.acknowledged != good:
         problems.append("poison messages leaked into acknowledged, or good ones died")
+    return outcome
+
+
+SKEW_MS = 10 * 60 * 1000
+EARLY_TOLERANCE_MS = 5  # two clients' readings of the server's clock may differ this much
+LATE_BOUND_MS = 5000  # a due message waits at most this long in these small runs
+
+
+def _skewed(offset_ms: float) -> ServerClock:
+    return ServerClock(local=lambda: time.time() * 1000 + offset_ms)
+
+
+@stopping_fleets
+def clock_skew(stage: Stage, size: int = 1000, skew_ms: float = SKEW_MS,
+               lease: float = 1.0, slow: int = 4) -> Outcome:
+    """Producers and consumer processes whose host clocks are ``skew_ms`` behind and ahead
+    (10 minutes by default) on one Redis: every time is the server's, so nothing changes.
+    Ready, delayed (50 ms to 2 s) and slow messages (handlers 2.5 x the lease, kept alive by
+    extensions) are all handled exactly once: no live lease recovered early (no duplicate,
+    no retry), no delayed message handled before it was due or late by the skew."""
+    started, topic = time.monotonic(), "chaos-clock-skew"
+    client = Client(stage.url, registry_ttl=0.5)
+    client.create_topic(topic, visibility_timeout=lease, retry_backoff=0)
+    fleet = Fleet(stage.workdir / "skew", stage.url, topic, concurrency=4, lease=lease,
+                  work_ms=1, slow="slow-", slow_ms=2.5 * lease * 1000)
+    for offset in (-skew_ms, skew_ms):
+        fleet.spawn(clock_skew_ms=offset)
+    producers = [Client(stage.url, clock=_skewed(offset)) for offset in (-skew_ms, skew_ms)]
+    delayed = _bodies("delay", size // 2)
+    sent = _bodies("ready", size - len(delayed) - slow) + delayed + _bodies("slow", slow)
+    stage.rng.shuffle(sent)
+    for at in range(0, len(sent), 50):
+        items = [{"body": b, "delay_ms": stage.rng.randint(50, 2000)} if b.startswith(b"delay")
+                 else {"body": b} for b in sent[at : at + 50]]
+        producers[(at // 50) % 2].send_many(topic, items)
+    for producer in producers:
+        producer.close()
+    problems: list[str] = []
+    _wait_drained(client, topic, size, problems)
+    retried = client.stats(topic).groups["default"].counters["retried"]
+    handled = fleet.handled()
+    late = {body: min(ms) for body, ms in handled.late_ms.items()}
+    early = sorted(b.decode() for b, ms in late.items() if ms < -EARLY_TOLERANCE_MS)
+    latest = max((ms for b, ms in late.items() if b.startswith(b"delay")), default=0)
+    figures = {"skew_ms": skew_ms, "lease_s": lease, "delayed": len(delayed),
+               "slow": slow, "retried": retried, "early": len(early),
+               "earliest_ms": min(late.values(), default=0), "latest_delayed_ms": latest}
+    outcome = _close_out("clock-skew", started, client, topic, fleet, sent, figures, problems)
+    if outcome.ledger.acknowledged != size or outcome.ledger.duplicates or retried:
+        outcome.problems.append(f"not every message handled exactly once: "
+                                f"{outcome.ledger.duplicates} duplicates, {retried} retried "
+                                "(a live lease recovered early)")
+    if early:
+        outcome.problems.append(f"{len(early)} messages handled before they were due: "
+                                f"{early[:5]}")
+    if latest > LATE_BOUND_MS:
+        outcome.problems.append(f"a delayed message was handled {latest} ms after its due "
+                                "time")
     return outcome

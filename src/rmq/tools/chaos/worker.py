@@ -1,8 +1,9 @@
 """A consumer process for fault tests: ``python -m rmq.tools.chaos.worker --url ... --topic ...``.
 
 It runs an :class:`rmq.Consumer` whose handler appends one line per completed handling to
-``--log`` (``ok <body> <attempts>``, or ``fail <body> <attempts>`` for a poison message it
-raises on) with a single unbuffered ``write``: a line is on its way to disk before the
+``--log`` (``ok <body> <attempts> <late>``, or ``fail ...`` for a poison message it raises
+on; ``late`` is how many ms after its due time the handler started, by the client's clock)
+with a single unbuffered ``write``: a line is on its way to disk before the
 handler returns, so a SIGKILL right after still leaves the record, and the ledger counts
 the message as handled even though its acknowledgement never reached Redis. Bodies must not
 contain whitespace. It prints ``ready`` once consuming, and stops gracefully on SIGTERM.
@@ -19,7 +20,7 @@ import sys
 import threading
 import time
 
-from ...client import Client
+from ...client import Client, ServerClock
 from ...message import Message
 from ...runtime import Consumer
 
@@ -43,6 +44,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--poison", default="", help="bodies starting with this fail")
     parser.add_argument("--recover-interval", type=float, default=0.5)
     parser.add_argument("--grace", type=float, default=5.0)
+    parser.add_argument("--slow", default="", help="bodies starting with this take --slow-ms")
+    parser.add_argument("--slow-ms", type=float, default=0.0)
+    parser.add_argument("--clock-skew-ms", type=float, default=0.0,
+                        help="count the server's time from this host's wall clock moved by "
+                             "this much (the client must behave the same)")
     return parser.parse_args(argv)
 
 
@@ -55,16 +61,23 @@ def main(argv: list[str] | None = None) -> int:
     poison = args.poison.encode()
     work = args.work_ms / 1000
 
+    slow, slow_work = args.slow.encode(), args.slow_ms / 1000
+    skew = args.clock_skew_ms
+    clock = ServerClock(local=lambda: time.time() * 1000 + skew) if skew else None
+    client = Client(args.url, registry_ttl=0.5, clock=clock)
+
     def handle(message: Message) -> None:
+        late = client.now() - message.due_at
         if work:
             time.sleep(work)  # the simulated work of the handler
+        if slow and message.body.startswith(slow):
+            time.sleep(slow_work)  # a handler slower than its lease
         failing = bool(poison) and message.body.startswith(poison)
         outcome = b"fail" if failing else b"ok"
-        os.write(log_fd, b"%s %s %d\n" % (outcome, message.body, message.attempts))
+        os.write(log_fd, b"%s %s %d %d\n" % (outcome, message.body, message.attempts, late))
         if failing:
             raise PoisonError(f"cannot handle {message.body!r}")
 
-    client = Client(args.url, registry_ttl=0.5)
     consumer = Consumer(client, args.topic, handle, group=args.group,
                         concurrency=args.concurrency, prefetch=args.prefetch, lease=args.lease,
                         grace=args.grace, recover_interval=args.recover_interval,

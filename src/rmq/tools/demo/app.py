@@ -122,7 +122,7 @@ class Renderer:
         from PIL import Image, ImageDraw
         from PIL.PngImagePlugin import PngInfo
 
-        waited = max(0, self.client.clock() - message.due_at)
+        waited = max(0, self.client.now() - message.due_at)
         product = message.text
         raw = self.client.redis.hget(self.prices_key, product)
         if raw is None:

@@ -4,6 +4,7 @@ chart, and its counts come out exact. No test here asserts a speed."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from rmq.tools.bench import main
 from rmq.tools.bench.report import Report
 from rmq.tools.bench.scenarios import SCENARIOS
 
-CONSUMING = ("consume", "priority", "delay", "headline")
+CONSUMING = ("consume", "priority", "delay", "headline", "scale-out")
 
 
 class QuickRun:
@@ -83,6 +84,43 @@ def test_quick_references_are_reported_as_ratios(quick_run: QuickRun) -> None:
     assert any(f["role"] == "reference" for f in send["figures"])
     many = next(f for f in send["figures"] if f["name"] == "send_many, 1 process")
     assert "Streams XADD pipelined, 1 process" in many["ratios"]
+
+
+def test_quick_scale_out_runs_on_a_cluster_of_its_own_and_reports_the_rate_per_master(
+        quick_run: QuickRun) -> None:
+    report = quick_run.report("scale-out")
+    assert report["params"]["masters"] == [3]
+    figures = {f["name"]: f for f in report["figures"]}
+    for workload, who in (("send_many", "producers"), ("claim+ack", "processes"),
+                          ("Consumer, no-op handler", "processes")):
+        single, cluster = (figures[f"{workload}, 2 {who}, {where}"]
+                           for where in ("1 node", "3 masters"))
+        per_master = figures[f"per master, {workload}, 3 masters"]
+        assert per_master["value"] == pytest.approx(cluster["value"] / 3)
+        assert per_master["ratios"][single["name"]] == pytest.approx(
+            per_master["value"] / single["value"])
+        assert any(name.startswith("Streams") for name in single["ratios"])
+    checked = {c["what"].rsplit(":", 1)[0] for c in report["checks"]}
+    assert {"claim+ack, 3 masters", "Consumer, no-op handler, 3 masters"} <= checked
+
+
+def test_quick_scale_out_stops_the_cluster_it_started(quick_run: QuickRun) -> None:
+    ports = quick_run.report("scale-out")["params"]["cluster_ports"]["3"]
+    assert len(ports) == 3
+    for port in ports:
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+@pytest.mark.parametrize("option", ["--scale-masters=2", "--scale-masters=3,x",
+                                    "--scale-processes=0", "--scale-slots=48"])
+def test_benchmark_refuses_an_impossible_scale_out_before_any_work(
+        tmp_path: Path, option: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--quick", "--scenarios", "scale-out", option, "--out", str(tmp_path)])
+    assert exited.value.code == 2
+    assert option.split("=")[1] in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
 
 
 def test_benchmark_exits_non_zero_when_a_count_is_wrong(tmp_path: Path,

@@ -46,6 +46,10 @@ class Sizes:
     reference_cap: int = 1_000_000
     scaling: tuple[int, ...] = (10_000, 100_000, 1_000_000)
     scaling_rounds: int = 50
+    scale_messages: int = 300_000
+    scale_processes: int = 2
+    scale_masters: tuple[int, ...] = (3,)
+    scale_slots: int = 64
 
 
 FULL = Sizes()
@@ -53,7 +57,7 @@ QUICK = Sizes(send=5_000, send_single=1_000, merge=10_000, consume=4_000,
               priority_backlog=20_000, priority_probes=10, priority_burst=100, wake_probes=20,
               idle_gap_ms=5.0, delay_messages=30, delay_max_ms=300, delay_load=2_000,
               memory=3_000, headline=20_000, reference_cap=20_000, scaling=(1_000, 3_000, 10_000),
-              scaling_rounds=5)
+              scaling_rounds=5, scale_messages=3_000)
 
 
 class Progress:

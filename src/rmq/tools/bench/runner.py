@@ -50,8 +50,41 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     sizes.add_argument("--body-size", type=int, help="body bytes (default 100)")
     sizes.add_argument("--batch", type=int, help="send_many batch (default 500)")
     sizes.add_argument("--processes", type=int, help="processes of the 2-process variants")
+    sizes.add_argument("--scale-processes", type=_positive, metavar="N",
+                       help="scale-out: N producer and N consumer processes (default 2)")
+    sizes.add_argument("--scale-masters", type=_masters, metavar="K[,K...]",
+                       help="scale-out: masters of the cluster it starts, at least 3; several "
+                            "(3,6,12) start one cluster each and draw the curve (default 3)")
+    sizes.add_argument("--scale-slots", type=_slots, metavar="SLOTS",
+                       help="scale-out: slots of its topics, on every server (default 64)")
+    sizes.add_argument("--scale-messages", type=_positive,
+                       help="scale-out: messages of each workload (default 300000)")
     p.add_argument("--redis-server", help="redis-server binary (default: found on PATH)")
     return p.parse_args(argv)
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
+
+
+def _masters(text: str) -> tuple[int, ...]:
+    """Cluster sizes: ``redis-cli --cluster create`` builds no cluster of fewer than 3."""
+    parts = [part.strip() for part in text.split(",")]
+    if not all(part.isdigit() and int(part) >= 3 for part in parts):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give masters as whole numbers of at least 3 (a Redis Cluster needs 3), "
+            "comma-separated")
+    return tuple(int(part) for part in parts)
+
+
+def _slots(text: str) -> int:
+    """A topic's slots: a power of two from 1 to 1024 (SPEC), refused before any work."""
+    slots = _positive(text)
+    if slots > 1024 or slots & (slots - 1):
+        raise argparse.ArgumentTypeError(f"{text!r}: slots must be a power of two, 1 to 1024")
+    return slots
 
 
 def sizes_from(args: argparse.Namespace) -> Sizes:
@@ -59,7 +92,9 @@ def sizes_from(args: argparse.Namespace) -> Sizes:
     overrides = {"send": args.messages, "consume": args.messages, "merge": args.merge_sends,
                  "priority_backlog": args.backlog, "headline": args.headline_size,
                  "memory": args.memory_messages, "body_size": args.body_size,
-                 "batch": args.batch, "processes": args.processes}
+                 "batch": args.batch, "processes": args.processes,
+                 "scale_processes": args.scale_processes, "scale_masters": args.scale_masters,
+                 "scale_slots": args.scale_slots, "scale_messages": args.scale_messages}
     sizes = replace(sizes, **{k: v for k, v in overrides.items() if v is not None})
     if args.scaling_max:
         points, n = [], sizes.scaling[0]

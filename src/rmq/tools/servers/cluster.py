@@ -16,10 +16,12 @@ from ...server import INSTALL_HINT, RedisServer, find_server_binary, run_tool, w
 __all__ = ["Cluster"]
 
 class Cluster:
-    """A Redis Cluster of ``masters`` masters with ``replicas`` replicas each, on free ports."""
+    """A Redis Cluster of ``masters`` masters with ``replicas`` replicas each, on free ports
+    (``appendonly=False`` for throughput runs, like the benchmark's own server)."""
 
     def __init__(self, masters: int = 3, replicas: int = 0, data_dir: str | Path | None = None,
-                 node_timeout_ms: int = 2000, binary: str | None = None):
+                 node_timeout_ms: int = 2000, binary: str | None = None,
+                 appendonly: bool = True):
         self.binary = binary or find_server_binary()
         self._owns_dir = data_dir is None
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="rmq-cluster-"))
@@ -28,7 +30,8 @@ class Cluster:
         # over, so it sets how long a failover takes.
         extra = {"cluster-node-timeout": str(node_timeout_ms)}
         self.nodes = [RedisServer(data_dir=self.data_dir / f"node-{i}", cluster=True, extra=extra,
-                                  binary=self.binary) for i in range(masters * (1 + replicas))]
+                                  binary=self.binary, appendonly=appendonly)
+                      for i in range(masters * (1 + replicas))]
 
     @property
     def url(self) -> str:

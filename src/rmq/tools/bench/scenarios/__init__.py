@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from . import consume, delay, headline, memory, merge, priority, scaling, send
+from . import consume, delay, headline, memory, merge, priority, scale_out, scaling, send
 
 if TYPE_CHECKING:
     from ..context import Bench
@@ -22,4 +22,5 @@ SCENARIOS: dict[str, Callable[[Bench], Report]] = {
     "memory": memory.run,
     "headline": headline.run,
     "scaling": scaling.run,
+    "scale-out": scale_out.run,
 }

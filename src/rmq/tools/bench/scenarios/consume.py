@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import rmq
+
 from ..context import Bench
 from ..jobs import claim_ack_job, consumer_job, send_many_job, xadd_job, xconsume_job
 from ..parallel import Span, process_context, time_inline, time_processes
@@ -20,9 +22,10 @@ XREAD_PIPE = "Streams XACK previous + XREADGROUP pipelined, 1 consumer"
 
 
 def check_consumed(report: Report, bench: Bench, label: str, topic: str, span: Span,
-                   bodies: Bodies) -> None:
+                   bodies: Bodies, client: rmq.Client | None = None) -> None:
     """Every message handled exactly once (each body counted when verifying, otherwise the
-    counts), and nothing left pending or in flight."""
+    counts), and nothing left pending or in flight (read through ``client``, by default the
+    bench's own)."""
     report.expect_equal(f"{label}: handled", span.count, len(bodies))
     if bench.verify:
         seen: Counter[bytes] = Counter()
@@ -34,7 +37,7 @@ def check_consumed(report: Report, bench: Bench, label: str, topic: str, span: S
                      wrong == 0 and set(seen) == expected,
                      f"{len(seen)} distinct bodies handled of {len(expected)}, "
                      f"{wrong} handled other than once")
-    stats = bench.group_stats(topic)
+    stats = (client or bench.client).stats(topic).groups["default"]
     report.expect_equal(f"{label}: acked counter", stats.counters["acked"], len(bodies))
     report.expect_equal(f"{label}: left pending or in flight",
                         stats.pending + stats.in_flight, 0)

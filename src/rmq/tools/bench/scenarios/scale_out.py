@@ -98,7 +98,7 @@ def _measure(bench: Bench, report: Report, place: Place) -> Measured:
     cpu: dict[str, list[float]] = {}
     claimed, consumed = f"{TOPIC}.claim", f"{TOPIC}.consumer"
 
-    with step(f"{place.name}: send_many of {total} messages from {n} processes"), \
+    with step(f"{place.name}: send_many of {total} messages from {_count(n, 'process')}"), \
             _charged(place.nodes, cpu, SEND):
         spans[SEND] = _send(place, claimed, bodies, bench)
     stats = place.client.stats(claimed).groups["default"]
@@ -107,7 +107,7 @@ def _measure(bench: Bench, report: Report, place: Place) -> Measured:
                         sum(r[1] for r in spans[SEND].results), 0)
     report.expect_equal(f"{place.name}: ready after the sends", stats.ready, total)
 
-    with step(f"{place.name}: claim({CLAIM}) + ack from {n} processes"), \
+    with step(f"{place.name}: claim({CLAIM}) + ack from {_count(n, 'process')}"), \
             _charged(place.nodes, cpu, CLAIM_ACK):
         spans[CLAIM_ACK] = time_processes(claim_ack_job,
                                           [(place.url, claimed, CLAIM, bench.verify)] * n)
@@ -116,7 +116,7 @@ def _measure(bench: Bench, report: Report, place: Place) -> Measured:
 
     with step(f"{place.name}: filling {consumed}"):
         _send(place, consumed, bodies, bench)
-    with step(f"{place.name}: {n} Consumer processes, no-op handler"), \
+    with step(f"{place.name}: Consumer, no-op handler, {_count(n, 'process')}"), \
             _charged(place.nodes, cpu, CONSUMER):
         shared = (ctx.Value("q", 0), ctx.Event())
         spans[CONSUMER] = time_processes(consumer_job, [
@@ -130,7 +130,7 @@ def _streams(bench: Bench, report: Report) -> dict[str, float]:
     """Redis Streams on the single node: N processes XADD, then N consumers XREADGROUP+XACK."""
     s, url, n = bench.sizes, bench.url, bench.sizes.scale_processes
     bodies = Bodies(b"x", s.body_size, 0, s.scale_messages)
-    with bench.progress.step(f"references: Streams with {n} processes on the single node"):
+    with bench.progress.step(f"references: Streams, {_count(n, 'process')}, single node"):
         added = time_processes(xadd_job, [(url, STREAM, part, s.batch)
                                           for part in bodies.split(n)])
         bench.redis.xgroup_create(STREAM, "g", id="0")
@@ -138,8 +138,8 @@ def _streams(bench: Bench, report: Report) -> dict[str, float]:
                                              for i in range(n)])
     report.expect_equal("Streams: entries added", bench.redis.xlen(STREAM), len(bodies))
     report.expect_equal("Streams: entries read and acknowledged", read.count, len(bodies))
-    return {f"Streams XADD pipelined, {n} processes, 1 node": added.rate,
-            f"Streams XREADGROUP+XACK, {n} consumers, 1 node": read.rate}
+    return {f"Streams XADD pipelined, {_count(n, 'process')}, 1 node": added.rate,
+            f"Streams XREADGROUP+XACK, {_count(n, 'consumer')}, 1 node": read.rate}
 
 
 def _on_cluster(bench: Bench, report: Report, masters: int) -> tuple[Measured, list[int]]:
@@ -160,8 +160,12 @@ def _on_cluster(bench: Bench, report: Report, masters: int) -> tuple[Measured, l
 
 
 def _label(workload: str, n: int, where: str) -> str:
-    who = "producers" if workload == SEND else "processes"
-    return f"{workload}, {n} {who}, {where}"
+    who = "producer" if workload == SEND else "process"
+    return f"{workload}, {_count(n, who)}, {where}"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}es" if noun.endswith("s") else f"{n} {noun}s"
 
 
 def _add_figures(report: Report, n: int, single: Measured, clusters: dict[int, Measured],
@@ -193,8 +197,8 @@ def _add_figures(report: Report, n: int, single: Measured, clusters: dict[int, M
 
 def _chart(report: Report, ax: Any) -> None:
     """Aggregate rate against masters (the single node at 1), one line per workload, dotted
-    lines for linear scaling, each cluster point labelled with its per-master efficiency;
-    the Streams references dashed."""
+    lines for linear scaling, the Streams references as grey lines; under each cluster its
+    per-master efficiency per workload."""
     series = report.series
     xs = [1, *series["masters"]]
     top = max(*series["streams"].values(), *(r for rates in series["rates"].values()
@@ -203,20 +207,21 @@ def _chart(report: Report, ax: Any) -> None:
         rates = [rate / 1000 for rate in series["rates"][workload]]
         ax.plot(xs, rates, marker="o", color=color, label=workload)
         ax.plot(xs, [rates[0] * x for x in xs], linestyle=":", linewidth=1, color=color)
-        for x, rate, efficiency in zip(xs[1:], rates[1:], series["efficiency"][workload],
-                                       strict=True):
-            ax.annotate(f"{efficiency:.2f}× per master", (x, rate), textcoords="offset points",
-                        xytext=(-6, -12), ha="right", fontsize=7, color=color)
-    for name, rate in series["streams"].items():
-        ax.axhline(rate / 1000, linestyle="--", linewidth=1, color="#999999")
-        ax.text(xs[0], rate / 1000, f" [ref] {name}", fontsize=7, color="#666666",
-                va="bottom")
-    ax.set_xticks(xs, ["1 node", *[f"{k} masters" for k in series["masters"]]])
+    for (name, rate), style in zip(series["streams"].items(), ("--", "-."), strict=True):
+        ax.axhline(rate / 1000, linestyle=style, linewidth=1, color="#888888",
+                   label=f"[ref] {name}")
+    efficiency = [" / ".join(f"{series['efficiency'][w][i]:.2f}×" for w in WORKLOADS)
+                  for i in range(len(series["masters"]))]
+    ax.set_xticks(xs, ["1 node", *[f"{k} masters\n{e}" for k, e in
+                                   zip(series["masters"], efficiency, strict=True)]],
+                  fontsize=8)
+    ax.set_xlabel("per master, as a share of the 1-node rate: " + " / ".join(WORKLOADS),
+                  fontsize=8)
     ax.set_ylim(0, 1.25 * top / 1000)
     ax.set_ylabel("thousand messages/s, all processes together")
     n = report.params["processes"]
-    ax.set_title(f"rmq bench: scale-out, {n} producer and {n} consumer processes "
-                 "(dotted: linear from 1 node)")
+    ax.set_title(f"rmq bench: scale-out, {_count(n, 'producer')} and "
+                 f"{_count(n, 'consumer')} (dotted: linear from 1 node)")
     ax.legend(fontsize=8, loc="upper left")
 
 

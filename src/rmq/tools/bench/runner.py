@@ -70,13 +70,14 @@ def _positive(text: str) -> int:
 
 
 def _masters(text: str) -> tuple[int, ...]:
-    """Cluster sizes: ``redis-cli --cluster create`` builds no cluster of fewer than 3."""
+    """Cluster sizes, in order, each once: ``redis-cli --cluster create`` builds no cluster of
+    fewer than 3 masters."""
     parts = [part.strip() for part in text.split(",")]
     if not all(part.isdigit() and int(part) >= 3 for part in parts):
         raise argparse.ArgumentTypeError(
             f"{text!r}: give masters as whole numbers of at least 3 (a Redis Cluster needs 3), "
             "comma-separated")
-    return tuple(int(part) for part in parts)
+    return tuple(sorted({int(part) for part in parts}))
 
 
 def _slots(text: str) -> int:

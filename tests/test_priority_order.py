@@ -20,7 +20,6 @@ def test_named_priorities_and_the_default(client):
     assert message.priority == rmq.Priority.MEDIUM
 
 
-@pytest.mark.single_node
 def test_higher_priority_is_claimed_first_across_all_slots(client):
     client.create_topic("t", slots=8)
     rng = random.Random(3)
@@ -33,7 +32,6 @@ def test_higher_priority_is_claimed_first_across_all_slots(client):
     assert {m.body: m.priority for m in taken} == sent
 
 
-@pytest.mark.single_node
 def test_one_claim_returns_its_batch_in_priority_order_across_slots(client):
     client.create_topic("t", slots=8)
     for i in range(40):
@@ -42,7 +40,6 @@ def test_one_claim_returns_its_batch_in_priority_order_across_slots(client):
     assert [m.priority for m in batch] == [195 - 5 * i for i in range(10)]
 
 
-@pytest.mark.single_node
 @pytest.mark.parametrize("slots", [8, 64])  # above 16 slots a claim reads just the heads
 def test_batched_claims_keep_strict_priority_across_many_slots(client, slots):
     client.create_topic("t", slots=slots)
@@ -57,7 +54,6 @@ def test_batched_claims_keep_strict_priority_across_many_slots(client, slots):
     assert sorted(m.body for m in taken) == sorted(sent)
 
 
-@pytest.mark.single_node
 def test_within_a_priority_earlier_sends_are_claimed_first_across_slots(client, clock):
     client.create_topic("t", slots=8)
     bodies = [f"m{i}".encode() for i in range(40)]

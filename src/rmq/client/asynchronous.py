@@ -26,6 +26,7 @@ from ..storage.snapshot import SnapshotRow
 from ..storage.stats import TopicStats
 from .base import MISSING, BaseClient, Commit, Flow, Load, Sleep, Subscribe
 from .clock import Clock
+from .cluster import AsyncClusterExecutor
 from .coalesce import AsyncSendCoalescer
 from .connection import AsyncExecutor, AsyncRedis, check_url, open_async, open_async_node
 from .sync import Client
@@ -49,7 +50,7 @@ class AsyncClient(BaseClient):
         self.url = check_url(url) if url else url  # no I/O: the connection opens on use
         self.redis_options = redis_options
         self.redis: AsyncRedis | None = None
-        self._execute: AsyncExecutor | None = None
+        self._execute: AsyncExecutor | AsyncClusterExecutor | None = None
         self._opening = asyncio.Lock()
         self._loading: dict[str, asyncio.Lock] = {}
         self._waiters: dict[str, AsyncWaiter] = {}
@@ -71,7 +72,8 @@ class AsyncClient(BaseClient):
                 return
             self.url, self.redis = await open_async(self.url, **self.redis_options)
             self.is_cluster = isinstance(self.redis, aredis.RedisCluster)
-            self._execute = AsyncExecutor(self.redis)
+            self._execute = (AsyncClusterExecutor(self.redis) if self.is_cluster
+                             else AsyncExecutor(self.redis))
             await self._run(self._now())  # measures the server's clock
 
     async def _run(self, flow: Flow[T]) -> T:

@@ -10,8 +10,8 @@
   Every script that stores new data declares itself a writer (``#!lua``), so Redis refuses
   it whole under OOM: nothing is half-written.
 - One executor per client kind (:class:`Executor`, :class:`AsyncExecutor`): on a single node
-  a batch is pipelined into one round trip; on a cluster each script call goes alone to its
-  slot's node (redis-py's cluster pipeline does not carry EVALSHA reliably).
+  a batch is pipelined into one round trip; a cluster has its own (``cluster.py``: one
+  pipeline per master, all masters at once).
 """
 
 from __future__ import annotations
@@ -356,16 +356,15 @@ def _not_run(results: list[Any]) -> list[int]:
 
 
 class Executor:
-    """Executes batches of :class:`Call` on a redis-py client (single node or cluster)."""
+    """Executes batches of :class:`Call` on a single node's redis-py client: one pipeline."""
 
-    def __init__(self, client: redis.Redis | redis.RedisCluster):
+    def __init__(self, client: redis.Redis):
         self.client = client
-        self.cluster = isinstance(client, redis.RedisCluster)
 
     def __call__(self, batch: list[Call]) -> list[Any]:
         with map_errors():
-            if self.cluster or len(batch) == 1:
-                return [self._one(call) for call in batch]
+            if len(batch) == 1:
+                return [self._one(batch[0])]
             pipe = self.client.pipeline(transaction=False)
             _queue(pipe, batch)
             results: list[Any] = pipe.execute(raise_on_error=False)
@@ -383,16 +382,15 @@ class Executor:
 
 
 class AsyncExecutor:
-    """:class:`Executor` on a ``redis.asyncio`` client."""
+    """:class:`Executor` on a single node's ``redis.asyncio`` client."""
 
-    def __init__(self, client: AsyncRedis):
+    def __init__(self, client: aredis.Redis):
         self.client = client
-        self.cluster = isinstance(client, aredis.RedisCluster)
 
     async def __call__(self, batch: list[Call]) -> list[Any]:
         with map_errors():
-            if self.cluster or len(batch) == 1:
-                return [await self._one(call) for call in batch]
+            if len(batch) == 1:
+                return [await self._one(batch[0])]
             pipe = self.client.pipeline(transaction=False)
             _queue(pipe, batch)
             results: list[Any] = await pipe.execute(raise_on_error=False)

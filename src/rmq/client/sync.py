@@ -23,6 +23,7 @@ from ..storage.snapshot import SnapshotRow
 from ..storage.stats import TopicStats
 from .base import MISSING, BaseClient, Commit, Flow, Load, Sleep, Subscribe
 from .clock import Clock
+from .cluster import ClusterExecutor
 from .coalesce import SendCoalescer
 from .connection import Executor, connect, resolve_url
 from .waiter import Waiter
@@ -53,7 +54,8 @@ class Client(BaseClient):
         self.url = resolve_url(url)  # what None resolved to: hand it to other processes
         self.redis = connect(self.url, **redis_options)
         self.is_cluster = isinstance(self.redis, redis.RedisCluster)
-        self._execute = Executor(self.redis)
+        self._execute = (ClusterExecutor(self.redis) if self.is_cluster
+                         else Executor(self.redis))
         self._loading: dict[str, threading.Lock] = {}
         self._waiters: dict[str, Waiter] = {}
         self._waiters_lock = threading.Lock()

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from .scripts import Script
 
-__all__ = ["Call", "Op", "together", "command", "script_call"]
+__all__ = ["Call", "Op", "together", "command", "script_call", "routing_key"]
 
 T = TypeVar("T")
 
@@ -30,6 +30,22 @@ class Call:
 
 
 Op = Generator[list[Call], list[Any], T]
+
+# The plain commands the operations send that name no key: any node of a cluster serves
+# them (a PUBLISH reaches the subscribers of every node).
+_KEYLESS = frozenset({"TIME", "PUBLISH"})
+
+
+def routing_key(call: Call) -> str | bytes | None:
+    """The key whose slot decides which node of a Redis Cluster runs ``call``: a script's
+    first key, a command's first argument (every keyed command the operations send names
+    one key, or keys of one slot); None when any node will do."""
+    if call.script is not None:
+        return call.keys[0] if call.keys else None
+    if call.args[0] in _KEYLESS or len(call.args) < 2:
+        return None
+    key: str | bytes = call.args[1]
+    return key
 
 
 def command(*args: Any) -> Call:

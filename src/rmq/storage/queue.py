@@ -7,7 +7,6 @@ per slot, which on a single node are pipelined into one round trip.
 
 from __future__ import annotations
 
-import random
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
@@ -17,6 +16,7 @@ from ..errors import InvalidMessage
 from ..message import DeadLetter, Message
 from ..settings import TopicSettings
 from .calls import Call, Op, command, script_call, together
+from .cluster_claim import claim_across_slots, head_call
 from .codec import decode_member, parse_dead
 from .keys import SlotKeys, wake_channel
 from .scripts import script
@@ -147,10 +147,11 @@ def _claimed(topic: str, group: str, slots: Sequence[int], reply: list[Any],
 
 def claim(topic: str, group: str, settings: TopicSettings, count: int, now: int,
           lease: float, one_call: bool) -> Op[tuple[list[Message], int | None]]:
-    """Claim up to ``count`` messages; returns them and the next delayed due time (ms) when
-    fewer than ``count`` were ready. ``one_call`` (single node) claims across all slots in one
-    script, which makes priority strict topic-wide; otherwise slots are visited one by one
-    from a random start so that no slot starves."""
+    """Claim up to ``count`` messages, best first; returns them and the next delayed due time
+    (ms) when fewer than ``count`` were ready. ``one_call`` (single node) claims across all
+    slots in one script; otherwise (a cluster) in rounds of one call per slot, each round
+    one pipeline per master (``cluster_claim.py``). Priority is strict across the slots
+    either way (docs/semantics.md, "Order")."""
     lease_ms = _ms(lease)
     window = max(count, _SERIAL_SCAN) if settings.serial_keys else count
     base = [now, 0, lease_ms, int(settings.serial_keys), _PROMOTE_LIMIT, 0]
@@ -163,21 +164,19 @@ def claim(topic: str, group: str, settings: TopicSettings, count: int, now: int,
         (reply,) = yield [script_call(script("claim"), keys, args)]
         next_due = reply[0] if reply[0] >= 0 else None
         return _claimed(topic, group, slots, reply, lease_until), next_due
-    start = random.randrange(settings.slots)
-    messages: list[Message] = []
-    next_due: int | None = None
-    for offset in range(settings.slots):
-        slot = (start + offset) % settings.slots
-        wanted = count - len(messages)
+
+    def claim_slot(slot: int, wanted: int, bound: int) -> Call:
         args = base[:]
         args[1], args[5] = wanted, max(wanted, _SERIAL_SCAN) if settings.serial_keys else wanted
-        (reply,) = yield [script_call(script("claim"), _claim_keys(topic, group, (slot,)), args)]
-        messages += _claimed(topic, group, [slot], reply, lease_until)
-        if reply[0] >= 0:
-            next_due = reply[0] if next_due is None else min(next_due, reply[0])
-        if len(messages) == count:
-            return messages, None
-    return messages, next_due
+        return script_call(script("claim"), _claim_keys(topic, group, (slot,)), [*args, bound])
+
+    def read_head(slot: int, depth: int) -> Call:
+        return head_call(topic, group, slot, now, depth, settings.serial_keys, _PROMOTE_LIMIT,
+                         _SERIAL_SCAN if settings.serial_keys else depth)
+
+    return (yield from claim_across_slots(
+        settings.slots, count, read_head, claim_slot,
+        lambda slot, reply: _claimed(topic, group, [slot], reply, lease_until)))
 
 
 def _by_slot(messages: Iterable[Message]) -> dict[tuple[str, str, int], list[Message]]:

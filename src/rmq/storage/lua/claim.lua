@@ -2,7 +2,8 @@
 --[[
   Claim up to `count` due messages of one group, highest priority first, then FIFO, moving
   each into in flight with a lease. On a single node the client passes every slot of the
-  topic, which makes priority strict across slots; on a cluster, one slot per call.
+  topic, which makes priority strict across slots; on a cluster, one slot per call, with
+  the count and the bound (ARGV[7]) it chose from the slots' heads (head.lua).
 
   KEYS         per slot, 10 keys: the slot's delivery-id counter, then the 9 group keys
   ARGV[1]      now, epoch ms
@@ -12,6 +13,8 @@
   ARGV[5]      how many due delayed messages one slot promotes per call at most
   ARGV[6]      serial topics: how deep to look into each slot's ready messages for keys
                that are not in flight (>= count)
+  ARGV[7]      optional: the worst ready score to claim; nothing scoring above it is taken
+               (a cluster claim's bound to the messages it chose from the slots' heads)
 
   Returns {next_due, then per claimed message: slot index (1-based, in KEYS order),
   delivery id, member, priority, attempts (including this one), due_ms}. next_due is the
@@ -29,6 +32,7 @@ local rcall = redis.call
 --- @include "pending"
 --- @include "group_keys"
 --- @include "key_locks"
+--- @include "unlocked"
 --- @include "bulk"
 
 local now = tonumber(ARGV[1])
@@ -37,6 +41,7 @@ local lease_until = now + tonumber(ARGV[3])
 local serial = ARGV[4] == "1"
 local promote_limit = tonumber(ARGV[5])
 local window = tonumber(ARGV[6])
+local bound = tonumber(ARGV[7]) or math.huge
 
 local slots = {}
 for first = 1, #KEYS, 1 + GROUP_KEY_COUNT do
@@ -48,50 +53,15 @@ end
 
 local candidates = {}
 
--- On a serial topic the head of a slot can be one busy key's backlog, all held back by its
--- lock: look past it, up to `window` members deep, for the first message of each key that
--- is not in flight, so that other keys still run in parallel.
-local function unlocked_heads(k, i)
-  local seen, found, offset = {}, 0, 0
-  local page = math.min(math.max(count, 64), window)
-  while found < count and offset < window do
-    local head = rcall("ZRANGE", k.ready, offset, math.min(offset + page, window) - 1,
-      "WITHSCORES")
-    for j = 1, #head, 2 do
-      local key = member_key(head[j])
-      if not seen[key] then
-        local lock = rcall("HGET", k.locks, key)
-        if lock and is_retry_hold(lock) and not holds_for(lock, head[j])
-            and retry_hold_is_stale(k, lock) then
-          rcall("HDEL", k.locks, key)
-          lock = false
-        end
-        if not lock or holds_for(lock, head[j]) then
-          seen[key] = true
-          candidates[#candidates + 1] = {tonumber(head[j + 1]), i, head[j]}
-          found = found + 1
-          if found == count then
-            break
-          end
-        elseif not is_retry_hold(lock) then
-          seen[key] = true  -- in flight: none of this key's messages may run now
-        end  -- held for a retry: keep looking for that message; the key's others wait
-      end
-    end
-    if #head < 2 * page then
-      break
-    end
-    offset = offset + page
-  end
-end
-
 -- The next message to claim, best first, across the slots: on a serial topic from the
 -- sorted unlocked heads; otherwise by merging the slots' ready zsets, read a chunk at a time
 -- (nothing is removed until the choice is made, so a refill reads on from where it was).
 local next_candidate
 if serial then
   for i, k in ipairs(slots) do
-    unlocked_heads(k, i)
+    unlocked_heads(k, count, window, function(score, member)
+      candidates[#candidates + 1] = {score, i, member}
+    end)
   end
   table.sort(candidates, function(a, b) return a[1] < b[1] end)
   local n = 0
@@ -155,7 +125,7 @@ local order = {}       -- {slot index, score, member} in claim order
 local keys_taken = {}  -- serial: keys already claimed by this call
 while #order < count do
   local score, i, member = next_candidate()
-  if not score then
+  if not score or score > bound then
     break
   end
   local key = serial and member_key(member)

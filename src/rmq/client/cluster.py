@@ -1,0 +1,309 @@
+"""Executing batches of calls on a Redis Cluster, for both clients.
+
+Each call goes to the master that serves its slot, the calls for one master travel as one
+pipeline on that master's own connection, and every master's pipeline is sent before any
+reply is read (``Client``) or all are awaited together (``AsyncClient``). A batch costs one
+round trip per master it touches, the masters in parallel, where calling them one by one
+cost a round trip per call. redis-py's ``ClusterPipeline`` is not used: it costs ~135 µs per
+command and does not route ``EVALSHA`` reliably.
+
+The cluster's answers are handled per call (:class:`ClusterBatch`, the logic without I/O):
+
+- ``MOVED`` (the slot has a new owner): refresh the slot map, send the call to the owner;
+- ``ASK`` (the slot is migrating): send the call to the node named, after ``ASKING``;
+- ``NOSCRIPT`` (that node lacks the script): send it as ``EVAL``, which also caches it;
+- a lost connection, ``TRYAGAIN``, ``CLUSTERDOWN``, an uncovered slot (a failover under
+  way): the calls still unanswered are tried again under the one reconnect policy
+  (``connection.retry_policy``: its backoff, the slot map refreshed before each try), then
+  :class:`~rmq.errors.RedisUnavailable`.
+
+A call whose node failed mid-pipeline may have run before the connection broke, and is sent
+again, as after a lost reply on a single node: every script is safe to run twice (a send
+merges, an ack or a nack of a settled delivery does nothing, a lost claim's leases expire).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+import redis
+import redis.asyncio as aredis
+from redis.asyncio.cluster import PipelineCommand
+from redis.crc import key_slot
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    MovedError,
+    NoScriptError,
+    RedisError,
+    ResponseError,
+    SlotNotCoveredError,
+    TryAgainError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from ..storage.calls import Call, routing_key
+from .connection import async_retry_policy, map_errors, retry_policy
+
+__all__ = ["ClusterBatch", "ClusterExecutor", "AsyncClusterExecutor"]
+
+_UNANSWERED = object()
+# Redirections (MOVED, ASK, NOSCRIPT) one try follows before it counts as a failed try: a
+# slot map that keeps moving is a cluster being resharded, worth a backoff.
+_REDIRECTS = 8
+# What a cluster answers while it is not serving a slot (a failover or a migration under
+# way): worth retrying after a backoff, as a lost connection is.
+_CLUSTER_FAULTS = (TryAgainError, ClusterDownError, SlotNotCoveredError)
+_LOST = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
+
+
+@lru_cache(maxsize=65536)
+def _slot(key: str | bytes) -> int:
+    return key_slot(key.encode() if isinstance(key, str) else key)
+
+
+# One node's share of a round: the node, the calls it runs (None for an ASKING before one),
+# the commands to send.
+_NodeRound = tuple[Any, list[int | None], list[tuple[Any, ...]]]
+
+
+def _command(call: Call, as_eval: bool) -> tuple[Any, ...]:
+    if call.script is None:
+        return call.args
+    name, body = ("EVAL", call.script.source) if as_eval else ("EVALSHA", call.script.sha)
+    return (name, body, len(call.keys), *call.keys, *call.args)
+
+
+class ClusterBatch:
+    """One batch on a cluster, without I/O: which calls are still unanswered, where each
+    goes next, and what the cluster's answers mean (module doc)."""
+
+    def __init__(self, calls: list[Call]):
+        self.calls = calls
+        self.results: list[Any] = [_UNANSWERED] * len(calls)
+        self.todo = list(range(len(calls)))
+        self.asking: dict[int, str] = {}  # call -> the node an ASK named
+        self.as_eval: set[int] = set()
+        self.stale_map = False  # a MOVED or a fault: refresh the slot map before the next round
+        self.fault: BaseException | None = None  # this round failed somewhere: back off
+
+    def plan(self, node_of_slot: Callable[[int], Any], node_named: Callable[[str], Any],
+             any_node: Callable[[], Any]) -> list[_NodeRound]:
+        """The next round: per node (redis-py's ``ClusterNode``), the calls it runs (None for
+        an ``ASKING`` before one) and the commands to send, in batch order."""
+        rounds: dict[int, _NodeRound] = {}
+        for i in self.todo:
+            node = node_named(self.asking[i]) if i in self.asking else None
+            if node is None:  # no ASK, or one naming a node the map does not know yet
+                self.asking.pop(i, None)
+                key = routing_key(self.calls[i])
+                try:
+                    node = any_node() if key is None else node_of_slot(_slot(key))
+                except (SlotNotCoveredError, KeyError) as error:  # a failover under way
+                    self.stale_map = True
+                    raise RedisConnectionError(
+                        f"Redis Cluster serves no node for a slot: {error}") from error
+            _, indexes, commands = rounds.setdefault(id(node), (node, [], []))
+            if i in self.asking:
+                indexes.append(None)
+                commands.append(("ASKING",))
+            indexes.append(i)
+            commands.append(_command(self.calls[i], i in self.as_eval))
+        self.fault = None
+        return list(rounds.values())
+
+    def settle(self, indexes: list[int | None], replies: list[Any],
+               lost: BaseException | None = None) -> None:
+        """Take one node's replies, in order; ``lost``: the error that cut them short."""
+        for i, reply in zip(indexes, replies, strict=False):
+            if i is not None:
+                self._answer(i, reply)
+        if lost is not None:
+            self.fault = lost
+            self.stale_map = True
+
+    def _answer(self, i: int, reply: Any) -> None:
+        if not isinstance(reply, Exception):
+            self.results[i] = reply
+            return
+        self.asking.pop(i, None)
+        if isinstance(reply, NoScriptError):
+            self.as_eval.add(i)
+        elif isinstance(reply, AskError):
+            self.asking[i] = f"{reply.host}:{reply.port}"
+        elif isinstance(reply, MovedError):
+            self.stale_map = True
+        elif isinstance(reply, _CLUSTER_FAULTS):
+            self.fault = RedisConnectionError(f"Redis Cluster is not serving a slot: {reply}")
+            self.stale_map = True
+        elif isinstance(reply, _LOST):
+            self.fault = reply
+            self.stale_map = True
+        else:
+            self.results[i] = reply  # an answer: raised when the batch is done
+
+    def next_round(self) -> bool:
+        """Forget the answered calls; whether any call is left for another round. Raises
+        this round's fault, if any, for the retry policy to back off and try again."""
+        self.todo = [i for i in self.todo if self.results[i] is _UNANSWERED]
+        if self.fault is not None and self.todo:
+            raise self.fault
+        return bool(self.todo)
+
+    def values(self) -> list[Any]:
+        """The replies in batch order; the first error among them is raised (as a pipeline
+        on a single node does)."""
+        for result in self.results:
+            if isinstance(result, Exception):
+                raise result
+        return self.results
+
+
+def _redirections_exceeded(batch: ClusterBatch) -> RedisConnectionError:
+    return RedisConnectionError(
+        f"Redis Cluster kept redirecting {len(batch.todo)} call(s) after {_REDIRECTS} "
+        "rounds (slots moving)")
+
+
+class ClusterExecutor:
+    """Executes batches of :class:`Call` on a ``redis.RedisCluster`` (module doc).
+
+    ``round_trips`` counts rounds (every node's pipeline sent, then every reply read) and
+    ``pipelines`` the node pipelines among them: what a test or a benchmark reads to see
+    what a batch cost."""
+
+    def __init__(self, client: redis.RedisCluster):
+        self.client = client
+        retry = getattr(client, "retry", None)
+        self.retry = retry if isinstance(retry, redis.retry.Retry) else retry_policy()
+        self.round_trips = 0
+        self.pipelines = 0
+
+    def __call__(self, calls: list[Call]) -> list[Any]:
+        batch = ClusterBatch(calls)
+        with map_errors():
+            self.retry.call_with_retry(lambda: self._try(batch), lambda _: self._refresh())
+            return batch.values()
+
+    def _try(self, batch: ClusterBatch) -> None:
+        nodes = self.client.nodes_manager
+        for _ in range(_REDIRECTS):
+            if batch.stale_map:
+                self._refresh()
+                batch.stale_map = False
+            plan = batch.plan(nodes.get_node_from_slot,
+                              lambda name: self.client.get_node(node_name=name),
+                              self.client.get_default_node)
+            self.round_trips += 1
+            self.pipelines += len(plan)
+            sent = [self._send(node, commands) for node, _, commands in plan]
+            for (node, indexes, commands), (connection, lost) in zip(plan, sent, strict=True):
+                replies, lost = self._read(node, connection, commands, lost)
+                batch.settle(indexes, replies, lost)
+            if not batch.next_round():
+                return
+        raise _redirections_exceeded(batch)
+
+    def _send(self, node: Any, commands: list[tuple[Any, ...]]) -> tuple[Any, BaseException | None]:
+        """Write one node's pipeline; returns its connection, or the error that stopped it."""
+        pool = self.client.get_redis_connection(node).connection_pool
+        connection = None
+        try:
+            try:
+                connection = pool.get_connection()
+            except TypeError:  # redis-py before 5.3 asks for a command name, then ignores it
+                connection = pool.get_connection("EVALSHA")
+            connection.send_packed_command(connection.pack_commands(commands))
+        except _LOST as error:
+            if connection is not None:
+                connection.disconnect()
+                pool.release(connection)
+            return None, error
+        return connection, None
+
+    def _read(self, node: Any, connection: Any, commands: list[tuple[Any, ...]],
+              lost: BaseException | None) -> tuple[list[Any], BaseException | None]:
+        """Read one node's replies (an error reply in its place); a lost connection ends
+        them early and is returned."""
+        if connection is None:
+            return [], lost
+        server = self.client.get_redis_connection(node)
+        replies: list[Any] = []
+        try:
+            for command in commands:
+                try:
+                    replies.append(server.parse_response(connection, command[0]))
+                except ResponseError as error:
+                    replies.append(error)
+        except BaseException as error:
+            connection.disconnect()  # cut mid-pipeline: its unread replies must not be reused
+            if not isinstance(error, _LOST):
+                raise
+            return replies, error
+        finally:
+            server.connection_pool.release(connection)
+        return replies, None
+
+    def _refresh(self) -> None:
+        # A refresh that fails (no node reachable) is not raised: the next try fails as well
+        # and is retried in its turn.
+        with contextlib.suppress(RedisError, OSError):
+            self.client.nodes_manager.initialize()
+
+
+class AsyncClusterExecutor:
+    """:class:`ClusterExecutor` on a ``redis.asyncio.RedisCluster``: each node's pipeline is
+    one task, all awaited together."""
+
+    def __init__(self, client: aredis.RedisCluster):
+        self.client = client
+        retry = getattr(client, "retry", None)
+        self.retry = (retry if isinstance(retry, redis.asyncio.retry.Retry)
+                      else async_retry_policy())
+        self.round_trips = 0
+        self.pipelines = 0
+
+    async def __call__(self, calls: list[Call]) -> list[Any]:
+        batch = ClusterBatch(calls)
+        with map_errors():
+            await self.client.initialize()  # reads the slot map on first use, then returns
+            await self.retry.call_with_retry(lambda: self._try(batch), self._refresh)
+            return batch.values()
+
+    async def _try(self, batch: ClusterBatch) -> None:
+        nodes = self.client.nodes_manager
+        for _ in range(_REDIRECTS):
+            if batch.stale_map:
+                await self._refresh()
+                batch.stale_map = False
+            plan = batch.plan(nodes.get_node_from_slot,
+                              lambda name: self.client.get_node(node_name=name),
+                              self.client.get_default_node)
+            self.round_trips += 1
+            self.pipelines += len(plan)
+            answers = await asyncio.gather(
+                *(self._pipeline(node, commands) for node, _, commands in plan))
+            for (_, indexes, _), (replies, lost) in zip(plan, answers, strict=True):
+                batch.settle(indexes, replies, lost)
+            if not batch.next_round():
+                return
+        raise _redirections_exceeded(batch)
+
+    @staticmethod
+    async def _pipeline(node: Any, commands: list[tuple[Any, ...]]
+                        ) -> tuple[list[Any], BaseException | None]:
+        pipeline = [PipelineCommand(i, *command) for i, command in enumerate(commands)]
+        try:
+            await node.execute_pipeline(pipeline)  # a reply that is an error is its result
+        except _LOST as error:
+            return [], error
+        return [command.result for command in pipeline], None
+
+    async def _refresh(self, _: BaseException | None = None) -> None:
+        with contextlib.suppress(RedisError, OSError):  # as ClusterExecutor._refresh
+            await self.client.nodes_manager.initialize()

@@ -134,10 +134,10 @@ class ClusterBatch:
         self.asking.pop(i, None)
         if isinstance(reply, NoScriptError):
             self.as_eval.add(i)
+        elif isinstance(reply, MovedError):  # before AskError, of which redis-py makes it a kind
+            self.stale_map = True
         elif isinstance(reply, AskError):
             self.asking[i] = f"{reply.host}:{reply.port}"
-        elif isinstance(reply, MovedError):
-            self.stale_map = True
         elif isinstance(reply, _CLUSTER_FAULTS):
             self.fault = RedisConnectionError(f"Redis Cluster is not serving a slot: {reply}")
             self.stale_map = True

@@ -4,29 +4,33 @@ On a single node ``claim.lua`` merges every slot's ready messages in one call. O
 the slots live on several masters, so a claim runs in rounds, each one batch of calls that
 the client sends as one pipeline per master, all masters at once (``client/cluster.py``):
 
-1. **Heads**: ``head.lua`` on every slot promotes its due delayed messages and returns the
-   scores of its best ready messages (``depth`` of them, best first), whether more follow,
-   and its next delayed due time.
-2. **Choose** (:func:`choose`, pure logic): the best scores that no unread message can beat,
-   which are those at or before the least *last* score of the slots that have more; at most
-   the count still wanted. That is exactly what a single node's merge would take first.
-3. **Claim**: ``claim.lua`` on each chosen slot, for exactly its share and bounded to the
-   worst score chosen, so it takes the messages chosen and nothing worse. When the choice
-   stopped short of the count because a slot had more than was read, the same round reads
-   those slots' heads again (after the claims, on the same connections) and the claim
-   continues from step 2.
+1. **Heads**: ``head.lua`` on every slot promotes its due delayed messages and describes its
+   best ready messages by priority band (priority, how many, the score of the oldest), best
+   first, until they hold ``depth`` messages (an even share of the count and a margin), and
+   says whether more follow; and gives its next delayed due time.
+2. **Choose** (:func:`choose`, pure logic): a slot with more has nothing unread above the
+   last priority it described, so every priority down to the highest such last priority
+   (the floor) is known in every slot. Take those bands in priority order across the slots,
+   and within one priority the slots in the order of their oldest message, each slot's
+   band whole, until the count is met.
+3. **Claim**: ``claim.lua`` on each chosen slot, for exactly its share and no lower than the
+   lowest priority chosen there. If the floor stopped the choice short of the count, the
+   same round reads those slots' heads again (after the claims, on the same connections;
+   a slot whose every message described was taken is read as deep as the count still
+   wanted) and the claim goes on from step 2.
 
 A near-empty topic costs one round (the heads, nothing to claim); a claim that finds
-messages costs two, and more only when one read could not confirm the best ``count``
-(one slot holding far more of the best messages than its share). The guarantee is in
-docs/semantics.md, "Order".
+messages costs two, and more only when one slot holds many more of the best priorities
+than its share, spread over many bands. If other consumers took some of the chosen messages
+first (a claim came back short), the heads are read again, a few times at most. The
+guarantee is in docs/semantics.md, "Order".
 """
 
 from __future__ import annotations
 
-import heapq
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from ..message import Message
@@ -34,101 +38,147 @@ from .calls import Call, Op, script_call
 from .keys import SlotKeys
 from .scripts import script
 
-__all__ = ["SlotHead", "Choice", "head_call", "parse_head", "choose", "claim_across_slots"]
+__all__ = ["Band", "SlotHead", "Share", "Choice", "head_call", "parse_head", "choose",
+           "claim_across_slots"]
 
-# Read a slot this many scores past its even share of the count, so that an uneven spread
-# of the best messages over the slots still fits one read.
+# Read each slot this many messages past its even share of the count, so that an uneven
+# spread of the best messages over the slots still fits one read.
 _MARGIN = 4
+# Rounds a claim runs again when other consumers took messages it chose: after that it
+# returns what it has (possibly nothing) rather than spin.
+_TRIES = 3
+
+
+class Band(NamedTuple):
+    """A slot's ready messages of one priority: how many, and the score of the oldest (which
+    orders the slots within a priority: the lower, the earlier due)."""
+
+    priority: int
+    count: int
+    first: int
 
 
 class SlotHead(NamedTuple):
-    """What ``head.lua`` read of one slot: its best ready scores (best first), whether more
-    ready messages follow them, and its earliest delayed due time (epoch ms)."""
+    """What ``head.lua`` read of one slot: its best bands, best first, whether more ready
+    messages follow them, and its earliest delayed due time (epoch ms)."""
 
-    scores: tuple[int, ...]
+    bands: tuple[Band, ...]
     more: bool
     next_due: int | None
 
+    @property
+    def described(self) -> int:
+        return sum(band.count for band in self.bands)
+
+
+class Share(NamedTuple):
+    """What one slot's claim takes: how many, and the lowest priority among them."""
+
+    count: int
+    lowest: int
+
 
 class Choice(NamedTuple):
-    """What to claim from each slot (slot -> how many), the worst score chosen (the claims'
-    bound), and whether better messages may remain unread (another round is needed if the
-    claims leave the count unfilled)."""
+    """The shares chosen per slot, and whether the floor stopped them short of the count
+    (better messages may be unread: read the heads again)."""
 
-    counts: dict[int, int]
-    bound: int | None
+    shares: dict[int, Share]
     unread: bool
+
+
+@lru_cache(maxsize=4096)
+def _head_keys(topic: str, group: str, slot: int) -> tuple[str, ...]:
+    keys = SlotKeys(topic, slot).group(group)
+    return (keys.ready, keys.delayed, keys.locks)
 
 
 def head_call(topic: str, group: str, slot: int, now: int, depth: int, serial: bool,
               promote_limit: int, window: int) -> Call:
-    """``head.lua`` on one slot of ``group`` (header of that script)."""
-    return script_call(script("head"), SlotKeys(topic, slot).group(group).all(),
+    """``head.lua`` on one slot of ``group`` (its header says what each argument is)."""
+    return script_call(script("head"), _head_keys(topic, group, slot),
                        [now, depth, int(serial), promote_limit, max(window, depth)])
 
 
 def parse_head(reply: list[Any]) -> SlotHead:
-    next_due, more, *scores = reply
-    return SlotHead(tuple(scores), bool(more), next_due if next_due >= 0 else None)
+    next_due, more, *fields = reply
+    bands = tuple(Band(*fields[i : i + 3]) for i in range(0, len(fields), 3))
+    return SlotHead(bands, bool(more), next_due if next_due >= 0 else None)
 
 
 def choose(heads: Mapping[int, SlotHead], wanted: int) -> Choice:
-    """The best ``wanted`` messages that the heads prove are the best: no slot's unread
-    messages can score better than its last score read, so every score up to the least such
-    last score is known, and the best of those are the topic's best."""
-    last_read = [head.scores[-1] for head in heads.values() if head.more and head.scores]
-    known: Iterable[tuple[int, int]] = (
-        (score, slot) for slot, head in heads.items() for score in head.scores)
-    if last_read:
-        cutoff = min(last_read)
-        known = (pair for pair in known if pair[0] <= cutoff)
-    chosen = heapq.nsmallest(wanted, known)
-    return Choice(dict(Counter(slot for _, slot in chosen)),
-                  chosen[-1][0] if chosen else None,
-                  bool(last_read) and len(chosen) < wanted)
+    """Up to ``wanted`` messages that the heads prove are the best by priority: the highest
+    priority first across every slot, down to the floor (module doc); within one priority
+    the slot whose oldest message is the oldest first, its band whole, then the next. Each
+    slot's share is a prefix of its ready messages (every band above its lowest taken
+    whole), which is what ``claim.lua`` takes."""
+    floor = max((head.bands[-1].priority for head in heads.values() if head.more), default=-1)
+    by_priority: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
+    for slot, head in heads.items():
+        for band in head.bands:
+            if band.priority >= floor:
+                by_priority[band.priority].append((band.first, slot, band.count))
+    shares: dict[int, Share] = {}
+    remaining = wanted
+    for priority in sorted(by_priority, reverse=True):
+        for _, slot, count in sorted(by_priority[priority]):
+            taken = min(count, remaining)
+            before = shares[slot].count if slot in shares else 0
+            shares[slot] = Share(before + taken, priority)
+            remaining -= taken
+            if not remaining:
+                return Choice(shares, False)
+    return Choice(shares, floor >= 0)
 
 
-def _next_depths(heads: Mapping[int, SlotHead], choice: Choice, remaining: int,
-                 depth: int) -> dict[int, int]:
-    """How deep to read each slot that may still hold ready messages after the claims: a
-    slot whose every score read was chosen is read as deep as the count still wanted."""
+def _depths_after(heads: Mapping[int, SlotHead], shares: Mapping[int, Share], remaining: int,
+                  depth: int) -> dict[int, int]:
+    """The slots that may still hold ready messages once their shares are claimed, and how
+    deep to read each: as deep as the count still wanted where every message described
+    was taken (its unread messages may all be among the best)."""
     depths = {}
     for slot, head in heads.items():
-        taken = choice.counts.get(slot, 0)
-        if head.more or taken < len(head.scores):
-            depths[slot] = max(depth, remaining) if taken == len(head.scores) else depth
+        taken = shares[slot].count if slot in shares else 0
+        if head.more or taken < head.described:
+            depths[slot] = max(depth, remaining) if taken == head.described else depth
     return depths
 
 
 def claim_across_slots(slots: int, count: int, read_head: Callable[[int, int], Call],
-                       claim_slot: Callable[[int, int, int], Call],
+                       claim_slot: Callable[[int, Share], Call],
                        claimed: Callable[[int, Any], list[Message]]
                        ) -> Op[tuple[list[Message], int | None]]:
-    """Claim up to ``count`` messages from ``slots`` slots in rounds (module doc); returns
+    """Claim up to ``count`` messages from a topic's ``slots`` slots (module doc); returns
     them best first, and the earliest delayed due time when fewer than ``count`` were
-    claimed. ``read_head(slot, depth)`` and ``claim_slot(slot, n, bound)`` build the calls,
+    claimed. ``read_head(slot, depth)`` and ``claim_slot(slot, share)`` build the calls,
     ``claimed(slot, reply)`` reads a claim's reply."""
     depth = min(count, -(-count // slots) + _MARGIN)
-    replies = yield [read_head(slot, depth) for slot in range(slots)]
-    heads = {slot: parse_head(reply) for slot, reply in enumerate(replies)}
+    every_slot = dict.fromkeys(range(slots), depth)
+    replies = yield [read_head(slot, d) for slot, d in every_slot.items()]
+    heads = {slot: parse_head(reply) for slot, reply in zip(every_slot, replies, strict=True)}
     next_due = {slot: head.next_due for slot, head in heads.items()}
     messages: list[Message] = []
+    tries = 0
     while True:
-        choice = choose(heads, count - len(messages))
-        if choice.bound is None:
+        wanted = count - len(messages)
+        shares, unread = choose(heads, wanted)
+        if not shares:
             break
-        calls = [claim_slot(slot, n, choice.bound) for slot, n in choice.counts.items()]
-        remaining = count - len(messages) - sum(choice.counts.values())
-        reread = _next_depths(heads, choice, remaining, depth) if choice.unread else {}
-        calls += [read_head(slot, d) for slot, d in reread.items()]
-        replies = yield calls
-        got = [m for slot, reply in zip(choice.counts, replies, strict=False)
+        chosen = sum(share.count for share in shares.values())
+        reread = _depths_after(heads, shares, wanted - chosen, depth) if unread else {}
+        replies = yield ([claim_slot(slot, share) for slot, share in shares.items()]
+                         + [read_head(slot, d) for slot, d in reread.items()])
+        got = [m for slot, reply in zip(shares, replies, strict=False)
                for m in claimed(slot, reply)]
         messages += got
-        if not reread or not got or len(messages) == count:
+        short = len(got) < chosen  # other consumers took some of the chosen first
+        tries += short
+        if len(messages) == count or (not unread and not short) or tries > _TRIES:
             break
+        if not reread:
+            reread = every_slot
+            replies = yield [read_head(slot, d) for slot, d in reread.items()]
         heads = {slot: parse_head(reply)
-                 for slot, reply in zip(reread, replies[len(choice.counts):], strict=True)}
+                 for slot, reply in zip(reread, replies[-len(reread):], strict=True)}
         next_due.update((slot, head.next_due) for slot, head in heads.items())
     messages.sort(key=lambda m: (-m.priority, m.due_at))
     if len(messages) == count:

@@ -16,7 +16,7 @@ from ..errors import InvalidMessage
 from ..message import DeadLetter, Message
 from ..settings import TopicSettings
 from .calls import Call, Op, command, script_call, together
-from .cluster_claim import claim_across_slots, head_call
+from .cluster_claim import Share, claim_across_slots, head_call
 from .codec import decode_member, parse_dead
 from .keys import SlotKeys, wake_channel
 from .scripts import script
@@ -149,9 +149,9 @@ def claim(topic: str, group: str, settings: TopicSettings, count: int, now: int,
           lease: float, one_call: bool) -> Op[tuple[list[Message], int | None]]:
     """Claim up to ``count`` messages, best first; returns them and the next delayed due time
     (ms) when fewer than ``count`` were ready. ``one_call`` (single node) claims across all
-    slots in one script; otherwise (a cluster) in rounds of one call per slot, each round
-    one pipeline per master (``cluster_claim.py``). Priority is strict across the slots
-    either way (docs/semantics.md, "Order")."""
+    slots in one script; otherwise (a cluster) the slots' heads are read, then the best
+    claimed, one call per slot, each round one pipeline per master (``cluster_claim.py``).
+    Priority is strict across the slots either way (docs/semantics.md, "Order")."""
     lease_ms = _ms(lease)
     window = max(count, _SERIAL_SCAN) if settings.serial_keys else count
     base = [now, 0, lease_ms, int(settings.serial_keys), _PROMOTE_LIMIT, 0]
@@ -165,14 +165,16 @@ def claim(topic: str, group: str, settings: TopicSettings, count: int, now: int,
         next_due = reply[0] if reply[0] >= 0 else None
         return _claimed(topic, group, slots, reply, lease_until), next_due
 
-    def claim_slot(slot: int, wanted: int, bound: int) -> Call:
+    def claim_slot(slot: int, share: Share) -> Call:
         args = base[:]
-        args[1], args[5] = wanted, max(wanted, _SERIAL_SCAN) if settings.serial_keys else wanted
-        return script_call(script("claim"), _claim_keys(topic, group, (slot,)), [*args, bound])
+        args[1] = share.count
+        args[5] = max(share.count, _SERIAL_SCAN) if settings.serial_keys else share.count
+        return script_call(script("claim"), _claim_keys(topic, group, (slot,)),
+                           [*args, share.lowest])
 
-    def read_head(slot: int, depth: int) -> Call:
-        return head_call(topic, group, slot, now, depth, settings.serial_keys, _PROMOTE_LIMIT,
-                         _SERIAL_SCAN if settings.serial_keys else depth)
+    def read_head(slot: int, wanted: int) -> Call:
+        return head_call(topic, group, slot, now, wanted, settings.serial_keys, _PROMOTE_LIMIT,
+                         _SERIAL_SCAN if settings.serial_keys else wanted)
 
     return (yield from claim_across_slots(
         settings.slots, count, read_head, claim_slot,

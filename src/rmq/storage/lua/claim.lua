@@ -3,7 +3,7 @@
   Claim up to `count` due messages of one group, highest priority first, then FIFO, moving
   each into in flight with a lease. On a single node the client passes every slot of the
   topic, which makes priority strict across slots; on a cluster, one slot per call, with
-  the count and the bound (ARGV[7]) it chose from the slots' heads (head.lua).
+  the count and the lowest priority (ARGV[7]) chosen from the slots' heads (head.lua).
 
   KEYS         per slot, 10 keys: the slot's delivery-id counter, then the 9 group keys
   ARGV[1]      now, epoch ms
@@ -13,8 +13,8 @@
   ARGV[5]      how many due delayed messages one slot promotes per call at most
   ARGV[6]      serial topics: how deep to look into each slot's ready messages for keys
                that are not in flight (>= count)
-  ARGV[7]      optional: the worst ready score to claim; nothing scoring above it is taken
-               (a cluster claim's bound to the messages it chose from the slots' heads)
+  ARGV[7]      optional: the lowest priority to claim (a cluster claim's bound to the bands
+               it chose from the slots' heads)
 
   Returns {next_due, then per claimed message: slot index (1-based, in KEYS order),
   delivery id, member, priority, attempts (including this one), due_ms}. next_due is the
@@ -41,7 +41,7 @@ local lease_until = now + tonumber(ARGV[3])
 local serial = ARGV[4] == "1"
 local promote_limit = tonumber(ARGV[5])
 local window = tonumber(ARGV[6])
-local bound = tonumber(ARGV[7]) or math.huge
+local lowest = tonumber(ARGV[7])
 
 local slots = {}
 for first = 1, #KEYS, 1 + GROUP_KEY_COUNT do
@@ -125,7 +125,7 @@ local order = {}       -- {slot index, score, member} in claim order
 local keys_taken = {}  -- serial: keys already claimed by this call
 while #order < count do
   local score, i, member = next_candidate()
-  if not score or score > bound then
+  if not score or (lowest and ready_priority(score) < lowest) then
     break
   end
   local key = serial and member_key(member)

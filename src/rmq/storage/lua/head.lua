@@ -1,54 +1,83 @@
 #!lua flags=allow-oom
 --[[
   The head of one slot of one group, for a cluster claim to choose from before it claims
-  (docs/semantics.md, Order): promotes due delayed messages first, then returns the scores
-  of the best ready messages, which claim.lua would take in this order, and the earliest
-  delayed due time. On a serial topic only messages whose key is free count
-  (includes/unlocked.lua), as claim.lua sees them.
+  (storage/cluster_claim.py): promotes due delayed messages, then describes the best ready
+  messages by priority band, best first, until the bands hold `depth` messages, and gives
+  the earliest delayed due time. A band is counted whole (ZCOUNT, without reading its
+  messages). On a serial topic only the messages a claim could take now count (the first
+  of each key that is not in flight, includes/unlocked.lua), and only the first `depth`.
 
-  KEYS         the 9 group keys of includes/group_keys.lua
+  KEYS[1]      the group's ready zset in this slot
+  KEYS[2]      its delayed zset
+  KEYS[3]      its key locks (serial topics)
   ARGV[1]      now, epoch ms
-  ARGV[2]      depth: how many ready scores to return at most
+  ARGV[2]      depth: describe bands until they hold this many messages
   ARGV[3]      1 if the topic is key-serial
   ARGV[4]      how many due delayed messages to promote at most
   ARGV[5]      serial topics: how deep to look for keys that are not in flight (>= depth)
 
-  Returns {next_due or -1, more, score...}: up to `depth` ready scores, best first; more is
-  1 when ready messages may follow the last one returned.
+  Returns {next_due or -1, more, then per band: priority, how many messages, the score of
+  its first (oldest) message}; more is 1 when ready messages follow those described (all
+  of a lower priority, or on a serial topic of the last band's or lower).
 
   Flags: allow-oom, since its promotion only moves messages already stored, so that
   consumers can drain a Redis that is out of memory.
 ]]
 local rcall = redis.call
 --- @include "scores"
+--- @include "promote"
 --- @include "member"
---- @include "pending"
---- @include "group_keys"
 --- @include "key_locks"
 --- @include "unlocked"
 
 local now = tonumber(ARGV[1])
 local depth = tonumber(ARGV[2])
-local serial = ARGV[3] == "1"
-local k = group_keys(1)
-promote_due(k.ready, k.delayed, now, tonumber(ARGV[4]))
+local k = {ready = KEYS[1], delayed = KEYS[2], locks = KEYS[3]}
 
+-- Most slots have nothing delayed, or nothing due yet: one read of the delayed head says so.
 local out = {-1, 0}
 local later = rcall("ZRANGE", k.delayed, 0, 0, "WITHSCORES")
+if later[2] and delayed_due(tonumber(later[2])) <= now then
+  promote_due(k.ready, k.delayed, now, tonumber(ARGV[4]))
+  later = rcall("ZRANGE", k.delayed, 0, 0, "WITHSCORES")
+end
 if later[2] then
   out[1] = delayed_due(tonumber(later[2]))
 end
-if serial then
+
+local function add(priority, n, first)
+  local o = #out
+  out[o + 1], out[o + 2], out[o + 3] = priority, n, first
+end
+
+if ARGV[3] == "1" then
+  local n, first, priority = 0, nil, nil
   local more = unlocked_heads(k, depth, tonumber(ARGV[5]), function(score)
-    out[#out + 1] = score
+    local p = ready_priority(score)
+    if p ~= priority then
+      if priority then
+        add(priority, n, first)
+      end
+      priority, n, first = p, 0, score
+    end
+    n = n + 1
   end)
+  if priority then
+    add(priority, n, first)
+  end
   out[2] = more and 1 or 0
 else
-  local head = rcall("ZRANGE", k.ready, 0, depth - 1, "WITHSCORES")
-  for j = 2, #head, 2 do
-    out[#out + 1] = tonumber(head[j])
+  -- By rank: the first message not yet described opens the next band, and ZCOUNT up to the
+  -- band's last possible score counts it, without reading the messages themselves.
+  local ready, described = rcall("ZCARD", k.ready), 0
+  while described < math.min(depth, ready) do
+    local first = tonumber(rcall("ZRANGE", k.ready, described, described, "WITHSCORES")[2])
+    local p = ready_priority(first)
+    local n = rcall("ZCOUNT", k.ready, fmt(first), fmt(ready_score(p - 1, 0) - 1))
+    add(p, n, first)
+    described = described + n
   end
-  if #head == 2 * depth and rcall("ZCARD", k.ready) > depth then
+  if ready > described then
     out[2] = 1
   end
 end

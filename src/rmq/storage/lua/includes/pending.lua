@@ -6,11 +6,12 @@
   `stamp` is the ready stamp to use if the message is ready now; nil asks the slot clock
   for the next one (send order). Returns true when the message merged.
 
-  Provides: open_clock, put_pending, put_pending_run, finish, promote_due.
-  Needs: the script's rcall, and the includes below.
+  Provides: open_clock, put_pending, put_pending_run, finish, and promote_due (from
+  promote.lua).  Needs: the script's rcall, and the includes below.
 ]]
 --- @include "scores"
 --- @include "bulk"
+--- @include "promote"
 
 -- The slot clock hands out strictly increasing stamps so that sends in one millisecond
 -- keep their order; it reads and writes the clock key once per script call.
@@ -170,18 +171,4 @@ local function finish(clock, channel)
   if woke then
     rcall("PUBLISH", channel, "1")
   end
-end
-
--- Delayed messages whose time has come move to ready. Their stamp comes from their due time,
--- not from when this runs, so the order among ready messages does not depend on who promotes.
-local function promote_due(ready, delayed, now, limit)
-  local due = rcall("ZRANGEBYSCORE", delayed, "-inf", fmt(delayed_score(now, 0)),
-    "WITHSCORES", "LIMIT", 0, limit)
-  for i = 1, #due, 2 do
-    local score = tonumber(due[i + 1])
-    rcall("ZREM", delayed, due[i])
-    rcall("ZADD", ready,
-      fmt(ready_score(delayed_priority(score), due_stamp(delayed_due(score)))), due[i])
-  end
-  return #due / 2
 end

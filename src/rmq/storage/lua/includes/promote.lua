@@ -1,0 +1,21 @@
+--[[
+  Promotion of due delayed messages, on its own so that a script that reads a slot's head
+  (head.lua, once per slot in every cluster claim) does not define all of pending.lua.
+
+  Provides: promote_due.  Needs: the script's rcall, and includes scores.
+]]
+--- @include "scores"
+
+-- Delayed messages whose time has come move to ready. Their stamp comes from their due time,
+-- not from when this runs, so the order among ready messages does not depend on who promotes.
+local function promote_due(ready, delayed, now, limit)
+  local due = rcall("ZRANGEBYSCORE", delayed, "-inf", fmt(delayed_score(now, 0)),
+    "WITHSCORES", "LIMIT", 0, limit)
+  for i = 1, #due, 2 do
+    local score = tonumber(due[i + 1])
+    rcall("ZREM", delayed, due[i])
+    rcall("ZADD", ready,
+      fmt(ready_score(delayed_priority(score), due_stamp(delayed_due(score)))), due[i])
+  end
+  return #due / 2
+end

@@ -1,0 +1,154 @@
+"""The logic of cluster claims and cluster batches, without Redis: what a claim chooses from
+the slots' heads (``storage/cluster_claim.py``), and how a batch of calls is split per node
+and what each answer of a cluster node does to it (``client/cluster.py``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from redis.crc import key_slot
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    MovedError,
+    NoScriptError,
+    ResponseError,
+    TryAgainError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from rmq.client.cluster import ClusterBatch
+from rmq.storage.calls import command, script_call
+from rmq.storage.cluster_claim import Band, Choice, Share, SlotHead, choose
+from rmq.storage.scripts import script
+
+# -- choosing from the heads -----------------------------------------------------------
+
+
+def head(*bands: tuple[int, int, int], more: bool = False) -> SlotHead:
+    return SlotHead(tuple(Band(*band) for band in bands), more, None)
+
+
+def test_the_highest_priority_of_any_slot_is_chosen_first():
+    heads = {0: head((100, 5, 10)), 1: head((200, 2, 50)), 2: head()}
+    assert choose(heads, 4) == Choice({1: Share(2, 200), 0: Share(2, 100)}, False)
+
+
+def test_within_a_priority_the_slot_with_the_oldest_message_goes_first_and_whole():
+    heads = {0: head((100, 5, 30)), 1: head((100, 5, 20)), 2: head((100, 5, 25))}
+    assert choose(heads, 8) == Choice({1: Share(5, 100), 2: Share(3, 100)}, False)
+
+
+def test_a_slot_s_share_spans_its_bands_from_the_best_down():
+    heads = {0: head((250, 1, 5), (100, 4, 9)), 1: head((200, 3, 1))}
+    assert choose(heads, 6) == Choice({0: Share(3, 100), 1: Share(3, 200)}, False)
+
+
+def test_nothing_below_a_priority_a_slot_with_more_has_not_described_is_chosen():
+    # slot 0 has more below 180: slot 1's band at 100 might be beaten by it, so it waits
+    heads = {0: head((250, 2, 5), (180, 4, 9), more=True), 1: head((100, 9, 1))}
+    assert choose(heads, 10) == Choice({0: Share(6, 180)}, True)
+
+
+def test_a_band_at_the_floor_is_chosen_from_every_slot():
+    heads = {0: head((180, 4, 9), more=True), 1: head((180, 3, 1), (90, 1, 2))}
+    assert choose(heads, 10) == Choice({1: Share(3, 180), 0: Share(4, 180)}, True)
+
+
+def test_empty_heads_choose_nothing():
+    assert choose({0: head(), 1: head()}, 5) == Choice({}, False)
+
+
+# -- a batch of calls on a cluster -----------------------------------------------------
+
+NODES = {"a:1": "A", "b:2": "B"}
+
+
+def key_on(node: str) -> str:
+    """A key whose slot ``owner_of_slot`` gives to ``node``."""
+    return next(k for k in (f"k{i}" for i in range(100)) if owner_of_slot(key_slot(k.encode()))
+                == node)
+
+
+def owner_of_slot(slot: int) -> str:
+    return "A" if slot < 8192 else "B"
+
+
+def plan(batch: ClusterBatch) -> list[tuple[Any, list[int | None], list[tuple[Any, ...]]]]:
+    return batch.plan(owner_of_slot, NODES.get, lambda: "A")
+
+
+def test_calls_go_to_their_slot_s_node_in_batch_order_one_pipeline_per_node():
+    on_a, on_b = key_on("A"), key_on("B")
+    batch = ClusterBatch([command("GET", on_a), command("GET", on_b), command("TIME"),
+                          script_call(script("head"), [on_b], [1])])
+    rounds = plan(batch)
+    assert [(node, indexes) for node, indexes, _ in rounds] == [("A", [0, 2]), ("B", [1, 3])]
+    assert rounds[1][2][1][:3] == ("EVALSHA", script("head").sha, 1)
+    for node, indexes, _ in rounds:
+        batch.settle(indexes, [f"{node}{i}" for i in indexes])
+    assert not batch.next_round()
+    assert batch.values() == ["A0", "B1", "A2", "B3"]
+
+
+def test_a_moved_call_goes_again_after_the_slot_map_is_refreshed():
+    batch = ClusterBatch([command("GET", key_on("A")), command("GET", key_on("B"))])
+    (_, a, _), (_, b, _) = plan(batch)
+    batch.settle(a, [MovedError("3999 b:2")])
+    batch.settle(b, ["fine"])
+    assert batch.stale_map and batch.next_round()
+    assert [indexes for _, indexes, _ in plan(batch)] == [[0]]
+
+
+def test_an_asked_call_goes_to_the_named_node_after_asking():
+    batch = ClusterBatch([command("GET", key_on("A"))])
+    ((_, indexes, _),) = plan(batch)
+    batch.settle(indexes, [AskError("3999 b:2")])
+    assert batch.next_round() and not batch.stale_map
+    assert plan(batch) == [("B", [None, 0], [("ASKING",), ("GET", key_on("A"))])]
+
+
+def test_a_script_the_node_lacks_is_sent_again_with_its_source():
+    call = script_call(script("head"), [key_on("A")], [1])
+    batch = ClusterBatch([call])
+    ((_, indexes, _),) = plan(batch)
+    batch.settle(indexes, [NoScriptError("No matching script")])
+    assert batch.next_round()
+    ((_, _, (sent,)),) = plan(batch)
+    assert sent[:2] == ("EVAL", script("head").source)
+
+
+@pytest.mark.parametrize("fault", [TryAgainError("Multiple keys request"),
+                                   ClusterDownError("The cluster is down"),
+                                   RedisConnectionError("Connection reset")])
+def test_a_slot_not_served_or_a_lost_connection_is_raised_for_the_retry_policy(fault):
+    batch = ClusterBatch([command("GET", key_on("A")), command("GET", key_on("B"))])
+    (_, a, _), (_, b, _) = plan(batch)
+    batch.settle(a, [fault])
+    batch.settle(b, ["kept"])
+    with pytest.raises(RedisConnectionError):
+        batch.next_round()
+    assert batch.stale_map and [indexes for _, indexes, _ in plan(batch)] == [[0]]
+    ((_, indexes, _),) = plan(batch)
+    batch.settle(indexes, ["again"])
+    assert not batch.next_round() and batch.values() == ["again", "kept"]
+
+
+def test_replies_cut_short_by_a_lost_connection_leave_the_rest_unanswered():
+    batch = ClusterBatch([command("GET", key_on("A")), command("GET", key_on("A"))])
+    ((_, indexes, _),) = plan(batch)
+    batch.settle(indexes, ["first"], RedisConnectionError("Connection reset"))
+    with pytest.raises(RedisConnectionError):
+        batch.next_round()
+    assert [indexes for _, indexes, _ in plan(batch)] == [[1]]
+
+
+def test_an_error_reply_is_raised_once_every_call_is_answered():
+    batch = ClusterBatch([command("GET", key_on("A")), command("GET", key_on("B"))])
+    (_, a, _), (_, b, _) = plan(batch)
+    batch.settle(a, [ResponseError("WRONGTYPE")])
+    batch.settle(b, ["fine"])
+    assert not batch.next_round()
+    with pytest.raises(ResponseError, match="WRONGTYPE"):
+        batch.values()

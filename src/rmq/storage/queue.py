@@ -23,6 +23,7 @@ from .scripts import script
 
 __all__ = [
     "Outgoing",
+    "TopicGone",
     "MAX_SCRIPT_BATCH",
     "send",
     "claim",
@@ -51,6 +52,28 @@ class Outgoing(NamedTuple):
     priority: int
     due_at: int
 
+
+class TopicGone(Exception):
+    """A send or claim was refused by the scripts: the topic was deleted (``stale`` False),
+    or deleted and created again (``stale`` True), since the client read its generation.
+    The client reloads the topic once and either goes on or raises UnknownTopic."""
+
+    def __init__(self, topic: str, stale: bool):
+        super().__init__(f"topic {topic!r} was {'re-created' if stale else 'deleted'}")
+        self.topic = topic
+        self.stale = stale
+
+
+# What enqueue.lua and claim.lua return instead of their reply (includes/generation.lua).
+_GONE_UNKNOWN = 0
+_GONE_STALE = -1
+
+
+def _check_stored(topic: str, reply: Any) -> None:
+    if isinstance(reply, int):
+        raise TopicGone(topic, stale=reply == _GONE_STALE)
+
+
 MAX_SCRIPT_BATCH = 500  # messages per script call: keeps each call well under a millisecond
 _PROMOTE_LIMIT = 1000
 _RECOVER_LIMIT = 1000
@@ -67,8 +90,12 @@ def _retry_args(settings: TopicSettings) -> list[Any]:
     return [settings.max_retries, _ms(settings.retry_backoff), _ms(settings.retry_backoff_max)]
 
 
-def send(topic: str, groups: Sequence[str], batch: Sequence[Outgoing], now: int) -> Op[list[bool]]:
-    """Store ``batch`` in every group; returns, per message, whether it merged everywhere."""
+def send(topic: str, generation: str, groups: Sequence[str], batch: Sequence[Outgoing],
+         now: int) -> Op[list[bool]]:
+    """Store ``batch`` in every group; returns, per message, whether it merged everywhere.
+    Raises TopicGone if the topic is not at ``generation`` any more; if so, no slot stored
+    anything (each slot's call checks, and every slot shares the generation; a slot that
+    stored before a delete reached it has its data removed by that delete)."""
     by_slot: dict[int, list[int]] = defaultdict(list)
     for index, message in enumerate(batch):
         by_slot[message.slot].append(index)
@@ -79,9 +106,12 @@ def send(topic: str, groups: Sequence[str], batch: Sequence[Outgoing], now: int)
         for start in range(0, len(indexes), MAX_SCRIPT_BATCH):
             chunk = indexes[start : start + MAX_SCRIPT_BATCH]
             calls.append(script_call(script("enqueue"), keys,
-                                     [now, wake_channel(topic), *_runs(batch, chunk)]))
+                                     [generation, now, wake_channel(topic),
+                                      *_runs(batch, chunk)]))
             order.append(chunk)
     results = yield calls
+    for reply in results:
+        _check_stored(topic, reply)
     merged = [False] * len(batch)
     for chunk, flags in zip(order, results, strict=True):
         for i, flag in zip(chunk, flags, strict=True):
@@ -111,7 +141,7 @@ def _runs(batch: Sequence[Outgoing], chunk: list[int]) -> list[Any]:
 @lru_cache(maxsize=4096)
 def _enqueue_keys(topic: str, slot: int, groups: tuple[str, ...]) -> tuple[str, ...]:
     slot_keys = SlotKeys(topic, slot)
-    keys = [slot_keys.clock]
+    keys = [slot_keys.generation, slot_keys.clock]
     for group in groups:
         keys.extend(slot_keys.group(group).all())
     return tuple(keys)
@@ -124,7 +154,7 @@ def _group_keys(topic: str, slot: int, group: str) -> tuple[str, ...]:
 
 @lru_cache(maxsize=4096)
 def _claim_keys(topic: str, group: str, slots: tuple[int, ...]) -> tuple[str, ...]:
-    keys: list[str] = []
+    keys: list[str] = [SlotKeys(topic, slots[0]).generation]
     for slot in slots:
         slot_keys = SlotKeys(topic, slot)
         keys.append(slot_keys.seq)
@@ -145,15 +175,16 @@ def _claimed(topic: str, group: str, slots: Sequence[int], reply: list[Any],
     return out
 
 
-def claim(topic: str, group: str, settings: TopicSettings, count: int, now: int,
-          lease: float, one_call: bool) -> Op[tuple[list[Message], int | None]]:
+def claim(topic: str, generation: str, group: str, settings: TopicSettings, count: int,
+          now: int, lease: float, one_call: bool) -> Op[tuple[list[Message], int | None]]:
     """Claim up to ``count`` messages; returns them and the next delayed due time (ms) when
     fewer than ``count`` were ready. ``one_call`` (single node) claims across all slots in one
     script, which makes priority strict topic-wide; otherwise slots are visited one by one
-    from a random start so that no slot starves."""
+    from a random start so that no slot starves. Raises TopicGone if the topic is not at
+    ``generation`` any more."""
     lease_ms = _ms(lease)
     window = max(count, _SERIAL_SCAN) if settings.serial_keys else count
-    base = [now, 0, lease_ms, int(settings.serial_keys), _PROMOTE_LIMIT, 0]
+    base = [now, 0, lease_ms, int(settings.serial_keys), _PROMOTE_LIMIT, 0, generation]
     lease_until = now + lease_ms
     if one_call:
         slots = list(range(settings.slots))
@@ -161,6 +192,7 @@ def claim(topic: str, group: str, settings: TopicSettings, count: int, now: int,
         args[1], args[5] = count, window
         keys = _claim_keys(topic, group, tuple(slots))
         (reply,) = yield [script_call(script("claim"), keys, args)]
+        _check_stored(topic, reply)
         next_due = reply[0] if reply[0] >= 0 else None
         return _claimed(topic, group, slots, reply, lease_until), next_due
     start = random.randrange(settings.slots)
@@ -172,6 +204,7 @@ def claim(topic: str, group: str, settings: TopicSettings, count: int, now: int,
         args = base[:]
         args[1], args[5] = wanted, max(wanted, _SERIAL_SCAN) if settings.serial_keys else wanted
         (reply,) = yield [script_call(script("claim"), _claim_keys(topic, group, (slot,)), args)]
+        _check_stored(topic, reply)
         messages += _claimed(topic, group, [slot], reply, lease_until)
         if reply[0] >= 0:
             next_due = reply[0] if next_due is None else min(next_due, reply[0])

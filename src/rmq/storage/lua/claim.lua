@@ -4,7 +4,8 @@
   each into in flight with a lease. On a single node the client passes every slot of the
   topic, which makes priority strict across slots; on a cluster, one slot per call.
 
-  KEYS         per slot, 10 keys: the slot's delivery-id counter, then the 9 group keys
+  KEYS[1]      the generation of the first slot claimed from (includes/generation.lua)
+  KEYS[2..]    per slot, 10 keys: the slot's delivery-id counter, then the 9 group keys
   ARGV[1]      now, epoch ms
   ARGV[2]      count
   ARGV[3]      lease, ms
@@ -12,10 +13,14 @@
   ARGV[5]      how many due delayed messages one slot promotes per call at most
   ARGV[6]      serial topics: how deep to look into each slot's ready messages for keys
                that are not in flight (>= count)
+  ARGV[7]      the topic's generation as the client read it from the registry ("": none)
 
   Returns {next_due, then per claimed message: slot index (1-based, in KEYS order),
   delivery id, member, priority, attempts (including this one), due_ms}. next_due is the
   earliest delayed due time when fewer than `count` were claimed (-1 if none or not asked).
+  When the topic is gone, claims nothing and returns the integer GONE_UNKNOWN or GONE_STALE:
+  checking the first slot is enough, as delete_topic removes the slots' generations in
+  slot order before any data, and a single-node call starts at slot 0.
 
   Flags: allow-oom, since it only moves messages already stored (into in flight), so that
   consumers can drain a Redis that is out of memory; allow-cross-slot-keys, since on a
@@ -30,6 +35,12 @@ local rcall = redis.call
 --- @include "group_keys"
 --- @include "key_locks"
 --- @include "bulk"
+--- @include "generation"
+
+local gone = topic_gone(KEYS[1], ARGV[7])
+if gone then
+  return gone
+end
 
 local now = tonumber(ARGV[1])
 local count = tonumber(ARGV[2])
@@ -39,7 +50,7 @@ local promote_limit = tonumber(ARGV[5])
 local window = tonumber(ARGV[6])
 
 local slots = {}
-for first = 1, #KEYS, 1 + GROUP_KEY_COUNT do
+for first = 2, #KEYS, 1 + GROUP_KEY_COUNT do
   local k = group_keys(first + 1)
   k.seq = KEYS[first]
   slots[#slots + 1] = k

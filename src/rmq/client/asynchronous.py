@@ -203,15 +203,16 @@ class AsyncClient(BaseClient):
 
     async def claim(self, topic: str, group: str = DEFAULT_GROUP, count: int = 100, *,
                     lease: float | None = None, wait: float | None = None,
-                    ack: Message | Sequence[Message] = ()) -> list[Message]:
+                    ack: Message | Sequence[Message] = (), holder: str | None = None
+                    ) -> list[Message]:
         """See :meth:`rmq.Client.claim`; ``wait`` sleeps on the wake channel, not the loop."""
-        return await self._run(self._claim(topic, group, count, lease, wait, ack))
+        return await self._run(self._claim(topic, group, count, lease, wait, ack, holder))
 
     async def claim_due(self, topic: str, group: str = DEFAULT_GROUP, count: int = 100, *,
-                        lease: float | None = None, ack: Message | Sequence[Message] = ()
-                        ) -> Claimed:
+                        lease: float | None = None, ack: Message | Sequence[Message] = (),
+                        holder: str | None = None) -> Claimed:
         """See :meth:`rmq.Client.claim_due`."""
-        return await self._run(self._claim_due(topic, group, count, lease, ack))
+        return await self._run(self._claim_due(topic, group, count, lease, ack, holder))
 
     async def waiter(self, topic: str) -> AsyncWaiter:
         """See :meth:`rmq.Client.waiter` (one subscription per topic)."""

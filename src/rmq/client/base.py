@@ -258,13 +258,15 @@ class BaseClient:
     # -- consuming ----------------------------------------------------------------------
 
     def _claim(self, topic: str, group: str, count: int, lease: float | None,
-               wait: float | None, ack: Message | Sequence[Message]) -> Flow[list[Message]]:
+               wait: float | None, ack: Message | Sequence[Message],
+               holder: str | None = None) -> Flow[list[Message]]:
         if wait is not None:
             check_wait(wait)
         deadline = None if wait is None else time.monotonic() + wait
         subscribed = False
         while True:
-            messages, next_due = yield from self._claim_due(topic, group, count, lease, ack)
+            messages, next_due = yield from self._claim_due(topic, group, count, lease, ack,
+                                                            holder)
             ack = ()
             if messages or deadline is None:
                 return messages
@@ -281,12 +283,14 @@ class BaseClient:
             yield Sleep(topic, remaining)
 
     def _claim_due(self, topic: str, group: str, count: int, lease: float | None,
-                   ack: Message | Sequence[Message]) -> Flow[Claimed]:
+                   ack: Message | Sequence[Message], holder: str | None = None
+                   ) -> Flow[Claimed]:
         check_topic_name(topic)
         check_group_name(group)
         check_count(count)
         if lease is not None:
             check_lease(lease)
+        claimer = "" if holder is None else check_consumer_id(holder, "holder")
         acks = check_messages(ack, "ack")
         one_call = not self.is_cluster
 
@@ -297,7 +301,7 @@ class BaseClient:
                 return Claimed([], None)
             now = yield from self._now()
             claim = queue.claim(topic, info.generation, group, info.settings, count, now,
-                                lease or info.settings.visibility_timeout, one_call)
+                                lease or info.settings.visibility_timeout, one_call, claimer)
             messages, next_due = yield from queue.with_acks(settle, one_call, claim)
             return Claimed(messages, next_due)
 

@@ -134,7 +134,7 @@ def _row(topic: str, group: str, slot: int, state: str, name: bytes, score: floa
         body, key = decode_member(record.member)
         return SnapshotRow(topic, group, slot, state, record.priority, record.due_at,
                            record.attempts, key, body, delivery,
-                           lease_until(score) if score else None)
+                           lease_until(score) if score else None, holder=record.holder)
     dead = parse_dead(value)
     body, key = decode_member(dead.member)
     return SnapshotRow(topic, group, slot, state, dead.priority, dead.due_at, dead.attempts,

@@ -176,15 +176,17 @@ def _claimed(topic: str, group: str, slots: Sequence[int], reply: list[Any],
 
 
 def claim(topic: str, generation: str, group: str, settings: TopicSettings, count: int,
-          now: int, lease: float, one_call: bool) -> Op[tuple[list[Message], int | None]]:
+          now: int, lease: float, one_call: bool,
+          holder: str = "") -> Op[tuple[list[Message], int | None]]:
     """Claim up to ``count`` messages; returns them and the next delayed due time (ms) when
     fewer than ``count`` were ready. ``one_call`` (single node) claims across all slots in one
     script, which makes priority strict topic-wide; otherwise slots are visited one by one
     from a random start so that no slot starves. Raises TopicGone if the topic is not at
-    ``generation`` any more."""
+    ``generation`` any more. ``holder``: who claims (a consumer's id), kept with each
+    delivery for the console and ``find`` to show."""
     lease_ms = _ms(lease)
     window = max(count, _SERIAL_SCAN) if settings.serial_keys else count
-    base = [now, 0, lease_ms, int(settings.serial_keys), _PROMOTE_LIMIT, 0, generation]
+    base = [now, 0, lease_ms, int(settings.serial_keys), _PROMOTE_LIMIT, 0, generation, holder]
     lease_until = now + lease_ms
     if one_call:
         slots = list(range(settings.slots))

@@ -14,6 +14,7 @@
   ARGV[6]      serial topics: how deep to look into each slot's ready messages for keys
                that are not in flight (>= count)
   ARGV[7]      the topic's generation as the client read it from the registry ("": none)
+  ARGV[8]      who claims (a consumer's id; "": not said), kept in each in-flight record
 
   Returns {next_due, then per claimed message: slot index (1-based, in KEYS order),
   delivery id, member, priority, attempts (including this one), due_ms}. next_due is the
@@ -48,6 +49,7 @@ local lease_until = now + tonumber(ARGV[3])
 local serial = ARGV[4] == "1"
 local promote_limit = tonumber(ARGV[5])
 local window = tonumber(ARGV[6])
+local holder = holder_part(ARGV[8])
 
 local slots = {}
 for first = 2, #KEYS, 1 + GROUP_KEY_COUNT do
@@ -214,7 +216,7 @@ for _, c in ipairs(order) do
   local due = math.min(stamp_due(ready_stamp(score)), now)
   local r, l = records[i], leases[i]
   r[#r + 1] = id
-  r[#r + 1] = inflight_record(p, attempts, due, member)
+  r[#r + 1] = inflight_record(p, attempts, due, holder, member)
   l[#l + 1] = fmt(lease_score(lease_until, n))
   l[#l + 1] = id
   if serial then

@@ -112,7 +112,8 @@ class AsyncClient(BaseClient):
         # Tasks that find the entry stale together share one load: hundreds of concurrent
         # senders must not each open a connection for it at the same moment.
         async with self._loading.setdefault(name, asyncio.Lock()):
-            return self._cached(name) or await self._run(self._load(name))
+            cached = self._cached(name)
+            return cached if cached is not None else await self._run(self._load(name))
 
     async def close(self) -> None:
         """Close the connections (and any wake-up subscriptions)."""

@@ -11,7 +11,7 @@ import random
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar, cast
 
 from ..errors import InvalidMessage
 from ..message import DeadLetter, Message
@@ -195,11 +195,11 @@ def claim(topic: str, generation: str, group: str, settings: TopicSettings, coun
         keys = _claim_keys(topic, group, tuple(slots))
         (reply,) = yield [script_call(script("claim"), keys, args)]
         _check_stored(topic, reply)
-        next_due = reply[0] if reply[0] >= 0 else None
+        next_due: int | None = reply[0] if reply[0] >= 0 else None
         return _claimed(topic, group, slots, reply, lease_until), next_due
     start = random.randrange(settings.slots)
     messages: list[Message] = []
-    next_due: int | None = None
+    next_due = None
     for offset in range(settings.slots):
         slot = (start + offset) % settings.slots
         wanted = count - len(messages)
@@ -243,7 +243,7 @@ def with_acks(acks: Sequence[Message], one_call: bool, op: Op[T]) -> Op[T]:
     if not acks:
         return (yield from op)
     _, value = yield from together([ack(acks, one_call), op])
-    return value
+    return cast(T, value)
 
 
 def _by_group(messages: Iterable[Message], one_call: bool

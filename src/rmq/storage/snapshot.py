@@ -94,10 +94,11 @@ def snapshot_slot(topic: str, group: str, slot: int, now: int) -> Op[list[Snapsh
                                 record.attempts, key, body, f"{slot}-{int(delivery)}",
                                 lease_of.get(delivery), holder=record.holder))
     for delivery, raw in dead.items():
-        record = parse_dead(raw)
-        body, key = decode_member(record.member)
-        rows.append(SnapshotRow(topic, group, slot, "dead", record.priority, record.due_at,
-                                record.attempts, key, body, f"{slot}-{int(delivery)}",
-                                dead_at=record.dead_at, error=record.error))
+        dead_record = parse_dead(raw)
+        body, key = decode_member(dead_record.member)
+        rows.append(SnapshotRow(topic, group, slot, "dead", dead_record.priority,
+                                dead_record.due_at, dead_record.attempts, key, body,
+                                f"{slot}-{int(delivery)}", dead_at=dead_record.dead_at,
+                                error=dead_record.error))
     return rows
 

@@ -1,6 +1,8 @@
 """RMQ: a Redis message queue that merges duplicate pending messages and serves them by
 priority, with delayed and fixed-time delivery and at-least-once consumption."""
 
+from typing import TYPE_CHECKING
+
 from .client import Client, ServerClock, system_clock
 from .errors import RMQError
 from .message import DeadLetter, Message, Priority, SendCounts, SendResult
@@ -10,6 +12,10 @@ from .storage.peek import PeekPage
 from .storage.registry import ConsumerInfo, TopicInfo
 from .storage.snapshot import SnapshotRow
 from .storage.stats import GroupStats, SlotStats, TopicStats
+
+if TYPE_CHECKING:  # loaded on first use (__getattr__ below); named here for type checkers
+    from .client.asynchronous import AsyncClient
+    from .runtime import Consumer
 
 __all__ = [
     "Client",
@@ -36,7 +42,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):  # the worker runtime and asyncio client load on first use
+def __getattr__(name: str) -> object:  # the worker runtime and asyncio client load on first use
     if name == "Consumer":
         from .runtime import Consumer
 

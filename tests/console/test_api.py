@@ -235,3 +235,15 @@ def test_handled_per_second_comes_from_two_heartbeats() -> None:
     assert rates.rate(beat(100_000, 10)) is None  # the same one again
     assert rates.rate(beat(102_000, 50)) == pytest.approx(20.0)
     assert rates.rate(beat(102_000, 50)) == pytest.approx(20.0)
+
+
+def test_in_flight_rows_name_their_holder(api: TestClient, client: rmq.Client) -> None:
+    client.create_topic("t", slots=1)
+    client.send_many("t", ["mine", "anyone's"])
+    client.claim("t", count=1, holder="render-worker-3")
+    client.claim("t", count=1)
+    rows = api.get("/api/topics/t/messages", params={"state": "in_flight"}).json()["rows"]
+    assert {r["body"]: r["holder"] for r in rows} == {"mine": "render-worker-3",
+                                                      "anyone's": None}
+    (found,) = api.get("/api/topics/t/find", params={"body": "mine"}).json()["rows"]
+    assert found["holder"] == "render-worker-3"

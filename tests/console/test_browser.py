@@ -1,8 +1,9 @@
 """The console end to end (issue 10, "How it is tested"): a real ``rmq console`` process, real
 ``rmq worker`` processes and a real Redis, driven in headless chromium. It creates a topic
 through the form, watches backlog and charts move, lets a handler fail until a dead letter
-appears, requeues it from the page and sees it handled, finds a message by body, and pauses
-the topic to see the consumers stop. Screenshots of every page, at desktop (1440x900) and
+appears, requeues it from the page and sees it handled, finds a message by body (and an
+in-flight one with the consumer that holds it), and pauses the topic to see the consumers
+stop. Screenshots of every page, at desktop (1440x900) and
 laptop (1280x720) sizes, go to the test's folder; with ``RMQ_CONSOLE_SCREENSHOTS=docs`` they
 are also copied to ``docs/console/`` for docs/console.md."""
 
@@ -227,8 +228,14 @@ def test_an_operator_runs_the_queue_from_the_console(
     slot = client.find_messages("prices", "needle-7")[0].slot
     expect(found.locator("td").nth(2)).to_have_text(str(slot))
     expect(found).to_contain_text("128")
+    # ... and names the consumer that holds an in-flight one
+    (held,) = client.claim("emails", "audit", count=1, holder="inspector-1")
+    find_held = f"/find?topic=emails&body={held.body.decode()}"
+    page.goto(base + find_held)
+    expect(page.locator("#find-table tbody tr[data-state=in_flight]")).to_contain_text(
+        "inspector-1")
 
-    screenshots(page, base, tmp_path, {"find": "/find?topic=prices&body=needle-7"})
+    screenshots(page, base, tmp_path, {"find": find_held})
 
     # 6. resume: the backlog drains
     page.goto(f"{base}/topics/prices")

@@ -28,7 +28,7 @@ def load_handler(target: str) -> Callable[..., Any]:
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
-        found: Any = importlib.import_module(module_name)
+        found: object = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - whatever the import raised, one clear line
         raise CommandError(f"cannot import {module_name!r}: {type(exc).__name__}: {exc}") from None
     for part in attribute.split("."):

@@ -100,7 +100,7 @@ def list_topics(args: argparse.Namespace) -> None:
         if args.json:
             print_json(names)
             return
-        rows = []
+        rows: list[list[object]] = []
         for name in names:
             try:
                 info = client.topic(name)

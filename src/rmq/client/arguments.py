@@ -106,9 +106,9 @@ def check_state(state: object) -> ConsumerState:
     return state
 
 
-def check_consumer_id(consumer_id: object) -> str:
+def check_consumer_id(consumer_id: object, name: str = "a consumer id") -> str:
     if not isinstance(consumer_id, str) or not 1 <= len(consumer_id) <= 256:
-        raise InvalidArgument(f"a consumer id must be a str of 1-256 characters, got "
+        raise InvalidArgument(f"{name} must be a str of 1-256 characters, got "
                               f"{consumer_id!r}")
     return consumer_id
 

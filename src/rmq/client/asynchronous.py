@@ -72,7 +72,8 @@ class AsyncClient(BaseClient):
                 return
             self.url, self.redis = await open_async(self.url, **self.redis_options)
             self.is_cluster = isinstance(self.redis, aredis.RedisCluster)
-            self._execute = (AsyncClusterExecutor(self.redis) if self.is_cluster
+            self._execute = (AsyncClusterExecutor(self.redis)
+                             if isinstance(self.redis, aredis.RedisCluster)
                              else AsyncExecutor(self.redis))
             await self._run(self._now())  # measures the server's clock
 
@@ -114,7 +115,8 @@ class AsyncClient(BaseClient):
         # Tasks that find the entry stale together share one load: hundreds of concurrent
         # senders must not each open a connection for it at the same moment.
         async with self._loading.setdefault(name, asyncio.Lock()):
-            return self._cached(name) or await self._run(self._load(name))
+            cached = self._cached(name)
+            return cached if cached is not None else await self._run(self._load(name))
 
     async def close(self) -> None:
         """Close the connections (and any wake-up subscriptions)."""
@@ -205,15 +207,16 @@ class AsyncClient(BaseClient):
 
     async def claim(self, topic: str, group: str = DEFAULT_GROUP, count: int = 100, *,
                     lease: float | None = None, wait: float | None = None,
-                    ack: Message | Sequence[Message] = ()) -> list[Message]:
+                    ack: Message | Sequence[Message] = (), holder: str | None = None
+                    ) -> list[Message]:
         """See :meth:`rmq.Client.claim`; ``wait`` sleeps on the wake channel, not the loop."""
-        return await self._run(self._claim(topic, group, count, lease, wait, ack))
+        return await self._run(self._claim(topic, group, count, lease, wait, ack, holder))
 
     async def claim_due(self, topic: str, group: str = DEFAULT_GROUP, count: int = 100, *,
-                        lease: float | None = None, ack: Message | Sequence[Message] = ()
-                        ) -> Claimed:
+                        lease: float | None = None, ack: Message | Sequence[Message] = (),
+                        holder: str | None = None) -> Claimed:
         """See :meth:`rmq.Client.claim_due`."""
-        return await self._run(self._claim_due(topic, group, count, lease, ack))
+        return await self._run(self._claim_due(topic, group, count, lease, ack, holder))
 
     async def waiter(self, topic: str) -> AsyncWaiter:
         """See :meth:`rmq.Client.waiter` (one subscription per topic)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 from ..errors import (
@@ -35,7 +35,7 @@ from ..storage import peek as peek_ops
 from ..storage.calls import Call, Op
 from ..storage.history import TopicHistory
 from ..storage.peek import PeekPage
-from ..storage.queue import Outgoing
+from ..storage.queue import Outgoing, TopicGone
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from ..storage.snapshot import SnapshotRow, snapshot_slot
 from ..storage.stats import TopicStats, collect
@@ -74,6 +74,7 @@ class Commit(NamedTuple):
     """Store one validated message through the group commit; the answer is ``merged``."""
 
     topic: str
+    generation: str
     groups: tuple[str, ...]
     message: Outgoing
     now: int
@@ -159,6 +160,21 @@ class BaseClient:
         self._cache[name] = (expires, info)
         return info
 
+    def _on_current(self, name: str, act: Callable[[TopicInfo, bool], Flow[T]]) -> Flow[T]:
+        """``act(info, first)`` on the topic's entry, cached or loaded. When the scripts
+        refuse it because the topic was deleted, or deleted and created again, since that
+        entry was read (storage.queue.TopicGone), the entry is loaded afresh and ``act``
+        runs once more (``first`` False): a deleted topic raises UnknownTopic, a re-created
+        one is used as it is now, never the old one's keys."""
+        info = yield from self._topic(name)
+        for first in (True, False):
+            try:
+                return (yield from act(info, first))
+            except TopicGone:
+                self._cache.pop(name, None)
+            info = yield from self._topic(name, fresh=True)
+        raise UnknownTopic(name)  # deleted and created again while this ran, twice
+
     def _changing(self, name: str, op: Op[T]) -> Flow[T]:
         """A registry change: this client's cached entry is stale after it, whatever happens."""
         try:
@@ -219,29 +235,38 @@ class BaseClient:
     # -- sending ------------------------------------------------------------------------
 
     def _send(self, topic: str, body: Any, options: dict[str, Any]) -> Flow[SendResult]:
-        info = yield from self._topic(topic)
-        now = yield from self._now()
-        message = prepare(info.settings, now, body, **options)
-        merged: bool = yield Commit(topic, info.groups, message, now)
-        return SendResult(message.slot, merged)
+        def send(info: TopicInfo, first: bool) -> Flow[SendResult]:
+            now = yield from self._now()
+            message = prepare(info.settings, now, body, **options)
+            merged: bool = yield Commit(topic, info.generation, info.groups, message, now)
+            return SendResult(message.slot, merged)
+
+        return (yield from self._on_current(topic, send))
 
     def _send_many(self, topic: str, items: Iterable[Any]) -> Flow[SendCounts]:
-        info = yield from self._topic(topic)
-        now = yield from self._now()
-        batch = prepare_batch(info.settings, now, items)
-        merged = yield from queue.send(topic, info.groups, batch, now)
-        return SendCounts(len(batch), sum(merged))
+        if isinstance(items, Iterator):  # one-shot: kept for a second attempt
+            items = list(items)
+
+        def send_many(info: TopicInfo, first: bool) -> Flow[SendCounts]:
+            now = yield from self._now()
+            batch = prepare_batch(info.settings, now, items)
+            merged = yield from queue.send(topic, info.generation, info.groups, batch, now)
+            return SendCounts(len(batch), sum(merged))
+
+        return (yield from self._on_current(topic, send_many))
 
     # -- consuming ----------------------------------------------------------------------
 
     def _claim(self, topic: str, group: str, count: int, lease: float | None,
-               wait: float | None, ack: Message | Sequence[Message]) -> Flow[list[Message]]:
+               wait: float | None, ack: Message | Sequence[Message],
+               holder: str | None = None) -> Flow[list[Message]]:
         if wait is not None:
             check_wait(wait)
         deadline = None if wait is None else time.monotonic() + wait
         subscribed = False
         while True:
-            messages, next_due = yield from self._claim_due(topic, group, count, lease, ack)
+            messages, next_due = yield from self._claim_due(topic, group, count, lease, ack,
+                                                            holder)
             ack = ()
             if messages or deadline is None:
                 return messages
@@ -258,23 +283,29 @@ class BaseClient:
             yield Sleep(topic, remaining)
 
     def _claim_due(self, topic: str, group: str, count: int, lease: float | None,
-                   ack: Message | Sequence[Message]) -> Flow[Claimed]:
+                   ack: Message | Sequence[Message], holder: str | None = None
+                   ) -> Flow[Claimed]:
         check_topic_name(topic)
         check_group_name(group)
         check_count(count)
         if lease is not None:
             check_lease(lease)
+        claimer = "" if holder is None else check_consumer_id(holder, "holder")
         acks = check_messages(ack, "ack")
-        info = yield from self._topic(topic)
         one_call = not self.is_cluster
-        if info.paused:
-            yield from self._ack(acks)
-            return Claimed([], None)
-        now = yield from self._now()
-        claim = queue.claim(topic, group, info.settings, count, now,
-                            lease or info.settings.visibility_timeout, one_call)
-        messages, next_due = yield from queue.with_acks(acks, one_call, claim)
-        return Claimed(messages, next_due)
+
+        def claim_due(info: TopicInfo, first: bool) -> Flow[Claimed]:
+            settle = acks if first else ()  # the first attempt's round trip acked them
+            if info.paused:
+                yield from self._ack(settle)
+                return Claimed([], None)
+            now = yield from self._now()
+            claim = queue.claim(topic, info.generation, group, info.settings, count, now,
+                                lease or info.settings.visibility_timeout, one_call, claimer)
+            messages, next_due = yield from queue.with_acks(settle, one_call, claim)
+            return Claimed(messages, next_due)
+
+        return (yield from self._on_current(topic, claim_due))
 
     def _ack(self, messages: Message | Sequence[Message]) -> Flow[int]:
         batch = check_messages(messages)

@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import RMQError
 from ..storage import queue as queue_ops
 from ..storage.calls import Op, together
-from ..storage.queue import Outgoing
+from ..storage.queue import Outgoing, TopicGone
 
 __all__ = ["SendCoalescer", "AsyncSendCoalescer"]
 
@@ -32,6 +32,7 @@ __all__ = ["SendCoalescer", "AsyncSendCoalescer"]
 @dataclass(slots=True, eq=False)  # tickets are told apart by identity, not by content
 class _Ticket:
     topic: str
+    generation: str
     groups: tuple[str, ...]
     message: Outgoing
     now: int
@@ -48,17 +49,30 @@ class _Ticket:
 
 def _store(batch: list[_Ticket]) -> Op[None]:
     """Send the batch, one ``queue_ops.send`` per topic, all in one round trip; each ticket
-    gets its ``merged``."""
-    by_topic: dict[tuple[str, tuple[str, ...]], list[_Ticket]] = defaultdict(list)
+    gets its ``merged``, or the TopicGone of its topic (the others are stored all the
+    same)."""
+    by_topic: dict[tuple[str, str, tuple[str, ...]], list[_Ticket]] = defaultdict(list)
     for ticket in batch:
-        by_topic[(ticket.topic, ticket.groups)].append(ticket)
+        by_topic[(ticket.topic, ticket.generation, ticket.groups)].append(ticket)
     # One `now` per script call: the latest, so that every message in it is due by then.
     merged = yield from together([
-        queue_ops.send(topic, groups, [t.message for t in tickets], max(t.now for t in tickets))
-        for (topic, groups), tickets in by_topic.items()])
+        _gone_as_value(queue_ops.send(topic, generation, groups, [t.message for t in tickets],
+                                      max(t.now for t in tickets)))
+        for (topic, generation, groups), tickets in by_topic.items()])
     for tickets, flags in zip(by_topic.values(), merged, strict=True):
+        if isinstance(flags, TopicGone):
+            for ticket in tickets:
+                ticket.error = TopicGone(flags.topic, flags.stale)  # one each: raised apart
+            continue
         for ticket, flag in zip(tickets, flags, strict=True):
             ticket.merged = flag
+
+
+def _gone_as_value(op: Op[list[bool]]) -> Op[list[bool] | TopicGone]:
+    try:
+        return (yield from op)
+    except TopicGone as gone:
+        return gone
 
 
 class SendCoalescer:
@@ -70,9 +84,10 @@ class SendCoalescer:
         self._queued: list[_Ticket] = []
         self._busy = False
 
-    def send(self, topic: str, groups: tuple[str, ...], message: Outgoing, now: int) -> bool:
+    def send(self, topic: str, generation: str, groups: tuple[str, ...], message: Outgoing,
+             now: int) -> bool:
         """Store ``message``; returns whether it merged everywhere (as ``queue_ops.send``)."""
-        ticket = _Ticket(topic, groups, message, now)
+        ticket = _Ticket(topic, generation, groups, message, now)
         with self._lock:
             if self._busy:
                 ticket.done = threading.Event()
@@ -138,10 +153,10 @@ class AsyncSendCoalescer:
         self._queued: list[tuple[_Ticket, asyncio.Future[bool]]] = []
         self._carrier: asyncio.Task[None] | None = None
 
-    async def send(self, topic: str, groups: tuple[str, ...], message: Outgoing,
-                   now: int) -> bool:
+    async def send(self, topic: str, generation: str, groups: tuple[str, ...],
+                   message: Outgoing, now: int) -> bool:
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._queued.append((_Ticket(topic, groups, message, now), future))
+        self._queued.append((_Ticket(topic, generation, groups, message, now), future))
         if self._carrier is None:
             self._carrier = asyncio.ensure_future(self._carry())
         return await future
@@ -161,7 +176,11 @@ class AsyncSendCoalescer:
                         raise
                 else:
                     for ticket, future in batch:
-                        if not future.done():
+                        if future.done():
+                            continue
+                        if ticket.error is not None:
+                            future.set_exception(ticket.error)
+                        else:
                             future.set_result(ticket.merged)
         finally:
             self._carrier = None

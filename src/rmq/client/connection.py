@@ -22,7 +22,7 @@ import re
 import ssl
 import warnings
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import redis
@@ -123,8 +123,10 @@ def retry_policy(attempts: int = RETRY_ATTEMPTS) -> Retry:
 
 def async_retry_policy(attempts: int = RETRY_ATTEMPTS) -> AsyncRetry:
     """:func:`retry_policy` for ``redis.asyncio``."""
+    # redis.asyncio's Retry annotates its errors as RedisError subclasses, but catches any
+    # exception class it is given (as the sync Retry's annotation says).
     return AsyncRetry(ExponentialBackoff(cap=1.0, base=0.05), attempts,
-                      supported_errors=_RETRIED)
+                      supported_errors=_RETRIED)  # type: ignore[arg-type]
 
 
 def resolve_url(url: str | None) -> str:
@@ -230,7 +232,8 @@ def connect(url: str | None = None, **kwargs: Any) -> redis.Redis | redis.RedisC
     url = resolve_url(url)
     try:
         kind: Any = redis.RedisCluster if _is_cluster(url, kwargs) else redis.Redis
-        client = kind.from_url(url, **_options(url, kwargs, retry_policy()))
+        client: redis.Redis | redis.RedisCluster = kind.from_url(
+            url, **_options(url, kwargs, retry_policy()))
         _warn_if_unsafe(client)
     except ResponseError as exc:
         if not str(exc).startswith(_DATABASE_REFUSALS):
@@ -308,7 +311,7 @@ class map_errors:  # noqa: N801 - used as a context manager, reads as a phrase
         return None
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: Any) -> bool:
+                 tb: Any) -> Literal[False]:
         if exc is None:
             return False
         if isinstance(exc, _TRANSIENT) and is_permanent(exc):

@@ -165,7 +165,7 @@ def prepare_batch(settings: TopicSettings, now: int, items: object) -> list[Outg
         raise InvalidMessage("send_many takes an iterable of bodies or of dicts of send options")
     prepared = []
     slots_mask = settings.slots - 1
-    for index, item in enumerate(items):  # type: ignore[arg-type]
+    for index, item in enumerate(items):
         if type(item) is bytes and len(item) <= settings.max_message_bytes and item[:1] != b"\0":
             # the common case, a plain body: what prepare() would compute, without the checks
             prepared.append(Outgoing(zlib.crc32(item) & slots_mask, item, DEFAULT_PRIORITY, now))

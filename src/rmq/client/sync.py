@@ -54,7 +54,7 @@ class Client(BaseClient):
         self.url = resolve_url(url)  # what None resolved to: hand it to other processes
         self.redis = connect(self.url, **redis_options)
         self.is_cluster = isinstance(self.redis, redis.RedisCluster)
-        self._execute = (ClusterExecutor(self.redis) if self.is_cluster
+        self._execute = (ClusterExecutor(self.redis) if isinstance(self.redis, redis.RedisCluster)
                          else Executor(self.redis))
         self._loading: dict[str, threading.Lock] = {}
         self._waiters: dict[str, Waiter] = {}
@@ -193,23 +193,25 @@ class Client(BaseClient):
 
     def claim(self, topic: str, group: str = DEFAULT_GROUP, count: int = 100, *,
               lease: float | None = None, wait: float | None = None,
-              ack: Message | Sequence[Message] = ()) -> list[Message]:
+              ack: Message | Sequence[Message] = (), holder: str | None = None
+              ) -> list[Message]:
         """Claim up to ``count`` due messages, highest priority first, then FIFO. Each is in
         flight for ``lease`` seconds (default: the topic's visibility_timeout) until acked,
         nacked or extended. Returns at once, possibly empty, unless ``wait`` seconds are
         given: then it sleeps until work arrives, a delayed message is due, or time is up.
         A paused topic yields nothing. ``ack``: deliveries to acknowledge first, in the same
         round trip (a loop's previous batch; use ``ack()`` to learn how many still held
-        their lease)."""
-        return self._run(self._claim(topic, group, count, lease, wait, ack))
+        their lease). ``holder``: who claims, e.g. a consumer's id; the console and ``find``
+        show it beside each in-flight message (a ``Consumer`` passes its own)."""
+        return self._run(self._claim(topic, group, count, lease, wait, ack, holder))
 
     def claim_due(self, topic: str, group: str = DEFAULT_GROUP, count: int = 100, *,
-                  lease: float | None = None, ack: Message | Sequence[Message] = ()
-                  ) -> Claimed:
+                  lease: float | None = None, ack: Message | Sequence[Message] = (),
+                  holder: str | None = None) -> Claimed:
         """``claim`` that never waits, and also says when the next delayed message falls
         due if fewer than ``count`` were due now: what a consumer loop needs to know how
         long it may sleep."""
-        return self._run(self._claim_due(topic, group, count, lease, ack))
+        return self._run(self._claim_due(topic, group, count, lease, ack, holder))
 
     def waiter(self, topic: str) -> Waiter:
         """A subscription that wakes when ``topic`` gets new ready work (one per topic)."""

@@ -80,7 +80,8 @@ class Confirmed(Strict):
 
 
 def _client(request: Request) -> rmq.Client:
-    return request.app.state.client
+    client: rmq.Client = request.app.state.client
+    return client
 
 
 def _confirm(topic: str, confirm: str) -> None:

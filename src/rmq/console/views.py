@@ -144,14 +144,14 @@ def _add_row(columns: dict[str, list[Any]], at: int, sample: rmq.HistorySample |
 
 
 def message_row(row: rmq.SnapshotRow, body_limit: int | None = 500) -> dict[str, Any]:
-    """A stored message for display. ``holder`` is None: storage does not record which
-    consumer holds a delivery (docs/console.md), only its lease."""
+    """A stored message for display. ``holder``: the id of the consumer that claimed an
+    in-flight message (None if its claim did not say who it was)."""
     return {
         "state": row.state, "group": row.group, "slot": row.slot, "priority": row.priority,
         "due_at": row.due_at, "attempts": row.attempts, "key": text_of(row.key),
         "body": text_of(row.body, body_limit), "body_bytes": len(row.body),
         "id": row.id, "lease_until": row.lease_until,
-        "dead_at": row.dead_at, "error": row.error, "holder": None,
+        "dead_at": row.dead_at, "error": row.error, "holder": row.holder,
     }
 
 

@@ -51,7 +51,7 @@ class Fetcher:
                     continue
                 waiter.drain()
                 messages, next_due = self.client.claim_due(
-                    self.topic, self.group, room, lease=self.lease)
+                    self.topic, self.group, room, lease=self.lease, holder=self.consumer_id)
                 if not self.running.is_set():
                     self.client.release(messages)
                     break

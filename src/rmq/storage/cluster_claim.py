@@ -50,11 +50,11 @@ _TRIES = 3
 
 
 class Band(NamedTuple):
-    """A slot's ready messages of one priority: how many, and the score of the oldest (which
-    orders the slots within a priority: the lower, the earlier due)."""
+    """A slot's ready messages of one priority: how many (``size``), and the score of the
+    oldest (which orders the slots within a priority: the lower, the earlier due)."""
 
     priority: int
-    count: int
+    size: int
     first: int
 
 
@@ -68,13 +68,13 @@ class SlotHead(NamedTuple):
 
     @property
     def described(self) -> int:
-        return sum(band.count for band in self.bands)
+        return sum(band.size for band in self.bands)
 
 
 class Share(NamedTuple):
-    """What one slot's claim takes: how many, and the lowest priority among them."""
+    """What one slot's claim takes: how many (``size``), and the lowest priority among them."""
 
-    count: int
+    size: int
     lowest: int
 
 
@@ -88,15 +88,16 @@ class Choice(NamedTuple):
 
 @lru_cache(maxsize=4096)
 def _head_keys(topic: str, group: str, slot: int) -> tuple[str, ...]:
-    keys = SlotKeys(topic, slot).group(group)
-    return (keys.ready, keys.delayed, keys.locks)
+    slot_keys = SlotKeys(topic, slot)
+    keys = slot_keys.group(group)
+    return (slot_keys.generation, keys.ready, keys.delayed, keys.locks)
 
 
-def head_call(topic: str, group: str, slot: int, now: int, depth: int, serial: bool,
-              promote_limit: int, window: int) -> Call:
+def head_call(topic: str, generation: str, group: str, slot: int, now: int, depth: int,
+              serial: bool, promote_limit: int, window: int) -> Call:
     """``head.lua`` on one slot of ``group`` (its header says what each argument is)."""
     return script_call(script("head"), _head_keys(topic, group, slot),
-                       [now, depth, int(serial), promote_limit, max(window, depth)])
+                       [now, depth, int(serial), promote_limit, max(window, depth), generation])
 
 
 def parse_head(reply: list[Any]) -> SlotHead:
@@ -116,13 +117,13 @@ def choose(heads: Mapping[int, SlotHead], wanted: int) -> Choice:
     for slot, head in heads.items():
         for band in head.bands:
             if band.priority >= floor:
-                by_priority[band.priority].append((band.first, slot, band.count))
+                by_priority[band.priority].append((band.first, slot, band.size))
     shares: dict[int, Share] = {}
     remaining = wanted
     for priority in sorted(by_priority, reverse=True):
-        for _, slot, count in sorted(by_priority[priority]):
-            taken = min(count, remaining)
-            before = shares[slot].count if slot in shares else 0
+        for _, slot, size in sorted(by_priority[priority]):
+            taken = min(size, remaining)
+            before = shares[slot].size if slot in shares else 0
             shares[slot] = Share(before + taken, priority)
             remaining -= taken
             if not remaining:
@@ -137,7 +138,7 @@ def _depths_after(heads: Mapping[int, SlotHead], shares: Mapping[int, Share], re
     was taken (its unread messages may all be among the best)."""
     depths = {}
     for slot, head in heads.items():
-        taken = shares[slot].count if slot in shares else 0
+        taken = shares[slot].size if slot in shares else 0
         if head.more or taken < head.described:
             depths[slot] = max(depth, remaining) if taken == head.described else depth
     return depths
@@ -145,15 +146,18 @@ def _depths_after(heads: Mapping[int, SlotHead], shares: Mapping[int, Share], re
 
 def claim_across_slots(slots: int, count: int, read_head: Callable[[int, int], Call],
                        claim_slot: Callable[[int, Share], Call],
-                       claimed: Callable[[int, Any], list[Message]]
-                       ) -> Op[tuple[list[Message], int | None]]:
+                       claimed: Callable[[int, Any], list[Message]],
+                       check: Callable[[Any], None]) -> Op[tuple[list[Message], int | None]]:
     """Claim up to ``count`` messages from a topic's ``slots`` slots (module doc); returns
     them best first, and the earliest delayed due time when fewer than ``count`` were
     claimed. ``read_head(slot, depth)`` and ``claim_slot(slot, share)`` build the calls,
-    ``claimed(slot, reply)`` reads a claim's reply."""
+    ``claimed(slot, reply)`` reads a claim's reply, ``check(reply)`` raises if a head's
+    reply says the topic is gone (deleted since its registry entry was read)."""
     depth = min(count, -(-count // slots) + _MARGIN)
     every_slot = dict.fromkeys(range(slots), depth)
     replies = yield [read_head(slot, d) for slot, d in every_slot.items()]
+    for reply in replies:
+        check(reply)
     heads = {slot: parse_head(reply) for slot, reply in zip(every_slot, replies, strict=True)}
     next_due = {slot: head.next_due for slot, head in heads.items()}
     messages: list[Message] = []
@@ -163,7 +167,7 @@ def claim_across_slots(slots: int, count: int, read_head: Callable[[int, int], C
         shares, unread = choose(heads, wanted)
         if not shares:
             break
-        chosen = sum(share.count for share in shares.values())
+        chosen = sum(share.size for share in shares.values())
         reread = _depths_after(heads, shares, wanted - chosen, depth) if unread else {}
         replies = yield ([claim_slot(slot, share) for slot, share in shares.items()]
                          + [read_head(slot, d) for slot, d in reread.items()])
@@ -177,8 +181,10 @@ def claim_across_slots(slots: int, count: int, read_head: Callable[[int, int], C
         if not reread:
             reread = every_slot
             replies = yield [read_head(slot, d) for slot, d in reread.items()]
-        heads = {slot: parse_head(reply)
-                 for slot, reply in zip(reread, replies[-len(reread):], strict=True)}
+        replies = replies[-len(reread):]
+        for reply in replies:
+            check(reply)
+        heads = {slot: parse_head(reply) for slot, reply in zip(reread, replies, strict=True)}
         next_due.update((slot, head.next_due) for slot, head in heads.items())
     messages.sort(key=lambda m: (-m.priority, m.due_at))
     if len(messages) == count:

@@ -83,6 +83,7 @@ class InflightRecord(NamedTuple):
     attempts: int
     due_at: int
     member: bytes
+    holder: str | None  # the claimer's id, when it said (a Consumer does)
 
 
 class DeadRecord(NamedTuple):
@@ -95,8 +96,17 @@ class DeadRecord(NamedTuple):
 
 
 def parse_inflight(record: bytes) -> InflightRecord:
-    p, a, due, member = record.split(b",", 3)
-    return InflightRecord(int(p), int(a), int(due), member)
+    """An in-flight record (``includes/records.lua``): ``p,a,due,`` then the member, or,
+    when the claimer said who it is, ``p,a,due;n,`` then a holder of ``n`` bytes and the
+    member."""
+    p, a, rest = record.split(b",", 2)
+    due, sep, rest = rest.partition(b",")
+    if b";" not in due:
+        return InflightRecord(int(p), int(a), int(due), rest, None)
+    due, size = due.split(b";")
+    n = int(size)
+    return InflightRecord(int(p), int(a), int(due), rest[n:],
+                          rest[:n].decode("utf-8", "replace"))
 
 
 def parse_dead(record: bytes) -> DeadRecord:

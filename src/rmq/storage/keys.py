@@ -38,6 +38,10 @@ class RegistryKeys:
         return f"{PREFIX}:{{{self.topic}}}:settings"
 
     @property
+    def generation(self) -> str:  # string: token of this topic's creation (storage.md)
+        return f"{PREFIX}:{{{self.topic}}}:generation"
+
+    @property
     def groups(self) -> str:  # set: bound group names
         return f"{PREFIX}:{{{self.topic}}}:groups"
 
@@ -62,8 +66,8 @@ class RegistryKeys:
 
     def all(self) -> list[str]:
         """The topic's registry keys (rings of history are per group: ``history_ring``)."""
-        return [self.settings, self.groups, self.unbound, self.paused, self.consumers,
-                self.history]
+        return [self.settings, self.generation, self.groups, self.unbound, self.paused,
+                self.consumers, self.history]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +80,10 @@ class SlotKeys:
     @property
     def tag(self) -> str:
         return f"{PREFIX}:{{{self.topic}:{self.slot}}}"
+
+    @property
+    def generation(self) -> str:  # string: the topic's generation, checked by every store
+        return f"{self.tag}:generation"
 
     @property
     def clock(self) -> str:  # string: last ready stamp handed out (keeps send order)

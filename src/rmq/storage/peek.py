@@ -31,7 +31,7 @@ from .codec import (
     ready_priority,
 )
 from .keys import GroupSlotKeys, SlotKeys
-from .snapshot import STATES, SnapshotRow
+from .snapshot import STATES, SnapshotRow, State
 
 __all__ = ["PeekPage", "MAX_PAGE", "peek", "find"]
 
@@ -53,13 +53,18 @@ class PeekPage:
         return asdict(self)
 
 
-def _size(k: GroupSlotKeys, state: str) -> Call:
-    key = {"ready": k.ready, "delayed": k.delayed, "in_flight": k.leases,
-           "dead": k.dead_index}[state]
-    return command("ZCARD", key)
+def _index(k: GroupSlotKeys, state: State) -> str:
+    """The sorted set that orders one slot's messages in ``state``."""
+    return {"ready": k.ready, "delayed": k.delayed, "in_flight": k.leases,
+            "dead": k.dead_index}[state]
 
 
-def _check(state: str, slot: int | None, slots: int, offset: int, limit: int) -> None:
+def _size(k: GroupSlotKeys, state: State) -> Call:
+    return command("ZCARD", _index(k, state))
+
+
+def _check(state: str, slot: int | None, slots: int, offset: int, limit: int) -> State:
+    """``state`` as one of :data:`STATES`, once every argument of the page is checked."""
     if state not in STATES:
         raise InvalidQuery(f"state must be one of {', '.join(STATES)}, got {state!r}")
     if slot is not None and (isinstance(slot, bool) or not isinstance(slot, int)
@@ -69,15 +74,16 @@ def _check(state: str, slot: int | None, slots: int, offset: int, limit: int) ->
         raise InvalidQuery(f"offset must be a non-negative integer, got {offset!r}")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
         raise InvalidQuery(f"limit must be an integer from 1 to {MAX_PAGE}, got {limit!r}")
+    return STATES[STATES.index(state)]
 
 
 def peek(topic: str, group: str, state: str, slots: int, slot: int | None, offset: int,
          limit: int, now: int) -> Op[PeekPage]:
     """A page of ``group``'s messages in ``state``; ``slot`` None pages through every slot."""
-    _check(state, slot, slots, offset, limit)
+    known = _check(state, slot, slots, offset, limit)
     chosen = list(range(slots)) if slot is None else [slot]
     keys = {s: SlotKeys(topic, s).group(group) for s in chosen}
-    sizes = yield [_size(keys[s], state) for s in chosen]
+    sizes = yield [_size(keys[s], known) for s in chosen]
     ranges: list[tuple[int, int, int]] = []  # slot, first, last (inclusive)
     skip, want = offset, limit
     for s, size in zip(chosen, sizes, strict=True):
@@ -91,15 +97,13 @@ def peek(topic: str, group: str, state: str, slots: int, slot: int | None, offse
         skip, want = 0, want - take
     rows: list[SnapshotRow] = []
     if ranges:
-        rows = yield from _read_ranges(topic, group, state, keys, ranges, now)
+        rows = yield from _read_ranges(topic, group, known, keys, ranges, now)
     return PeekPage(sum(sizes), offset, rows)
 
 
-def _read_ranges(topic: str, group: str, state: str, keys: dict[int, GroupSlotKeys],
+def _read_ranges(topic: str, group: str, state: State, keys: dict[int, GroupSlotKeys],
                  ranges: list[tuple[int, int, int]], now: int) -> Op[list[SnapshotRow]]:
-    index = {"ready": lambda k: k.ready, "delayed": lambda k: k.delayed,
-             "in_flight": lambda k: k.leases, "dead": lambda k: k.dead_index}[state]
-    entries = yield [command("ZRANGE", index(keys[s]), first, last, "WITHSCORES")
+    entries = yield [command("ZRANGE", _index(keys[s], state), first, last, "WITHSCORES")
                      for s, first, last in ranges]
     lookups = []
     for (s, _, _), found in zip(ranges, entries, strict=True):
@@ -117,7 +121,7 @@ def _read_ranges(topic: str, group: str, state: str, keys: dict[int, GroupSlotKe
     return rows
 
 
-def _row(topic: str, group: str, slot: int, state: str, name: bytes, score: float,
+def _row(topic: str, group: str, slot: int, state: State, name: bytes, score: float,
          value: bytes | None, now: int) -> SnapshotRow | None:
     if state in ("ready", "delayed"):
         body, key = decode_member(name)
@@ -134,7 +138,7 @@ def _row(topic: str, group: str, slot: int, state: str, name: bytes, score: floa
         body, key = decode_member(record.member)
         return SnapshotRow(topic, group, slot, state, record.priority, record.due_at,
                            record.attempts, key, body, delivery,
-                           lease_until(score) if score else None)
+                           lease_until(score) if score else None, holder=record.holder)
     dead = parse_dead(value)
     body, key = decode_member(dead.member)
     return SnapshotRow(topic, group, slot, state, dead.priority, dead.due_at, dead.attempts,
@@ -191,19 +195,19 @@ def find(topic: str, groups: Sequence[str], slots: int, body: bytes | None,
             # HSCAN's MATCH filters field names only: records are checked here
             scans[(group, s, "in_flight")] = ("HSCAN", k.inflight)
             scans[(group, s, "dead")] = ("HSCAN", k.dead)
-    pending: list[tuple[str, int, str, bytes, float]] = []
+    pending: list[tuple[str, int, State, bytes, float]] = []
     if member is not None:
         targets = [(g, s) for g in groups for s in chosen]
         scores = yield [command(kind, getattr(SlotKeys(topic, s).group(g), state), member)
                         for g, s in targets for kind, state in
                         (("ZSCORE", "ready"), ("ZSCORE", "delayed"))]
+        scored: tuple[State, State] = ("ready", "delayed")
         for i, (g, s) in enumerate(targets):
-            for state, score in zip(("ready", "delayed"), scores[2 * i: 2 * i + 2],
-                                    strict=True):
+            for state, score in zip(scored, scores[2 * i: 2 * i + 2], strict=True):
                 if score is not None:
                     pending.append((g, s, state, member, float(score)))
     scanned = yield from _scan_all(scans)
-    held: list[tuple[str, int, str, bytes, bytes]] = []
+    held: list[tuple[str, int, State, bytes, bytes]] = []
     for (group, s, state), pairs in scanned.items():
         if state in ("ready", "delayed"):
             pending += [(group, s, state, m, float(score)) for m, score in pairs if matches(m)]

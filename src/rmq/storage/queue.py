@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar, cast
 
 from ..errors import InvalidMessage
 from ..message import DeadLetter, Message
@@ -23,6 +23,7 @@ from .scripts import script
 
 __all__ = [
     "Outgoing",
+    "TopicGone",
     "MAX_SCRIPT_BATCH",
     "send",
     "claim",
@@ -51,6 +52,28 @@ class Outgoing(NamedTuple):
     priority: int
     due_at: int
 
+
+class TopicGone(Exception):
+    """A send or claim was refused by the scripts: the topic was deleted (``stale`` False),
+    or deleted and created again (``stale`` True), since the client read its generation.
+    The client reloads the topic once and either goes on or raises UnknownTopic."""
+
+    def __init__(self, topic: str, stale: bool):
+        super().__init__(f"topic {topic!r} was {'re-created' if stale else 'deleted'}")
+        self.topic = topic
+        self.stale = stale
+
+
+# What enqueue.lua and claim.lua return instead of their reply (includes/generation.lua).
+_GONE_UNKNOWN = 0
+_GONE_STALE = -1
+
+
+def _check_stored(topic: str, reply: Any) -> None:
+    if isinstance(reply, int):
+        raise TopicGone(topic, stale=reply == _GONE_STALE)
+
+
 MAX_SCRIPT_BATCH = 500  # messages per script call: keeps each call well under a millisecond
 _PROMOTE_LIMIT = 1000
 _RECOVER_LIMIT = 1000
@@ -67,8 +90,12 @@ def _retry_args(settings: TopicSettings) -> list[Any]:
     return [settings.max_retries, _ms(settings.retry_backoff), _ms(settings.retry_backoff_max)]
 
 
-def send(topic: str, groups: Sequence[str], batch: Sequence[Outgoing], now: int) -> Op[list[bool]]:
-    """Store ``batch`` in every group; returns, per message, whether it merged everywhere."""
+def send(topic: str, generation: str, groups: Sequence[str], batch: Sequence[Outgoing],
+         now: int) -> Op[list[bool]]:
+    """Store ``batch`` in every group; returns, per message, whether it merged everywhere.
+    Raises TopicGone if the topic is not at ``generation`` any more; if so, no slot stored
+    anything (each slot's call checks, and every slot shares the generation; a slot that
+    stored before a delete reached it has its data removed by that delete)."""
     by_slot: dict[int, list[int]] = defaultdict(list)
     for index, message in enumerate(batch):
         by_slot[message.slot].append(index)
@@ -79,9 +106,12 @@ def send(topic: str, groups: Sequence[str], batch: Sequence[Outgoing], now: int)
         for start in range(0, len(indexes), MAX_SCRIPT_BATCH):
             chunk = indexes[start : start + MAX_SCRIPT_BATCH]
             calls.append(script_call(script("enqueue"), keys,
-                                     [now, wake_channel(topic), *_runs(batch, chunk)]))
+                                     [generation, now, wake_channel(topic),
+                                      *_runs(batch, chunk)]))
             order.append(chunk)
     results = yield calls
+    for reply in results:
+        _check_stored(topic, reply)
     merged = [False] * len(batch)
     for chunk, flags in zip(order, results, strict=True):
         for i, flag in zip(chunk, flags, strict=True):
@@ -111,7 +141,7 @@ def _runs(batch: Sequence[Outgoing], chunk: list[int]) -> list[Any]:
 @lru_cache(maxsize=4096)
 def _enqueue_keys(topic: str, slot: int, groups: tuple[str, ...]) -> tuple[str, ...]:
     slot_keys = SlotKeys(topic, slot)
-    keys = [slot_keys.clock]
+    keys = [slot_keys.generation, slot_keys.clock]
     for group in groups:
         keys.extend(slot_keys.group(group).all())
     return tuple(keys)
@@ -124,7 +154,7 @@ def _group_keys(topic: str, slot: int, group: str) -> tuple[str, ...]:
 
 @lru_cache(maxsize=4096)
 def _claim_keys(topic: str, group: str, slots: tuple[int, ...]) -> tuple[str, ...]:
-    keys: list[str] = []
+    keys: list[str] = [SlotKeys(topic, slots[0]).generation]
     for slot in slots:
         slot_keys = SlotKeys(topic, slot)
         keys.append(slot_keys.seq)
@@ -145,16 +175,19 @@ def _claimed(topic: str, group: str, slots: Sequence[int], reply: list[Any],
     return out
 
 
-def claim(topic: str, group: str, settings: TopicSettings, count: int, now: int,
-          lease: float, one_call: bool) -> Op[tuple[list[Message], int | None]]:
+def claim(topic: str, generation: str, group: str, settings: TopicSettings, count: int,
+          now: int, lease: float, one_call: bool,
+          holder: str = "") -> Op[tuple[list[Message], int | None]]:
     """Claim up to ``count`` messages, best first; returns them and the next delayed due time
     (ms) when fewer than ``count`` were ready. ``one_call`` (single node) claims across all
     slots in one script; otherwise (a cluster) the slots' heads are read, then the best
     claimed, one call per slot, each round one pipeline per master (``cluster_claim.py``).
-    Priority is strict across the slots either way (docs/semantics.md, "Order")."""
+    Priority is strict across the slots either way (docs/semantics.md, "Order"). Raises
+    TopicGone if the topic is not at ``generation`` any more. ``holder``: who claims (a
+    consumer's id), kept with each delivery for the console and ``find`` to show."""
     lease_ms = _ms(lease)
     window = max(count, _SERIAL_SCAN) if settings.serial_keys else count
-    base = [now, 0, lease_ms, int(settings.serial_keys), _PROMOTE_LIMIT, 0]
+    base = [now, 0, lease_ms, int(settings.serial_keys), _PROMOTE_LIMIT, 0, generation, holder]
     lease_until = now + lease_ms
     if one_call:
         slots = list(range(settings.slots))
@@ -162,23 +195,27 @@ def claim(topic: str, group: str, settings: TopicSettings, count: int, now: int,
         args[1], args[5] = count, window
         keys = _claim_keys(topic, group, tuple(slots))
         (reply,) = yield [script_call(script("claim"), keys, args)]
-        next_due = reply[0] if reply[0] >= 0 else None
+        _check_stored(topic, reply)
+        next_due: int | None = reply[0] if reply[0] >= 0 else None
         return _claimed(topic, group, slots, reply, lease_until), next_due
 
     def claim_slot(slot: int, share: Share) -> Call:
         args = base[:]
-        args[1] = share.count
-        args[5] = max(share.count, _SERIAL_SCAN) if settings.serial_keys else share.count
+        args[1] = share.size
+        args[5] = max(share.size, _SERIAL_SCAN) if settings.serial_keys else share.size
         return script_call(script("claim"), _claim_keys(topic, group, (slot,)),
                            [*args, share.lowest])
 
-    def read_head(slot: int, wanted: int) -> Call:
-        return head_call(topic, group, slot, now, wanted, settings.serial_keys, _PROMOTE_LIMIT,
-                         _SERIAL_SCAN if settings.serial_keys else wanted)
+    def read_head(slot: int, depth: int) -> Call:
+        return head_call(topic, generation, group, slot, now, depth, settings.serial_keys,
+                         _PROMOTE_LIMIT, _SERIAL_SCAN if settings.serial_keys else depth)
 
-    return (yield from claim_across_slots(
-        settings.slots, count, read_head, claim_slot,
-        lambda slot, reply: _claimed(topic, group, [slot], reply, lease_until)))
+    def claimed(slot: int, reply: Any) -> list[Message]:
+        _check_stored(topic, reply)
+        return _claimed(topic, group, [slot], reply, lease_until)
+
+    return (yield from claim_across_slots(settings.slots, count, read_head, claim_slot,
+                                          claimed, lambda reply: _check_stored(topic, reply)))
 
 
 def _by_slot(messages: Iterable[Message]) -> dict[tuple[str, str, int], list[Message]]:
@@ -209,7 +246,7 @@ def with_acks(acks: Sequence[Message], one_call: bool, op: Op[T]) -> Op[T]:
     if not acks:
         return (yield from op)
     _, value = yield from together([ack(acks, one_call), op])
-    return value
+    return cast(T, value)
 
 
 def _by_group(messages: Iterable[Message], one_call: bool

@@ -6,6 +6,7 @@ bound groups, the paused flag, and the consumers' heartbeats. Sans-IO operations
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -35,13 +36,17 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class TopicInfo:
-    """A topic as registered: settings, the groups that receive its messages, paused flag."""
+    """A topic as registered: settings, the groups that receive its messages, paused flag,
+    and its generation (a token of this creation of the topic, "" for a topic created
+    before generations existed), which every send and claim passes along: the scripts
+    refuse a generation that is not the slot's (docs/storage.md, "Deleted topics")."""
 
     name: str
     settings: TopicSettings
     bound_groups: tuple[str, ...]
     paused: bool
     unbound_groups: tuple[str, ...] = ()  # unbound, but what they held stays until purged
+    generation: str = ""
 
     @property
     def groups(self) -> tuple[str, ...]:
@@ -94,15 +99,17 @@ def load_info(name: str, salvage: bool = False) -> Op[TopicInfo]:
     ``salvage`` reads a corrupt entry as the largest topic it could be (every possible slot,
     the readable group names): what ``delete_topic`` needs to remove one."""
     keys = RegistryKeys(name)
-    settings, groups, paused, unbound = yield [
+    settings, groups, paused, unbound, generation = yield [
         command("GET", keys.settings), command("SMEMBERS", keys.groups),
         command("GET", keys.paused), command("SMEMBERS", keys.unbound),
+        command("GET", keys.generation),
     ]
     if settings is None:
         raise UnknownTopic(name)
     try:
         return TopicInfo(name, _settings(name, settings), _names(name, groups),
-                         paused is not None, _names(name, unbound))
+                         paused is not None, _names(name, unbound),
+                         _generation(name, generation))
     except CorruptRegistry:
         if not salvage:
             raise
@@ -121,6 +128,18 @@ def _settings(name: str, stored: bytes) -> TopicSettings:
         raise CorruptRegistry(name, f"its settings are not RMQ's: {exc}") from None
 
 
+def _generation(name: str, stored: bytes | None) -> str:
+    if stored is None:
+        return ""  # created before generations existed: its sends and claims go unchecked
+    try:
+        generation = stored.decode("ascii")
+    except UnicodeDecodeError:
+        generation = ""
+    if not generation.isalnum():
+        raise CorruptRegistry(name, f"its generation is not RMQ's: {stored!r}")
+    return generation
+
+
 def _names(name: str, stored: set[bytes], readable: bool = False) -> tuple[str, ...]:
     """Group names as stored; a name that is not one (another program wrote it) makes the
     entry corrupt, or is left out when only the ``readable`` ones are wanted."""
@@ -136,13 +155,31 @@ def _names(name: str, stored: set[bytes], readable: bool = False) -> tuple[str, 
 
 
 def create_topic(name: str, settings: TopicSettings) -> Op[TopicSettings]:
-    """Register ``name``; the same settings again is a no-op, different ones TopicConflict."""
+    """Register ``name``; the same settings again is a no-op, different ones TopicConflict
+    (and nothing written).
+
+    The topic's generation is written before its settings, into the registry and into every
+    slot, so that whoever can read the settings can send and claim. Two creators at once
+    share one generation (the first ``SET NX`` wins) and the settings decide who created
+    the topic."""
     keys = RegistryKeys(name)
+    (stored,) = yield [command("GET", keys.settings)]
+    if stored is not None:
+        return _same_settings(name, stored, settings)
+    (generation,) = yield [command("SET", keys.generation, secrets.token_hex(8), "NX", "GET")]
+    if generation is None:
+        (generation,) = yield [command("GET", keys.generation)]
+    yield [command("SET", SlotKeys(name, slot).generation, generation)
+           for slot in range(settings.slots)]
     created, _ = yield [command("SET", keys.settings, settings.to_json(), "NX"),
                         command("SADD", TOPICS, name)]
     if created:
         return settings
     (stored,) = yield [command("GET", keys.settings)]
+    return _same_settings(name, stored, settings)
+
+
+def _same_settings(name: str, stored: bytes, settings: TopicSettings) -> TopicSettings:
     existing = _settings(name, stored)
     if existing != settings:
         raise TopicConflict(
@@ -163,11 +200,18 @@ def alter_topic(name: str, changes: dict[str, Any]) -> Op[TopicSettings]:
 
 
 def delete_topic(info: TopicInfo) -> Op[None]:
-    """Remove the topic from the registry first (so nobody sends to it), then its data."""
+    """Remove the topic from the registry first (so nobody sends to it), then its data.
+
+    Without its settings the topic is unknown to clients that load it from here on; without
+    its slots' generations, the scripts refuse the sends and claims of clients that still
+    have it cached. Both go before any data (the generations in slot order, which claim.lua
+    relies on), so nothing is stored into the topic once this returns."""
     keys = RegistryKeys(info.name)
-    # Without its settings the topic is unknown: sends and claims fail from here on.
-    yield [command("SREM", TOPICS, info.name), command("UNLINK", keys.settings)]
-    data = [k for k in keys.all() if k != keys.settings]
+    yield [command("SREM", TOPICS, info.name), command("UNLINK", keys.settings),
+           command("UNLINK", keys.generation)]
+    yield [command("UNLINK", SlotKeys(info.name, slot).generation)
+           for slot in range(info.settings.slots)]
+    data = [k for k in keys.all() if k not in (keys.settings, keys.generation)]
     for slot in range(info.settings.slots):
         slot_keys = SlotKeys(info.name, slot)
         data += [slot_keys.clock, slot_keys.seq]

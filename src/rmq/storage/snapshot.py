@@ -33,8 +33,9 @@ STATES: tuple[State, ...] = ("ready", "delayed", "in_flight", "dead")
 class SnapshotRow:
     """One stored message. ``attempts`` counts deliveries so far; ``id`` (``"slot-seq"``, as
     :attr:`Message.id` and :attr:`DeadLetter.id`) is set for in-flight messages and dead
-    letters; ``lease_until`` for in-flight ones; ``error`` and ``dead_at`` for dead letters.
-    Times are epoch milliseconds."""
+    letters; ``lease_until`` for in-flight ones, and ``holder``, the id of the consumer that
+    claimed it (None when the claim did not say); ``error`` and ``dead_at`` for dead
+    letters. Times are epoch milliseconds."""
 
     topic: str
     group: str
@@ -49,6 +50,7 @@ class SnapshotRow:
     lease_until: int | None = None
     dead_at: int | None = None
     error: str | None = None
+    holder: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -90,12 +92,13 @@ def snapshot_slot(topic: str, group: str, slot: int, now: int) -> Op[list[Snapsh
         body, key = decode_member(record.member)
         rows.append(SnapshotRow(topic, group, slot, "in_flight", record.priority, record.due_at,
                                 record.attempts, key, body, f"{slot}-{int(delivery)}",
-                                lease_of.get(delivery)))
+                                lease_of.get(delivery), holder=record.holder))
     for delivery, raw in dead.items():
-        record = parse_dead(raw)
-        body, key = decode_member(record.member)
-        rows.append(SnapshotRow(topic, group, slot, "dead", record.priority, record.due_at,
-                                record.attempts, key, body, f"{slot}-{int(delivery)}",
-                                dead_at=record.dead_at, error=record.error))
+        dead_record = parse_dead(raw)
+        body, key = decode_member(dead_record.member)
+        rows.append(SnapshotRow(topic, group, slot, "dead", dead_record.priority,
+                                dead_record.due_at, dead_record.attempts, key, body,
+                                f"{slot}-{int(delivery)}", dead_at=dead_record.dead_at,
+                                error=dead_record.error))
     return rows
 

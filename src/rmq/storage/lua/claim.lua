@@ -3,9 +3,10 @@
   Claim up to `count` due messages of one group, highest priority first, then FIFO, moving
   each into in flight with a lease. On a single node the client passes every slot of the
   topic, which makes priority strict across slots; on a cluster, one slot per call, with
-  the count and the lowest priority (ARGV[7]) chosen from the slots' heads (head.lua).
+  the count and the lowest priority (ARGV[9]) chosen from the slots' heads (head.lua).
 
-  KEYS         per slot, 10 keys: the slot's delivery-id counter, then the 9 group keys
+  KEYS[1]      the generation of the first slot claimed from (includes/generation.lua)
+  KEYS[2..]    per slot, 10 keys: the slot's delivery-id counter, then the 9 group keys
   ARGV[1]      now, epoch ms
   ARGV[2]      count
   ARGV[3]      lease, ms
@@ -13,12 +14,17 @@
   ARGV[5]      how many due delayed messages one slot promotes per call at most
   ARGV[6]      serial topics: how deep to look into each slot's ready messages for keys
                that are not in flight (>= count)
-  ARGV[7]      optional: the lowest priority to claim (a cluster claim's bound to the bands
+  ARGV[7]      the topic's generation as the client read it from the registry ("": none)
+  ARGV[8]      who claims (a consumer's id; "": not said), kept in each in-flight record
+  ARGV[9]      optional: the lowest priority to claim (a cluster claim's bound to the bands
                it chose from the slots' heads)
 
   Returns {next_due, then per claimed message: slot index (1-based, in KEYS order),
   delivery id, member, priority, attempts (including this one), due_ms}. next_due is the
   earliest delayed due time when fewer than `count` were claimed (-1 if none or not asked).
+  When the topic is gone, claims nothing and returns the integer GONE_UNKNOWN or GONE_STALE:
+  checking the first slot is enough, as delete_topic removes the slots' generations in
+  slot order before any data, and a single-node call starts at slot 0.
 
   Flags: allow-oom, since it only moves messages already stored (into in flight), so that
   consumers can drain a Redis that is out of memory; allow-cross-slot-keys, since on a
@@ -34,6 +40,12 @@ local rcall = redis.call
 --- @include "key_locks"
 --- @include "unlocked"
 --- @include "bulk"
+--- @include "generation"
+
+local gone = topic_gone(KEYS[1], ARGV[7])
+if gone then
+  return gone
+end
 
 local now = tonumber(ARGV[1])
 local count = tonumber(ARGV[2])
@@ -41,10 +53,11 @@ local lease_until = now + tonumber(ARGV[3])
 local serial = ARGV[4] == "1"
 local promote_limit = tonumber(ARGV[5])
 local window = tonumber(ARGV[6])
-local lowest = tonumber(ARGV[7])
+local holder = holder_part(ARGV[8])
+local lowest = tonumber(ARGV[9])
 
 local slots = {}
-for first = 1, #KEYS, 1 + GROUP_KEY_COUNT do
+for first = 2, #KEYS, 1 + GROUP_KEY_COUNT do
   local k = group_keys(first + 1)
   k.seq = KEYS[first]
   slots[#slots + 1] = k
@@ -173,7 +186,7 @@ for _, c in ipairs(order) do
   local due = math.min(stamp_due(ready_stamp(score)), now)
   local r, l = records[i], leases[i]
   r[#r + 1] = id
-  r[#r + 1] = inflight_record(p, attempts, due, member)
+  r[#r + 1] = inflight_record(p, attempts, due, holder, member)
   l[#l + 1] = fmt(lease_score(lease_until, n))
   l[#l + 1] = id
   if serial then

@@ -2,14 +2,17 @@
 --[[
   Send a batch of messages to one slot, into every bound group, merging duplicates.
 
-  KEYS[1]      string  the slot clock (last ready stamp handed out)
-  KEYS[2..]    per bound group, the 9 group keys of includes/group_keys.lua
-  ARGV[1]      now, epoch ms
-  ARGV[2]      wake channel, published when a sleeping consumer has something new to do
-  ARGV[3..]    runs of messages sharing a priority and a due time, in send order, each:
+  KEYS[1]      string  the slot's generation (includes/generation.lua)
+  KEYS[2]      string  the slot clock (last ready stamp handed out)
+  KEYS[3..]    per bound group, the 9 group keys of includes/group_keys.lua
+  ARGV[1]      the topic's generation as the client read it from the registry ("": none)
+  ARGV[2]      now, epoch ms
+  ARGV[3]      wake channel, published when a sleeping consumer has something new to do
+  ARGV[4..]    runs of messages sharing a priority and a due time, in send order, each:
                priority (0-255), due (epoch ms; <= now means ready now), n, then n members
 
-  Returns one integer per message: 1 when it merged into a pending message in every group.
+  Returns one integer per message: 1 when it merged into a pending message in every group;
+  or, storing nothing, the integer GONE_UNKNOWN or GONE_STALE when the topic is gone.
 
   No flags: without allow-oom, Redis refuses the whole script when it is out of memory,
   instead of failing at its first write and leaving a batch half sent.
@@ -17,13 +20,19 @@
 local rcall = redis.call
 --- @include "pending"
 --- @include "group_keys"
+--- @include "generation"
 
-local now = tonumber(ARGV[1])
-local clock = open_clock(KEYS[1], now)
+local gone = topic_gone(KEYS[1], ARGV[1])
+if gone then
+  return gone
+end
+
+local now = tonumber(ARGV[2])
+local clock = open_clock(KEYS[2], now)
 
 local runs = {}
 local total = 0
-local i = 3
+local i = 4
 while i <= #ARGV do
   local n = tonumber(ARGV[i + 2])
   runs[#runs + 1] = {tonumber(ARGV[i]), tonumber(ARGV[i + 1]), i + 3, i + 2 + n, total}
@@ -36,7 +45,7 @@ for n = 1, total do
   merged_everywhere[n] = 1
 end
 
-for first = 2, #KEYS, GROUP_KEY_COUNT do
+for first = 3, #KEYS, GROUP_KEY_COUNT do
   local k = group_keys(first)
   local merged = 0
   for _, run in ipairs(runs) do
@@ -54,5 +63,5 @@ for first = 2, #KEYS, GROUP_KEY_COUNT do
     rcall("HINCRBY", k.counters, "merged", merged)
   end
 end
-finish(clock, ARGV[2])
+finish(clock, ARGV[3])
 return merged_everywhere

@@ -7,18 +7,21 @@
   messages). On a serial topic only the messages a claim could take now count (the first
   of each key that is not in flight, includes/unlocked.lua), and only the first `depth`.
 
-  KEYS[1]      the group's ready zset in this slot
-  KEYS[2]      its delayed zset
-  KEYS[3]      its key locks (serial topics)
+  KEYS[1]      the slot's generation (includes/generation.lua)
+  KEYS[2]      the group's ready zset in this slot
+  KEYS[3]      its delayed zset
+  KEYS[4]      its key locks (serial topics)
   ARGV[1]      now, epoch ms
   ARGV[2]      depth: describe bands until they hold this many messages
   ARGV[3]      1 if the topic is key-serial
   ARGV[4]      how many due delayed messages to promote at most
   ARGV[5]      serial topics: how deep to look for keys that are not in flight (>= depth)
+  ARGV[6]      the topic's generation as the client read it from the registry ("": none)
 
   Returns {next_due or -1, more, then per band: priority, how many messages, the score of
   its first (oldest) message}; more is 1 when ready messages follow those described (all
-  of a lower priority, or on a serial topic of the last band's or lower).
+  of a lower priority, or on a serial topic of the last band's or lower). When the topic is
+  gone, touches nothing and returns the integer GONE_UNKNOWN or GONE_STALE, as claim.lua.
 
   Flags: allow-oom, since its promotion only moves messages already stored, so that
   consumers can drain a Redis that is out of memory.
@@ -29,10 +32,16 @@ local rcall = redis.call
 --- @include "member"
 --- @include "key_locks"
 --- @include "unlocked"
+--- @include "generation"
+
+local gone = topic_gone(KEYS[1], ARGV[6])
+if gone then
+  return gone
+end
 
 local now = tonumber(ARGV[1])
 local depth = tonumber(ARGV[2])
-local k = {ready = KEYS[1], delayed = KEYS[2], locks = KEYS[3]}
+local k = {ready = KEYS[2], delayed = KEYS[3], locks = KEYS[4]}
 
 -- Most slots have nothing delayed, or nothing due yet: one read of the delayed head says so.
 local out = {-1, 0}

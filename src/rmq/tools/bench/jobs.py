@@ -182,16 +182,15 @@ def consumer_job(url: str, topic: str, shared: tuple[Any, Any], target: int, con
     client = open_client(url)
     tally = SharedTally(shared[0], shared[1], target, keep)
 
-    if use_async:
-        async def handle(message: rmq.Message) -> None:
-            tally.add(message.body)
-    else:
-        def handle(message: rmq.Message) -> None:
-            tally.add(message.body)
+    def handle(message: rmq.Message) -> None:
+        tally.add(message.body)
+
+    async def handle_async(message: rmq.Message) -> None:
+        tally.add(message.body)
 
     def run() -> tuple[int, Counter[bytes]]:
-        consumer = rmq.Consumer(client, topic, handle, concurrency=concurrency,
-                                prefetch=NOOP_PREFETCH).start()
+        consumer = rmq.Consumer(client, topic, handle_async if use_async else handle,
+                                concurrency=concurrency, prefetch=NOOP_PREFETCH).start()
         tally.done.wait(CONSUME_TIMEOUT)
         consumer.stop()
         return tally.count, tally.bodies or Counter()

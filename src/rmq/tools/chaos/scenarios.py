@@ -148,9 +148,12 @@ def worker_kills(stage: Stage, size: int = 2000, kills: int = 5, workers: int = 
     _preload(client, topic, sent)
     marks = sorted(int(stage.rng.uniform(0.05, 0.85) * size) for _ in range(kills))
     in_flight_at_kill, bound = [], 0
+
+    def handled(count: int) -> Callable[[], bool]:
+        return lambda: fleet.handlings() >= count
+
     for mark in marks:
-        wait_until(lambda m=mark: fleet.handlings() >= m, _drain_timeout(size),
-                   f"{mark} handlings", interval=0.005)
+        wait_until(handled(mark), _drain_timeout(size), f"{mark} handlings", interval=0.005)
         victim = stage.rng.choice(fleet.alive())
         in_flight_at_kill.append(_totals(client, topic)[1])
         victim.kill()
@@ -193,19 +196,26 @@ def outages(stage: Stage, name: str, size: int, url: str, control_url: str,
     producer.start()
     marks = sorted(int(stage.rng.uniform(0.1, 0.8) * size) for _ in faults)
     send_back, consume_back, outage = [], [], []
+
+    def sent(count: int) -> Callable[[], bool]:
+        return lambda: producer.done >= count or not producer.is_alive()
+
+    def sending_since(moment: float) -> Callable[[], object]:
+        return lambda: producer.successes_after(moment) or not producer.is_alive()
+
+    def acked_beyond(count: int) -> Callable[[], bool]:
+        return lambda: acked() > count
+
     for mark, (inject, repair) in zip(marks, faults, strict=True):
-        wait_until(lambda m=mark: producer.done >= m or not producer.is_alive(),
-                   _drain_timeout(size), f"{mark} sends")
+        wait_until(sent(mark), _drain_timeout(size), f"{mark} sends")
         struck = time.monotonic()
         inject()
         repair()
         repaired = time.monotonic()
         outage.append(repaired - struck)
         acked_then = acked()
-        send_back.append(_timed(lambda r=repaired: producer.successes_after(r)
-                                or not producer.is_alive(), SEND_BOUND, "a send"))
-        consume_back.append(_timed(lambda a=acked_then: acked() > a, SEND_BOUND,
-                                   "an acknowledgement"))
+        send_back.append(_timed(sending_since(repaired), SEND_BOUND, "a send"))
+        consume_back.append(_timed(acked_beyond(acked_then), SEND_BOUND, "an acknowledgement"))
     producer.join(_drain_timeout(size))
     problems = [f"a send raised something other than RedisUnavailable: {e}"
                 for e in producer.other_errors[:5]]

@@ -270,7 +270,8 @@ def run(config: DemoConfig) -> dict[str, Any]:
 def _summarise(client: Client, config: DemoConfig, topic: str, prices_key: str,
                renderer: Renderer, sent: int, merged: int, publish_seconds: float,
                wall: float) -> dict[str, Any]:
-    prices = {k.decode(): int(v) for k, v in client.redis.hgetall(prices_key).items()}
+    prices = {(k.decode() if isinstance(k, bytes) else k): int(v)
+              for k, v in client.redis.hgetall(prices_key).items()}
     (config.out / "prices.json").write_text(json.dumps(prices, indent=1, sort_keys=True))
     stale = sorted(p for p, cents in prices.items()
                    if not (config.out / f"{p}.png").exists()

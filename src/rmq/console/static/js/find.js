@@ -19,8 +19,10 @@
   function holder(r) {
     if (r.state !== "in_flight") return td("–", "muted");
     const lease = r.lease_until ? `lease until ${fmt.time(r.lease_until)}` : "lease ended";
-    return el("td", { title: "storage records a delivery's lease, not its consumer (docs/console.md)" },
-      `a consumer of ${r.group}`, el("div", { class: "prio-text" }, lease));
+    const who = r.holder
+      ? el("span", { class: "mono" }, r.holder)
+      : el("span", { title: "claimed without a consumer id (claim's holder argument)" }, `a consumer of ${r.group}`);
+    return el("td", {}, who, el("div", { class: "prio-text" }, lease));
   }
 
   async function search(fields) {

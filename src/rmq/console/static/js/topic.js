@@ -112,8 +112,10 @@
     }
     if (view.state === "in_flight") {
       const lease = r.lease_until ? `${fmt.time(r.lease_until)} (${r.lease_until > now ? "in " + fmt.age(r.lease_until - now) : "expired"})` : "–";
-      const holder = el("td", { class: "muted", title: "storage records a delivery's lease, not its consumer (docs/console.md)" },
-        `a consumer of ${r.group} (${g ? g.consumers_alive : "?"} alive)`);
+      const holder = r.holder
+        ? td(r.holder, "mono")
+        : el("td", { class: "muted", title: "claimed without a consumer id (claim's holder argument)" },
+          `a consumer of ${r.group} (${g ? g.consumers_alive : "?"} alive)`);
       return [td(r.id, "mono"), ...common, td(r.attempts, "num"), td(lease), holder, key, body];
     }
     return [td(r.id, "mono"), ...common, td(r.attempts, "num"), td(fmt.when(r.dead_at)),

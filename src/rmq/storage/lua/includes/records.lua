@@ -1,9 +1,10 @@
 --[[
   Records of messages that left the pending zsets, as text headers before the member:
-    in flight:   "priority,attempts,due_ms," .. member
+    in flight:   "priority,attempts,due_ms," .. member                 (no holder known)
+                 "priority,attempts,due_ms;holder_len," .. holder .. member  (claimed by holder)
     dead letter: "priority,attempts,due_ms,dead_ms,error_len," .. error .. member
 
-  Provides: inflight_record, parse_inflight, dead_record, parse_dead.  Needs: nothing.
+  Provides: holder_part, inflight_record, parse_inflight, dead_record, parse_dead.  Needs: nothing.
 ]]
 -- A claim writes one record per message, mostly with the same few numbers: their text is
 -- kept, so a record costs one concatenation instead of a string.format (4x the time).
@@ -18,12 +19,25 @@ local function int_text(n)
   return text
 end
 
-local function inflight_record(priority, attempts, due, member)
-  return int_text(priority) .. "," .. int_text(attempts) .. "," .. int_text(due) .. "," .. member
+-- holder_part: "," for no holder, or ";" .. #holder .. "," .. holder (the claim makes it once)
+local function holder_part(holder)
+  if holder == "" then
+    return ","
+  end
+  return ";" .. #holder .. "," .. holder
+end
+
+local function inflight_record(priority, attempts, due, holder_text, member)
+  return int_text(priority) .. "," .. int_text(attempts) .. "," .. int_text(due) .. holder_text
+    .. member
 end
 
 local function parse_inflight(record)
-  local p, a, d, rest = string.match(record, "^(%d+),(%d+),(%d+),()")
+  local p, a, d, sep, rest = string.match(record, "^(%d+),(%d+),(%d+)([,;])()")
+  if sep == ";" then
+    local n, from = string.match(record, "^(%d+),()", rest)
+    rest = from + tonumber(n)
+  end
   return tonumber(p), tonumber(a), tonumber(d), string.sub(record, rest)
 end
 

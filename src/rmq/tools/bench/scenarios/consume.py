@@ -4,6 +4,8 @@ no-op handler, threaded and async, against Redis Streams XREADGROUP + XACK."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 import rmq
 
@@ -73,8 +75,9 @@ def run(bench: Bench) -> Report:
             _fill(bench, topic, bodies)
         with step(label):
             if how.startswith("claim"):
-                args = [(url, topic, CLAIM, bench.verify, how == "claim+ack")] * procs
-                job = claim_ack_job
+                args: list[tuple[Any, ...]] = [
+                    (url, topic, CLAIM, bench.verify, how == "claim+ack")] * procs
+                job: Callable[..., Callable[[], Any]] = claim_ack_job
             else:
                 shared = (ctx.Value("q", 0), ctx.Event())
                 args = [(url, topic, shared, s.consume, s.concurrency, how == "async",

@@ -82,7 +82,9 @@ def _wake_ups_streams(bench: Bench) -> list[float]:
     def consume() -> None:
         reader = redis.Redis.from_url(bench.url)
         while not stop.is_set():
-            reply = reader.xreadgroup("g", "c", {"ref:wake": ">"}, count=1, block=200)
+            # [[stream, [(id, fields), ...]]]: redis-py's annotation is a union of every
+            # protocol's reply shape, which does not index.
+            reply: Any = reader.xreadgroup("g", "c", {"ref:wake": ">"}, count=1, block=200)
             for entry_id, fields in (reply[0][1] if reply else []):
                 arrived[fields[b"b"]] = time.perf_counter()
                 reader.xack("ref:wake", "g", entry_id)

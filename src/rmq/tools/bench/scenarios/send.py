@@ -3,6 +3,9 @@ from several processes, against Redis Streams XADD and the raw merge-enqueue Lua
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from ..context import Bench
 from ..jobs import (
     merge_lua_job,
@@ -35,11 +38,11 @@ def run(bench: Bench) -> Report:
     expected = 0
 
     # one thread, then concurrent senders sharing one client (group commit)
-    singles = [("send, one at a time", b"one", send_one_job, ()),
-               (f"send, one at a time, {THREADS} threads", b"threads", send_threads_job,
-                (THREADS,)),
-               (f"send, one at a time, {TASKS} asyncio tasks", b"tasks", send_tasks_job,
-                (TASKS,))]
+    singles: list[tuple[str, bytes, Callable[..., Callable[[], Any]], tuple[int, ...]]] = [
+        ("send, one at a time", b"one", send_one_job, ()),
+        (f"send, one at a time, {THREADS} threads", b"threads", send_threads_job, (THREADS,)),
+        (f"send, one at a time, {TASKS} asyncio tasks", b"tasks", send_tasks_job, (TASKS,)),
+    ]
     for label, tag, job, extra in singles:
         with step(f"{label}, {s.send_single} messages"):
             span = time_inline(job, url, TOPIC, Bodies(tag, s.body_size, 0, s.send_single),

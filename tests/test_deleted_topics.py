@@ -1,0 +1,151 @@
+"""Deleted topics (issue 12, point 3): once ``delete_topic`` returns, no client stores into
+the topic or claims from it, whatever its registry cache holds; a topic created again starts
+empty, and clients that cached the old one use the new one. See docs/storage.md, "Deleted
+topics"."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
+from helpers import rows
+
+from rmq import errors
+from rmq.client.coalesce import _store, _Ticket
+from rmq.client.outgoing import prepare
+from rmq.storage.keys import RegistryKeys, SlotKeys
+
+CACHED = 3600.0  # a registry cache that would hold the deleted entry for the whole test
+
+
+def topic_keys(client, topic: str) -> list[bytes]:
+    return sorted(client.redis.scan_iter(match=f"rmq:{{{topic}*"))
+
+
+def test_sends_and_claims_from_a_stale_cache_fail_at_once_and_store_nothing(make_client):
+    admin, other = make_client(), make_client(registry_ttl=CACHED)
+    admin.create_topic("t", slots=4)
+    other.send("t", b"before")  # caches the entry
+    held = other.claim("t", count=1)
+    assert [m.body for m in held] == [b"before"]
+
+    admin.delete_topic("t")
+
+    assert other.extend(held, 30) == [False]
+    assert other.ack(held) == 0
+
+    with pytest.raises(errors.UnknownTopic):
+        other.send("t", b"after")
+    with pytest.raises(errors.UnknownTopic):
+        other.send_many("t", [b"a", b"b", b"c"])
+    with pytest.raises(errors.UnknownTopic):
+        other.claim("t")
+    assert topic_keys(admin, "t") == []
+    admin.create_topic("t", slots=4)
+    assert rows(admin, "t") == []
+
+
+def test_a_topic_created_again_is_used_by_clients_that_cached_the_old_one(make_client):
+    admin, other = make_client(), make_client(registry_ttl=CACHED)
+    admin.create_topic("t", slots=2)
+    other.send("t", b"old")
+    admin.delete_topic("t")
+    admin.create_topic("t", slots=16, max_retries=1)
+
+    other.send("t", b"new")  # refused under the old generation, then sent to the new topic
+    assert other.send_many("t", [b"x", b"y"]).sent == 2
+    assert sorted(r.body for r in rows(admin, "t")) == [b"new", b"x", b"y"]
+    assert {r.slot for r in rows(admin, "t")} <= set(range(16))
+    claimed = other.claim("t", count=10)
+    assert sorted(m.body for m in claimed) == [b"new", b"x", b"y"]
+    assert other.topic("t").settings.slots == 16
+
+
+def test_no_send_lands_after_delete_topic_returns(make_client):
+    """The issue's race: a client sending in a loop while another deletes the topic. Every
+    send that starts after delete_topic returned fails, and the topic holds nothing."""
+    admin, sender = make_client(), make_client(kind="sync", registry_ttl=CACHED)
+    admin.create_topic("t", slots=8)
+    deleted = threading.Event()
+    late_successes: list[int] = []
+    refused_after = 0
+    started = threading.Event()
+
+    def send_in_a_loop() -> None:
+        nonlocal refused_after
+        i = 0
+        while refused_after < 50:
+            after_delete = deleted.is_set()
+            i += 1
+            try:
+                sender.send("t", f"m{i}".encode())
+            except errors.UnknownTopic:
+                if after_delete:
+                    refused_after += 1
+                continue
+            started.set()
+            if after_delete:
+                late_successes.append(i)
+
+    thread = threading.Thread(target=send_in_a_loop)
+    thread.start()
+    assert started.wait(10)
+    admin.delete_topic("t")
+    deleted.set()
+    thread.join(30)
+    assert not thread.is_alive()
+
+    assert late_successes == []
+    assert topic_keys(admin, "t") == []
+
+
+def test_a_group_commit_stores_the_live_topics_and_refuses_only_the_deleted_one(make_client):
+    client = make_client(kind="sync", registry_ttl=CACHED)
+    client.create_topic("gone")
+    client.create_topic("live")
+    gone, live = client.topic("gone"), client.topic("live")
+    client.delete_topic("gone")
+    now = client.now()
+    tickets = [_Ticket(info.name, info.generation, info.groups,
+                       prepare(info.settings, now, body), now)
+               for info, body in ((gone, b"lost"), (live, b"kept"))]
+
+    client._run(_store(tickets))
+
+    assert tickets[0].error is not None and not tickets[0].error.stale
+    assert tickets[1].error is None
+    assert [r.body for r in rows(client, "live")] == [b"kept"]
+    assert topic_keys(client, "gone") == []
+
+
+def test_creating_a_topic_writes_one_generation_into_the_registry_and_every_slot(client):
+    client.create_topic("t", slots=4)
+    generation = client.topic("t", fresh=True).generation
+    assert generation and generation.isalnum()
+    stored = [client.redis.get(SlotKeys("t", s).generation) for s in range(4)]
+    assert stored == [generation.encode()] * 4
+    assert client.create_topic("t", slots=4) and client.topic("t", fresh=True).generation \
+        == generation  # the same settings again: nothing rewritten
+    with pytest.raises(errors.TopicConflict):
+        client.create_topic("t", slots=2)
+    assert client.redis.get(RegistryKeys("t").generation) == generation.encode()
+    assert client.redis.get(SlotKeys("t", 4).generation) is None
+
+
+def test_a_topic_created_before_generations_existed_still_works_unchecked(client):
+    client.create_topic("t", slots=2)
+    client.redis.delete(RegistryKeys("t").generation,
+                        *(SlotKeys("t", s).generation for s in range(2)))
+    assert client.topic("t", fresh=True).generation == ""
+    client.send("t", b"x")
+    assert [m.body for m in client.claim("t")] == [b"x"]
+
+
+def test_a_generation_that_is_not_rmqs_makes_the_entry_corrupt(client):
+    client.create_topic("t")
+    client.redis.set(RegistryKeys("t").generation, "not one!")
+    with pytest.raises(errors.CorruptRegistry, match="generation"):
+        client.topic("t", fresh=True)
+    client.delete_topic("t")  # a corrupt entry can still be deleted
+    assert topic_keys(client, "t") == []

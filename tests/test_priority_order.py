@@ -1,5 +1,7 @@
-"""Claim order (SPEC §3): highest priority first, then earliest due first (FIFO). Strict across
-all slots on a single node; within a slot on any deployment."""
+"""Claim order (SPEC §3): highest priority first, then earliest due first (FIFO). Priority is
+strict across all slots on any deployment; within a priority the order is exact across slots
+on a single node, and on a cluster each claim starts at the oldest message of any slot
+(docs/semantics.md, ``test_cluster_claims.py``)."""
 
 from __future__ import annotations
 

@@ -164,6 +164,11 @@ class ClusterBatch:
         return self.results
 
 
+async def _nothing(_: BaseException) -> None:
+    """The retry policy's failure callback: every fault marks the batch's slot map stale,
+    so the next try refreshes it first."""
+
+
 def _redirections_exceeded(batch: ClusterBatch) -> RedisConnectionError:
     return RedisConnectionError(
         f"Redis Cluster kept redirecting {len(batch.todo)} call(s) after {_REDIRECTS} "
@@ -187,7 +192,8 @@ class ClusterExecutor:
     def __call__(self, calls: list[Call]) -> list[Any]:
         batch = ClusterBatch(calls)
         with map_errors():
-            self.retry.call_with_retry(lambda: self._try(batch), lambda _: self._refresh())
+            # every fault marks the slot map stale: the next try refreshes it first
+            self.retry.call_with_retry(lambda: self._try(batch), lambda _: None)
             return batch.values()
 
     def _try(self, batch: ClusterBatch) -> None:
@@ -201,17 +207,39 @@ class ClusterExecutor:
                               self.client.get_default_node)
             self.round_trips += 1
             self.pipelines += len(plan)
-            sent = [self._send(node, commands) for node, _, commands in plan]
-            for (node, indexes, commands), (connection, lost) in zip(plan, sent, strict=True):
-                replies, lost = self._read(node, connection, commands, lost)
-                batch.settle(indexes, replies, lost)
+            self._round(batch, plan)
             if not batch.next_round():
                 return
         raise _redirections_exceeded(batch)
 
-    def _send(self, node: Any, commands: list[tuple[Any, ...]]) -> tuple[Any, BaseException | None]:
+    def _round(self, batch: ClusterBatch, plan: list[_NodeRound]) -> None:
+        """Write every node's pipeline, then read every node's replies into ``batch``."""
+        sent = []
+        unread: list[tuple[redis.Redis, Any]] = []  # written to, replies not read yet
+        try:
+            for node, _, commands in plan:
+                server = self.client.get_redis_connection(node)
+                connection, lost = self._send(server, commands)
+                sent.append((server, connection, lost))
+                if connection is not None:
+                    unread.append((server, connection))
+            for (_, indexes, commands), (server, connection, lost) in zip(plan, sent,
+                                                                          strict=True):
+                if connection is not None:
+                    unread.remove((server, connection))
+                replies, lost = self._read(server, connection, commands, lost)
+                batch.settle(indexes, replies, lost)
+        except BaseException:
+            for server, connection in unread:  # their replies would confuse the next user
+                connection.disconnect()
+                server.connection_pool.release(connection)
+            raise
+
+    @staticmethod
+    def _send(server: redis.Redis, commands: list[tuple[Any, ...]]
+              ) -> tuple[Any, BaseException | None]:
         """Write one node's pipeline; returns its connection, or the error that stopped it."""
-        pool = self.client.get_redis_connection(node).connection_pool
+        pool = server.connection_pool
         connection = None
         try:
             try:
@@ -226,13 +254,13 @@ class ClusterExecutor:
             return None, error
         return connection, None
 
-    def _read(self, node: Any, connection: Any, commands: list[tuple[Any, ...]],
+    @staticmethod
+    def _read(server: redis.Redis, connection: Any, commands: list[tuple[Any, ...]],
               lost: BaseException | None) -> tuple[list[Any], BaseException | None]:
         """Read one node's replies (an error reply in its place); a lost connection ends
         them early and is returned."""
         if connection is None:
             return [], lost
-        server = self.client.get_redis_connection(node)
         replies: list[Any] = []
         try:
             for command in commands:
@@ -272,7 +300,7 @@ class AsyncClusterExecutor:
         batch = ClusterBatch(calls)
         with map_errors():
             await self.client.initialize()  # reads the slot map on first use, then returns
-            await self.retry.call_with_retry(lambda: self._try(batch), self._refresh)
+            await self.retry.call_with_retry(lambda: self._try(batch), _nothing)
             return batch.values()
 
     async def _try(self, batch: ClusterBatch) -> None:
@@ -304,6 +332,6 @@ class AsyncClusterExecutor:
             return [], error
         return [command.result for command in pipeline], None
 
-    async def _refresh(self, _: BaseException | None = None) -> None:
+    async def _refresh(self) -> None:
         with contextlib.suppress(RedisError, OSError):  # as ClusterExecutor._refresh
             await self.client.nodes_manager.initialize()

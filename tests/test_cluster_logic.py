@@ -18,9 +18,10 @@ from redis.exceptions import (
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+import rmq
 from rmq.client.cluster import ClusterBatch
 from rmq.storage.calls import command, script_call
-from rmq.storage.cluster_claim import Band, Choice, Share, SlotHead, choose
+from rmq.storage.cluster_claim import Band, Choice, Share, SlotHead, choose, claim_across_slots
 from rmq.storage.scripts import script
 
 # -- choosing from the heads -----------------------------------------------------------
@@ -58,6 +59,71 @@ def test_a_band_at_the_floor_is_chosen_from_every_slot():
 
 def test_empty_heads_choose_nothing():
     assert choose({0: head(), 1: head()}, 5) == Choice({}, False)
+
+
+# -- the rounds of a claim, fed the replies a cluster would give ---------------------------
+
+def head_reply(*bands: tuple[int, int, int], more: bool = False, next_due: int = -1
+               ) -> list[int]:
+    return [next_due, int(more), *(n for band in bands for n in band)]
+
+
+def claim_rounds(slots: int, count: int) -> Any:
+    """A cluster claim whose calls are ("head", slot, depth) and ("claim", slot, share), and
+    whose claim replies are the bodies taken from that slot."""
+    return claim_across_slots(
+        slots, count, lambda slot, depth: ("head", slot, depth),
+        lambda slot, share: ("claim", slot, share),
+        lambda slot, bodies: [rmq.Message("t", "g", slot, i, body, 1, 1, 0)
+                              for i, body in enumerate(bodies)],
+        lambda reply: None)
+
+
+def test_a_claim_that_finds_nothing_is_one_round_and_says_when_the_next_is_due():
+    rounds = claim_rounds(3, 10)
+    assert next(rounds) == [("head", 0, 8), ("head", 1, 8), ("head", 2, 8)]
+    with pytest.raises(StopIteration) as done:
+        rounds.send([head_reply(), head_reply(next_due=900), head_reply(next_due=700)])
+    assert done.value.value == ([], 700)
+
+
+def test_a_claim_stopped_at_the_floor_claims_and_reads_deeper_in_one_round():
+    rounds = claim_rounds(2, 5)
+    next(rounds)  # heads at depth 5 (a share of 3, plus the margin, at most the count)
+    crowded = head_reply((255, 1, 1), (254, 1, 2), (253, 1, 3), more=True)
+    assert rounds.send([crowded, head_reply((100, 9, 0))]) == [
+        ("claim", 0, Share(3, 253)), ("head", 0, 5), ("head", 1, 5)]
+    assert rounds.send([[b"a", b"b", b"c"], head_reply((252, 1, 4)),
+                        head_reply((100, 9, 0))]) == [
+        ("claim", 0, Share(1, 252)), ("claim", 1, Share(1, 100))]
+    with pytest.raises(StopIteration) as done:
+        rounds.send([[b"d"], [b"e"]])
+    messages, next_due = done.value.value
+    assert [m.body for m in messages] == [b"a", b"b", b"c", b"d", b"e"] and next_due is None
+
+
+def test_a_claim_that_others_beat_to_its_messages_reads_the_heads_again():
+    rounds = claim_rounds(2, 2)
+    next(rounds)
+    assert rounds.send([head_reply((128, 2, 10)), head_reply()]) == [
+        ("claim", 0, Share(2, 128))]
+    assert rounds.send([[]]) == [("head", 0, 2), ("head", 1, 2)]  # someone took both
+    assert rounds.send([head_reply(), head_reply((128, 1, 30))]) == [
+        ("claim", 1, Share(1, 128))]
+    with pytest.raises(StopIteration) as done:
+        rounds.send([[b"late"]])
+    assert [m.body for m in done.value.value[0]] == [b"late"]
+
+
+def test_a_claim_beaten_every_time_gives_up_after_a_few_rounds():
+    rounds = claim_rounds(1, 1)
+    batch = next(rounds)
+    tries = 0
+    with pytest.raises(StopIteration) as done:
+        while True:
+            batch = rounds.send([head_reply((128, 1, 10))] if batch[0][0] == "head" else [[]])
+            tries += batch[0][0] == "head"
+    assert done.value.value == ([], None) and tries == 3
 
 
 # -- a batch of calls on a cluster -----------------------------------------------------

@@ -8,7 +8,7 @@ scripts wrote through it.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 __all__ = [
     "EPOCH_MS",
@@ -23,6 +23,7 @@ __all__ = [
     "DeadRecord",
     "parse_inflight",
     "parse_dead",
+    "scored_pairs",
 ]
 
 EPOCH_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
@@ -114,3 +115,12 @@ def parse_dead(record: bytes) -> DeadRecord:
     size = int(n)
     error = rest[:size].decode("utf-8", "replace")
     return DeadRecord(int(p), int(a), int(due), int(dead_at), error, rest[size:])
+
+
+def scored_pairs(reply: list[Any]) -> list[tuple[bytes, float]]:
+    """(member, score) pairs of a ``ZRANGE ... WITHSCORES`` reply: redis-py 5 leaves the raw
+    command's reply flat (member, score text, ...), later versions pair it up."""
+    if reply and isinstance(reply[0], list | tuple):
+        return [(member, float(score)) for member, score in reply]
+    return [(member, float(score)) for member, score in zip(reply[0::2], reply[1::2],
+                                                            strict=True)]

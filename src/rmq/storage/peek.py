@@ -29,6 +29,7 @@ from .codec import (
     parse_inflight,
     ready_due,
     ready_priority,
+    scored_pairs,
 )
 from .keys import GroupSlotKeys, SlotKeys
 from .snapshot import STATES, SnapshotRow, State
@@ -103,8 +104,9 @@ def peek(topic: str, group: str, state: str, slots: int, slot: int | None, offse
 
 def _read_ranges(topic: str, group: str, state: State, keys: dict[int, GroupSlotKeys],
                  ranges: list[tuple[int, int, int]], now: int) -> Op[list[SnapshotRow]]:
-    entries = yield [command("ZRANGE", _index(keys[s], state), first, last, "WITHSCORES")
+    replies = yield [command("ZRANGE", _index(keys[s], state), first, last, "WITHSCORES")
                      for s, first, last in ranges]
+    entries = [scored_pairs(reply) for reply in replies]
     lookups = []
     for (s, _, _), found in zip(ranges, entries, strict=True):
         names = [name for name, _ in found] or [b""]

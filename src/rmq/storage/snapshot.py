@@ -20,6 +20,7 @@ from .codec import (
     parse_inflight,
     ready_due,
     ready_priority,
+    scored_pairs,
 )
 from .keys import SlotKeys
 
@@ -56,15 +57,6 @@ class SnapshotRow:
         return asdict(self)
 
 
-def _scored(reply: list[Any]) -> list[tuple[bytes, float]]:
-    """(member, score) pairs of a ``ZRANGE ... WITHSCORES`` reply: redis-py 5 leaves the raw
-    command's reply flat (member, score text, ...), later versions pair it up."""
-    if reply and isinstance(reply[0], list | tuple):
-        return [(member, float(score)) for member, score in reply]
-    return [(member, float(score)) for member, score in zip(reply[0::2], reply[1::2],
-                                                            strict=True)]
-
-
 def snapshot_slot(topic: str, group: str, slot: int, now: int) -> Op[list[SnapshotRow]]:
     k = SlotKeys(topic, slot).group(group)
     ready, delayed, inflight, leases, dead, attempts = yield [
@@ -78,7 +70,7 @@ def snapshot_slot(topic: str, group: str, slot: int, now: int) -> Op[list[Snapsh
     rows: list[SnapshotRow] = []
 
     def pending(state: State, entries: list[Any], due: Any, prio: Any) -> None:
-        for member, score in _scored(entries):
+        for member, score in scored_pairs(entries):
             body, key = decode_member(member)
             due_at = due(score) if state == "delayed" else min(due(score), now)
             rows.append(SnapshotRow(topic, group, slot, state, prio(score), due_at,
@@ -86,7 +78,7 @@ def snapshot_slot(topic: str, group: str, slot: int, now: int) -> Op[list[Snapsh
 
     pending("ready", ready, ready_due, ready_priority)
     pending("delayed", delayed, delayed_due, delayed_priority)
-    lease_of = {member: lease_until(score) for member, score in _scored(leases)}
+    lease_of = {member: lease_until(score) for member, score in scored_pairs(leases)}
     for delivery, raw in inflight.items():
         record = parse_inflight(raw)
         body, key = decode_member(record.member)

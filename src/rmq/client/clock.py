@@ -86,6 +86,13 @@ class ServerClock:
                                "measures it when it connects (AsyncClient: await open())")
         return int(self.local() + self._offset)
 
+    def read(self) -> int | None:
+        """The server's time now, in epoch ms, or None when it is due to be measured."""
+        local = self.local()
+        if self._offset is None or not 0 <= local - self._measured_at < self.resync_ms:
+            return None
+        return int(local + self._offset)
+
     @property
     def due(self) -> bool:
         """Whether it is time to measure (never measured, stale, or invalidated)."""

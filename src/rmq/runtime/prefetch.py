@@ -1,0 +1,117 @@
+"""How many messages a consumer holds at once, and how many it claims at a time.
+
+A held message (claimed, running or waiting to start) is in flight: it no longer absorbs
+duplicate sends, which is what the founding case needs (a product sent again while its
+message is still pending merges into it), and a killed consumer's held messages are handled
+again. So a consumer should hold no more than keeps its handlers busy. What that is depends
+on the handler: with a 50 ms handler, ``concurrency`` messages plus one waiting keep every
+worker busy; with a no-op handler the workers finish a claim long before the next one
+returns, and only large claims (hundreds of messages a round trip) keep them fed.
+
+Given a ``prefetch``, a consumer holds at most that (and at least ``concurrency``) and claims
+once half of it is free. Without one it adapts, from two measurements:
+
+- the handlers' rate ``R`` = concurrency / the mean time a handler run takes (what the
+  workers can finish per second, not what they did: starved workers would understate it);
+- the claim's round trip ``H`` (the time from asking to holding, Redis and the client both).
+
+While a claim travels, the workers finish ``R x H`` messages, so a claim of that size (the
+*batch*, at least 1) keeps up with them, and ``2 x R x H`` held beyond the running ones
+cover one batch waiting to start while the next is claimed. The limit is then
+``concurrency + ceil(2 x R x H)``, at most ``concurrency + 2 x MAX_BATCH``:
+
+- a slow handler (50 ms, concurrency 4: R = 80/s; H of a small claim is about a millisecond)
+  gets ``concurrency + 1``: one message waits to start, every other one stays pending in
+  Redis, where duplicates merge into it;
+- a no-op handler (R in the millions per second) gets batches of ``MAX_BATCH``, claimed one
+  after another while the workers run the previous one, so the claim's round trip overlaps
+  the handling instead of adding to it.
+
+Either way a held message waits about two claim round trips before it starts, beyond the
+handlers already running: what makes it stop merging early is bounded by the round trip,
+not by a fixed count. Until the first handler returns nothing is known, and the consumer
+holds only ``concurrency``. The estimates are moving averages (``_WEIGHT`` per update), so a
+slow claim now and then or one long handler run do not swing the limit.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["Prefetch", "MAX_BATCH"]
+
+MAX_BATCH = 500  # messages an adaptive claim takes at most: claim+ack costs Redis and the
+#                  client little more per message beyond a few hundred (docs/benchmarks.md)
+_WEIGHT = 0.25  # of each new measurement in the moving averages
+
+
+class Prefetch:
+    """The holding limit of one consumer: ``fixed`` (the user's ``prefetch``), or adaptive
+    when None. ``handled`` and ``claimed`` feed the adaptive estimates; the fetcher asks
+    ``wanted`` how many to claim."""
+
+    def __init__(self, concurrency: int, fixed: int | None = None):
+        self.concurrency = concurrency
+        self.fixed = None if fixed is None else max(fixed, concurrency)
+        self._handler_seconds: float | None = None  # mean time of one handler run
+        self._claim_seconds: float | None = None  # mean round trip of one claim
+
+    @property
+    def adaptive(self) -> bool:
+        return self.fixed is None
+
+    @property
+    def most(self) -> int:
+        """The most this consumer ever holds at once."""
+        if self.fixed is not None:
+            return self.fixed
+        return self.concurrency + 2 * MAX_BATCH
+
+    def _in_one_claim(self) -> float:
+        """Messages the handlers finish while one claim travels (``R x H``); 0 until both
+        have been measured."""
+        if self._handler_seconds is None or self._claim_seconds is None:
+            return 0.0
+        if self._handler_seconds <= 0:
+            return math.inf  # runs too short for the clock to see
+        return self.concurrency / self._handler_seconds * self._claim_seconds
+
+    @property
+    def batch(self) -> int:
+        """Claim once this many fit (or nothing is held)."""
+        if self.fixed is not None:
+            return max(1, self.fixed // 2)
+        return max(1, math.ceil(min(MAX_BATCH, self._in_one_claim())))
+
+    @property
+    def limit(self) -> int:
+        """The most to hold at once now."""
+        if self.fixed is not None:
+            return self.fixed
+        extra = math.ceil(min(2 * MAX_BATCH, 2 * self._in_one_claim()))
+        return self.concurrency + extra
+
+    def wanted(self, held: int) -> int:
+        """How many to claim while ``held`` are held; 0: wait until more room is free."""
+        limit, batch = self.limit, self.batch
+        room = limit - held
+        if room <= 0 or (held and room < batch):
+            return 0
+        if self.fixed is not None:
+            return room  # as many as fit, once half the prefetch is free
+        # One batch at a time, so the next claim goes out while the workers run this one;
+        # but never fewer than the idle workers (before anything is measured: concurrency).
+        return min(room, max(batch, self.concurrency - held))
+
+    def handled(self, seconds: float, runs: int) -> None:
+        """``runs`` handler runs (returned or raised) took ``seconds`` in all."""
+        if runs:
+            self._handler_seconds = _moving(self._handler_seconds, seconds / runs)
+
+    def claimed(self, seconds: float) -> None:
+        """A claim took ``seconds`` from asking to its answer."""
+        self._claim_seconds = _moving(self._claim_seconds, seconds)
+
+
+def _moving(average: float | None, sample: float) -> float:
+    return sample if average is None else average + _WEIGHT * (sample - average)

@@ -55,7 +55,7 @@ class Fetcher:
                 asked = time.perf_counter()
                 messages, next_due = self.client.claim_due(
                     self.topic, self.group, wanted, lease=self.lease, holder=self.consumer_id)
-                self.prefetch.claimed(time.perf_counter() - asked)
+                self.prefetch.claimed(time.perf_counter() - asked, messages)
                 if not self.running.is_set():
                     self.client.release(messages)
                     break

@@ -2,46 +2,56 @@
 
 A held message (claimed, running or waiting to start) is in flight: it no longer absorbs
 duplicate sends, which is what the founding case needs (a product sent again while its
-message is still pending merges into it), and a killed consumer's held messages are handled
-again. So a consumer should hold no more than keeps its handlers busy. What that is depends
-on the handler: with a 50 ms handler, ``concurrency`` messages plus one waiting keep every
-worker busy; with a no-op handler the workers finish a claim long before the next one
-returns, and only large claims (hundreds of messages a round trip) keep them fed.
+message is still pending merges into it); a message of higher priority sent meanwhile
+starts only after it; and a killed consumer's held messages are handled again. So a
+consumer should hold no more than keeps its handlers busy. What that is depends on the
+handler: with a 50 ms handler, ``concurrency`` messages plus one waiting keep every worker
+busy; with a no-op handler the workers finish a claim long before the next one returns,
+and only claims of hundreds of messages keep them fed (a claim's fixed cost, a round trip
+and a script call, is then shared by many).
 
 Given a ``prefetch``, a consumer holds at most that (and at least ``concurrency``) and claims
 once half of it is free. Without one it adapts, from two measurements:
 
 - the handlers' rate ``R`` = concurrency / the mean time a handler run takes (what the
   workers can finish per second, not what they did: starved workers would understate it);
-- the claim's round trip ``H`` (the time from asking to holding, Redis and the client both).
+- the claim's round trip ``H`` (from asking to the answer, Redis and the client both).
 
-While a claim travels, the workers finish ``R x H`` messages, so a claim of that size (the
-*batch*, at least 1) keeps up with them, and ``2 x R x H`` held beyond the running ones
-cover one batch waiting to start while the next is claimed. The limit is then
-``concurrency + ceil(2 x R x H)``, at most ``concurrency + 2 x MAX_BATCH``:
+While a claim travels the workers finish ``R x H`` messages, so a claim of that many (the
+*batch*, at least 1, at most ``MAX_BATCH``) keeps up with them, and twice that held beyond
+the running handlers covers one batch waiting to start while the next is claimed. The limit
+is ``concurrency + ceil(2 x R x H)``, at most ``concurrency + 2 x MAX_BATCH``:
 
-- a slow handler (50 ms, concurrency 4: R = 80/s; H of a small claim is about a millisecond)
-  gets ``concurrency + 1``: one message waits to start, every other one stays pending in
-  Redis, where duplicates merge into it;
-- a no-op handler (R in the millions per second) gets batches of ``MAX_BATCH``, claimed one
-  after another while the workers run the previous one, so the claim's round trip overlaps
-  the handling instead of adding to it.
+- a slow handler (50 ms, concurrency 4: R = 80/s; a small claim's H is about a millisecond)
+  gets ``concurrency + 1``: one message waits to start, every other stays pending in Redis,
+  where duplicates merge into it;
+- a no-op handler gets claims of ``MAX_BATCH``, one after another while the workers run the
+  previous one, so the claim's round trip overlaps the handling instead of adding to it.
+  When Redis is busier, claims take longer and grow, which is when their fixed cost matters.
 
-Either way a held message waits about two claim round trips before it starts, beyond the
-handlers already running: what makes it stop merging early is bounded by the round trip,
-not by a fixed count. Until the first handler returns nothing is known, and the consumer
-holds only ``concurrency``. The estimates are moving averages (``_WEIGHT`` per update), so a
-slow claim now and then or one long handler run do not swing the limit.
+Large claims take long (a few ms for 500), and a message sent meanwhile waits for the claim
+under way and the next one. That matters only where a message can overtake those already
+pending, by a higher priority: once a claim brings a higher priority than the claim before
+it held, the consumer claims at most ``PRIORITY_BATCH`` at a time, so a high-priority message
+sent into a large low-priority backlog starts within a couple of milliseconds
+(docs/benchmarks.md, ``priority``).
+
+Until the first handler returns nothing is known, and the consumer holds ``concurrency``.
+The estimates are moving averages (``_WEIGHT`` per update), so a slow claim now and then or
+one long handler run do not swing the limit.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
-__all__ = ["Prefetch", "MAX_BATCH"]
+from ..message import Message
 
-MAX_BATCH = 500  # messages an adaptive claim takes at most: claim+ack costs Redis and the
-#                  client little more per message beyond a few hundred (docs/benchmarks.md)
+__all__ = ["Prefetch", "MAX_BATCH", "PRIORITY_BATCH"]
+
+MAX_BATCH = 500  # messages an adaptive claim takes at most
+PRIORITY_BATCH = 16  # at most, once higher priorities have come in behind lower ones
 _WEIGHT = 0.25  # of each new measurement in the moving averages
 
 
@@ -55,10 +65,8 @@ class Prefetch:
         self.fixed = None if fixed is None else max(fixed, concurrency)
         self._handler_seconds: float | None = None  # mean time of one handler run
         self._claim_seconds: float | None = None  # mean round trip of one claim
-
-    @property
-    def adaptive(self) -> bool:
-        return self.fixed is None
+        self._largest_batch = MAX_BATCH  # PRIORITY_BATCH once priorities overtake
+        self._lowest_claimed: int | None = None  # the lowest priority of the last claim
 
     @property
     def most(self) -> int:
@@ -68,28 +76,28 @@ class Prefetch:
         return self.concurrency + 2 * MAX_BATCH
 
     def _in_one_claim(self) -> float:
-        """Messages the handlers finish while one claim travels (``R x H``); 0 until both
-        have been measured."""
+        """Messages the handlers finish while one claim travels (``R x H``), up to the
+        largest batch; 0 until both have been measured."""
         if self._handler_seconds is None or self._claim_seconds is None:
             return 0.0
-        if self._handler_seconds <= 0:
-            return math.inf  # runs too short for the clock to see
-        return self.concurrency / self._handler_seconds * self._claim_seconds
+        if self._handler_seconds <= 0:  # runs too short for the clock to see
+            return self._largest_batch
+        rate = self.concurrency / self._handler_seconds
+        return min(self._largest_batch, rate * self._claim_seconds)
 
     @property
     def batch(self) -> int:
         """Claim once this many fit (or nothing is held)."""
         if self.fixed is not None:
             return max(1, self.fixed // 2)
-        return max(1, math.ceil(min(MAX_BATCH, self._in_one_claim())))
+        return max(1, math.ceil(self._in_one_claim()))
 
     @property
     def limit(self) -> int:
         """The most to hold at once now."""
         if self.fixed is not None:
             return self.fixed
-        extra = math.ceil(min(2 * MAX_BATCH, 2 * self._in_one_claim()))
-        return self.concurrency + extra
+        return self.concurrency + math.ceil(2 * self._in_one_claim())
 
     def wanted(self, held: int) -> int:
         """How many to claim while ``held`` are held; 0: wait until more room is free."""
@@ -108,9 +116,15 @@ class Prefetch:
         if runs:
             self._handler_seconds = _moving(self._handler_seconds, seconds / runs)
 
-    def claimed(self, seconds: float) -> None:
-        """A claim took ``seconds`` from asking to its answer."""
+    def claimed(self, seconds: float, messages: Sequence[Message]) -> None:
+        """A claim took ``seconds`` from asking to its answer, ``messages``."""
         self._claim_seconds = _moving(self._claim_seconds, seconds)
+        if not messages:
+            return
+        highest = max(message.priority for message in messages)
+        if self._lowest_claimed is not None and highest > self._lowest_claimed:
+            self._largest_batch = PRIORITY_BATCH
+        self._lowest_claimed = min(message.priority for message in messages)
 
 
 def _moving(average: float | None, sample: float) -> float:

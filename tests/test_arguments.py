@@ -93,7 +93,7 @@ CONSUMER_OPTIONS = {
     "concurrency zero": ({"concurrency": 0}, "concurrency"),
     "concurrency float": ({"concurrency": 2.5}, "concurrency"),
     "prefetch zero": ({"prefetch": 0}, "prefetch"),
-    "prefetch beyond a claim": ({"concurrency": 6000}, "prefetch"),
+    "prefetch beyond a claim": ({"prefetch": 10_001}, "prefetch"),
     "lease NaN": ({"lease": NAN}, "lease"),
     "lease 1e300": ({"lease": 1e300}, "lease"),
     "grace negative": ({"grace": -1}, "grace"),

@@ -134,10 +134,9 @@ def test_impossible_numbers_are_refused_while_parsing(args: list[str], line: str
 
 
 def test_a_worker_holding_more_than_one_claim_can_take_is_refused() -> None:
-    assert error_line("worker", "json:dumps", "t", "--concurrency", "6000") == (
-        "rmq worker: error: this worker would hold 12000 messages at once (--prefetch, default "
-        "2 x --concurrency); one claim takes at most 10000: lower --concurrency, or give a "
-        "smaller --prefetch")
+    assert error_line("worker", "json:dumps", "t", "--prefetch", "12000") == (
+        "rmq worker: error: this worker would hold 12000 messages at once (--prefetch); one "
+        "claim takes at most 10000: give a smaller --prefetch, or none (adaptive)")
 
 
 def test_count_without_watch_is_refused(redis_url: str, topic: str) -> None:

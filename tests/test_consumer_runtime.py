@@ -361,3 +361,83 @@ def test_sigterm_stops_run_gracefully(make_client):
     assert seen == [b"a"]
     assert counter(producer, "t", "acked") == 1
     assert [(r.body, r.attempts) for r in rows(producer, "t")] == [(b"b", 0), (b"c", 0)]
+
+
+def slow_handler(kind: str, seen: Recorder, seconds: float) -> Callable:
+    """A handler whose work takes ``seconds``: a thread's sleep, or an awaited one."""
+    if kind == "thread":
+        def work(message: rmq.Message) -> None:
+            seen(message)
+            time.sleep(seconds)  # the work itself
+        return work
+
+    async def work_async(message: rmq.Message) -> None:
+        seen(message)
+        await asyncio.sleep(seconds)  # the work itself
+    return work_async
+
+
+@pytest.mark.parametrize("kind", ["thread", "async"])
+def test_a_slow_handler_holds_about_its_concurrency_so_duplicates_keep_merging(
+        make_client, consumers, kind):
+    # 100 ms handlers, 4 at once: the adaptive prefetch holds concurrency + 1 (one waiting to
+    # start) while a claim's round trip stays under 12 ms, + 2 under 25 ms; the former default
+    # held 2 x concurrency. The rest stay pending, where duplicates merge.
+    concurrency, bound = 4, 4 + 2
+    producer = make_client()
+    producer.create_topic("t")
+    products = [f"product-{i}" for i in range(60)]
+    producer.send_many("t", products)
+    seen = Recorder()
+    consumer = consumers(make_client(), "t", slow_handler(kind, seen, 0.1),
+                         concurrency=concurrency)
+    held, in_flight = [], []
+
+    def observe_until(handled: int) -> None:
+        deadline = time.monotonic() + 20
+        while consumer.handled < handled and time.monotonic() < deadline:
+            held.append(consumer.held)
+            in_flight.append(producer.stats("t").groups["default"].in_flight)
+            threading.Event().wait(0.002)  # sampling, observed
+        assert consumer.handled >= handled, f"{handled} handled within 20 s"
+
+    observe_until(8)
+    counts = producer.send_many("t", products)  # every product again, mid-run
+    acked = counter(producer, "t", "acked")
+    observe_until(16)
+    assert max(held) <= bound
+    assert max(in_flight) <= 2 * bound  # held, plus a finished batch being acknowledged
+    # A repeat merges unless its product was claimed already: acked, or in flight then.
+    assert counts.merged >= len(products) - acked - 2 * bound
+    assert counter(producer, "t", "merged") == counts.merged
+    assert {message.attempts for message in seen.seen} == {1}  # none delivered twice
+
+
+@pytest.mark.parametrize("kind", ["thread", "async"])
+def test_a_fast_handler_claims_far_more_than_its_concurrency_at_a_time(make_client, consumers,
+                                                                       kind):
+    producer = make_client()
+    producer.create_topic("t")
+    for start in range(0, 3000, 500):
+        producer.send_many("t", [f"m{i}" for i in range(start, start + 500)])
+    consumer_client = make_client()
+    asked: list[int] = []
+    claim_due = consumer_client.claim_due
+
+    def recording(topic, group, count, **options):
+        asked.append(count)
+        return claim_due(topic, group, count, **options)
+
+    consumer_client.claim_due = recording  # type: ignore[method-assign]
+    if kind == "thread":
+        def handler(message: rmq.Message) -> None:
+            pass
+    else:
+        async def handler(message: rmq.Message) -> None:
+            pass
+    consumer = consumers(consumer_client, "t", handler, concurrency=2)
+    wait_for(lambda: consumer.handled == 3000, timeout=60, what="3000 handled")
+    assert asked[0] == 2  # nothing measured yet: one message a worker
+    assert max(asked) >= 100  # then claims of hundreds, the handler being fast
+    assert consumer.prefetch > 100
+    assert counter(producer, "t", "acked") == 3000

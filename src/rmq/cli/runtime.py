@@ -41,11 +41,10 @@ def load_handler(target: str) -> Callable[..., Any]:
 def worker(args: argparse.Namespace) -> None:
     from ..runtime.consumer import Consumer
 
-    held = max(args.prefetch or 2 * args.concurrency, args.concurrency)
-    if held > MOST_HELD:
-        raise CommandError(f"this worker would hold {held} messages at once (--prefetch, "
-                           f"default 2 x --concurrency); one claim takes at most {MOST_HELD}: "
-                           "lower --concurrency, or give a smaller --prefetch")
+    if args.prefetch is not None and args.prefetch > MOST_HELD:
+        raise CommandError(f"this worker would hold {args.prefetch} messages at once "
+                           f"(--prefetch); one claim takes at most {MOST_HELD}: give a "
+                           "smaller --prefetch, or none (adaptive)")
     handler = load_handler(args.target)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -89,7 +88,9 @@ def add_parsers(commands: Any) -> None:
     p.add_argument("--concurrency", type=at_least_one, default=8, metavar="N",
                    help="handlers running at once (default 8)")
     p.add_argument("--prefetch", type=at_least_one, metavar="N",
-                   help="messages held at once, running or waiting (default 2 x concurrency)")
+                   help="messages held at once, running or waiting (default: adaptive, about "
+                        "concurrency + 1 for a slow handler, claims of up to 500 for a "
+                        "fast one)")
     p.add_argument("--lease", type=seconds(0.01, 7 * 86400), metavar="SECONDS",
                    help="lease of each claim (default: the topic's visibility timeout)")
     p.add_argument("--grace", type=seconds(0.0), default=30.0, metavar="SECONDS",

@@ -1,8 +1,9 @@
 """``Consumer``: runs a handler over a topic's messages (SPEC §3).
 
 A consumer is a few parts, each in its own module and thread:
-- the *fetcher* (``fetcher.py``) claims messages while the prefetch has room, and otherwise
-  sleeps on the topic's wake channel until work arrives or the next delayed message is due;
+- the *fetcher* (``fetcher.py``) claims what the *prefetch* (``prefetch.py``: given, or
+  adapted to the handler's measured speed) wants, and otherwise sleeps on the topic's wake
+  channel until work arrives or the next delayed message is due;
 - the *workers* (``workers.py``: ``concurrency`` threads, or tasks on one event loop for
   ``async`` handlers) run the handler; returning acknowledges, raising retries;
 - the *settler* (``settler.py``) acknowledges finished messages in batches and reports
@@ -39,6 +40,7 @@ from ..storage.registry import ConsumerState
 from .fetcher import Fetcher
 from .holdings import Holdings
 from .keeper import Keeper
+from .prefetch import Prefetch
 from .protocol import QueueClient
 from .settler import Settler
 from .signals import run_all
@@ -73,7 +75,10 @@ class Consumer:
     """Runs ``handler(message)`` for each message of ``topic`` in ``group``.
 
     concurrency: handlers running at once (threads, or asyncio tasks for async handlers).
-    prefetch: messages held at once, running or waiting (default 2 x concurrency).
+    prefetch: messages held at once, running or waiting (at least ``concurrency``). Default:
+        adaptive, from the handler's measured speed and the claim's round trip: about
+        ``concurrency + 1`` for a slow handler (so the rest stay pending and duplicates
+        merge), batches of up to 500 a claim for a fast one (docs/semantics.md, "Prefetch").
     lease: seconds of each claim's lease (default: the topic's visibility_timeout); leases
         of held messages are extended every third of it, so a slow live handler is never
         duplicated.
@@ -94,26 +99,23 @@ class Consumer:
         self.group = check_group_name(group)
         self.handler = handler
         self.concurrency = concurrency
-        self.prefetch = max(prefetch or 2 * concurrency, concurrency)
-        if self.prefetch > MAX_HELD:
-            raise InvalidArgument(f"prefetch (2 x concurrency unless given) must be at most "
-                                  f"{MAX_HELD}, what one claim can take; got {self.prefetch}")
+        self._prefetch = Prefetch(concurrency, prefetch)
         self.lease = lease
         self.grace = grace
         self.id = name or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._started_at = client.now()
         self._running = threading.Event()
         self._stopped = threading.Event()
-        self._holdings = Holdings(self.prefetch)
-        self._settler = Settler(client, self._holdings, self.id, topic)
+        self._holdings = Holdings()
+        self._settler = Settler(client, self._holdings, self._prefetch, self.id, topic)
         starts = Starts(self._holdings, client.now, self._settler.give_back)
         self._workers = workers_for(handler, concurrency, starts, self._settler.finished, topic)
         self._keeper = Keeper(client, topic, self._holdings, self.id, self._state,
                               self._stopped, lease=lease, heartbeat_interval=heartbeat_interval,
                               recover_interval=recover_interval)
-        self._fetcher = Fetcher(client, topic, self.group, self._holdings, self._workers,
-                                self._running, self._stopped, consumer_id=self.id, lease=lease,
-                                idle_wake=recover_interval)
+        self._fetcher = Fetcher(client, topic, self.group, self._holdings, self._prefetch,
+                                self._workers, self._running, self._stopped,
+                                consumer_id=self.id, lease=lease, idle_wake=recover_interval)
 
     @property
     def handled(self) -> int:
@@ -124,6 +126,17 @@ class Consumer:
     def failed(self) -> int:
         """Handler runs that raised since the start."""
         return self._settler.failed
+
+    @property
+    def prefetch(self) -> int:
+        """The most this consumer holds at once now (running or waiting): the ``prefetch``
+        given (at least ``concurrency``), or the adaptive limit as last measured."""
+        return self._prefetch.limit
+
+    @property
+    def held(self) -> int:
+        """Messages claimed and not yet finished: running, or waiting to start."""
+        return len(self._holdings)
 
     @property
     def running(self) -> bool:

@@ -1,13 +1,16 @@
-"""Claiming for a consumer, from one thread: claim while the prefetch has room, hand the
-messages to the workers, and otherwise sleep on the topic's wake-up channel until work
-arrives or the next delayed message is due (an idle consumer does not poll)."""
+"""Claiming for a consumer, from one thread: claim what the prefetch wants (``prefetch.py``),
+hand the messages to the workers, and otherwise sleep on the topic's wake-up channel until
+work arrives or the next delayed message is due (an idle consumer does not poll). Each
+claim's round trip is timed for the prefetch."""
 
 from __future__ import annotations
 
 import threading
+import time
 
 from ..errors import RMQError
 from .holdings import Holdings
+from .prefetch import Prefetch
 from .protocol import QueueClient
 from .threads import guarded, log, spawn
 from .workers import Workers
@@ -19,14 +22,13 @@ class Fetcher:
     """Claims into ``holdings`` while ``running`` is set; ``lease`` as the consumer's."""
 
     def __init__(self, client: QueueClient, topic: str, group: str, holdings: Holdings,
-                 workers: Workers, running: threading.Event, stopped: threading.Event, *,
-                 consumer_id: str, lease: float | None, idle_wake: float):
+                 prefetch: Prefetch, workers: Workers, running: threading.Event,
+                 stopped: threading.Event, *, consumer_id: str, lease: float | None,
+                 idle_wake: float):
         self.client, self.topic, self.group = client, topic, group
-        self.holdings, self.workers = holdings, workers
+        self.holdings, self.prefetch, self.workers = holdings, prefetch, workers
         self.running, self.stopped = running, stopped
         self.consumer_id, self.lease, self.idle_wake = consumer_id, lease, idle_wake
-        # Claim when half the prefetch is free (or nothing is held).
-        self._claim_at_least = max(1, holdings.prefetch // 2)
         self.thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -43,15 +45,17 @@ class Fetcher:
         while self.running.is_set():
             try:
                 waiter = waiter or self.client.waiter(self.topic)
-                room = self.holdings.room(self._claim_at_least, self.running)
+                wanted = self.holdings.room(self.prefetch, self.running)
                 if not self.running.is_set():
                     break
                 if self.client.topic(self.topic).paused:
                     waiter.wait(1.0)
                     continue
                 waiter.drain()
+                asked = time.perf_counter()
                 messages, next_due = self.client.claim_due(
-                    self.topic, self.group, room, lease=self.lease, holder=self.consumer_id)
+                    self.topic, self.group, wanted, lease=self.lease, holder=self.consumer_id)
+                self.prefetch.claimed(time.perf_counter() - asked, messages)
                 if not self.running.is_set():
                     self.client.release(messages)
                     break

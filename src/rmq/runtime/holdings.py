@@ -1,6 +1,7 @@
 """The messages a consumer holds (claimed, not yet settled) and the room its prefetch leaves.
 
-Every part of the runtime consults it: the fetcher claims only into free room, a worker
+Every part of the runtime consults it: the fetcher claims only what its prefetch
+(``prefetch.py``) wants for what is held, a worker
 starts only a message still held whose lease has not (nearly) run out, the settler forgets
 what it settles, the keeper extends the leases of what is held (and records their new
 ends), and ``stop`` waits for it to empty.
@@ -13,6 +14,7 @@ import time
 from collections.abc import Iterable
 
 from ..message import Message
+from .prefetch import Prefetch
 
 __all__ = ["Holdings"]
 
@@ -21,8 +23,7 @@ class Holdings:
     """Held messages by (slot, seq), under one condition that signals freed room; and each
     one's lease as (end, length), in ms of the client's clock (the server's)."""
 
-    def __init__(self, prefetch: int):
-        self.prefetch = prefetch
+    def __init__(self) -> None:
         self._held: dict[tuple[int, int], Message] = {}
         self._leases: dict[tuple[int, int], tuple[int, int]] = {}
         self._changed = threading.Condition()
@@ -69,14 +70,15 @@ class Holdings:
         with self._changed:
             return list(self._held.values())
 
-    def room(self, at_least: int, running: threading.Event) -> int:
-        """Wait until ``at_least`` messages fit (or nothing is held, or ``running`` clears);
-        return how many fit. Claiming many at once costs Redis far less than one by one."""
+    def room(self, prefetch: Prefetch, running: threading.Event) -> int:
+        """Wait until ``prefetch`` wants to claim (or ``running`` clears); return how many.
+        Claiming many at once costs Redis far less than one by one."""
         with self._changed:
-            while running.is_set() and self._held and (
-                    self.prefetch - len(self._held) < at_least):
+            wanted = prefetch.wanted(len(self._held))
+            while running.is_set() and not wanted:
                 self._changed.wait(timeout=1.0)
-            return self.prefetch - len(self._held)
+                wanted = prefetch.wanted(len(self._held))
+            return wanted
 
     def wait_empty(self, deadline: float) -> bool:
         """Wait until nothing is held or the monotonic ``deadline`` passes; True if empty."""

@@ -1,6 +1,7 @@
 """Settling finished messages: acknowledgements in batches, failures one by one (retried or
-dead-lettered), each failure logged with its traceback; and giving back messages a worker
-would not start because their lease (nearly) ran out."""
+dead-lettered), each failure logged with its traceback; giving back messages a worker
+would not start because their lease (nearly) ran out; and telling the prefetch how long the
+handler runs took."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 from ..message import Message
 from .holdings import Holdings
+from .prefetch import Prefetch
 from .protocol import QueueClient
 from .threads import guarded, log, spawn
 
@@ -25,8 +27,9 @@ class Settler:
     """Takes each finished message (``finished``) and settles it from its own thread.
     ``handled`` and ``failed`` count the handler's successes and failures."""
 
-    def __init__(self, client: QueueClient, holdings: Holdings, consumer_id: str, topic: str):
-        self.client, self.holdings = client, holdings
+    def __init__(self, client: QueueClient, holdings: Holdings, prefetch: Prefetch,
+                 consumer_id: str, topic: str):
+        self.client, self.holdings, self.prefetch = client, holdings, prefetch
         self.consumer_id, self.topic = consumer_id, topic
         self.handled = 0
         self.failed = 0
@@ -36,16 +39,17 @@ class Settler:
     def start(self) -> None:
         self.thread = spawn("settler", self.topic, self._settle_loop)
 
-    def finished(self, message: Message, error: BaseException | None) -> None:
-        """The handler returned (``error`` None) or raised ``error`` on ``message``."""
-        self._finished.put((message, error))
+    def finished(self, message: Message, error: BaseException | None, seconds: float) -> None:
+        """The handler returned (``error`` None) or raised ``error`` on ``message``, after
+        running ``seconds``."""
+        self._finished.put((message, error, seconds))
 
     def give_back(self, message: Message) -> None:
         """A worker did not start ``message``: its lease ran out (or nearly) while it waited,
         the consumer having been frozen or cut off. Released, it goes back to pending
         without counting an attempt, unless the lease is gone already (then another consumer
         recovered or took it, and releasing changes nothing)."""
-        self._finished.put((message, _GIVE_BACK))
+        self._finished.put((message, _GIVE_BACK, 0.0))
 
     def stop(self) -> None:
         """Settle what has finished so far, then exit."""
@@ -61,16 +65,18 @@ class Settler:
                     break
             stop = any(item is _STOP for item in batch)
             done = [item for item in batch if item is not _STOP]
+            ran = [seconds for _, error, seconds in done if error is not _GIVE_BACK]
+            self.prefetch.handled(sum(ran), len(ran))
             # Forget them before settling: the keeper must not extend (and then report as
             # lost) a lease this ack is ending, and the fetcher may claim again meanwhile.
-            self.holdings.forget(message for message, _ in done)
-            succeeded = [message for message, error in done if error is None]
+            self.holdings.forget(message for message, _, _ in done)
+            succeeded = [message for message, error, _ in done if error is None]
             if succeeded:
                 guarded(self.consumer_id, partial(self.client.ack, succeeded))
-            unstarted = [message for message, error in done if error is _GIVE_BACK]
+            unstarted = [message for message, error, _ in done if error is _GIVE_BACK]
             if unstarted:
                 self._give_back(unstarted)
-            for message, error in done:
+            for message, error, _ in done:
                 if error is not None and error is not _GIVE_BACK:
                     self._fail(message, error)
             self.handled += len(succeeded)

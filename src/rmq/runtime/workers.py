@@ -3,7 +3,8 @@ event loop (in a thread of its own) for an ``async`` one. Both take claimed mess
 ``submit``, start only those still held whose lease has not (nearly) run out by the client's
 clock, the server's (a consumer that wakes from a freeze must not run what another consumer
 may have taken meanwhile: such a message goes to ``give_back``), report each outcome to
-``finished``, and give back what they have not started through ``take_unstarted``.
+``finished`` with the run's duration (what the adaptive prefetch measures), and give back
+what they have not started through ``take_unstarted``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 import inspect
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +23,7 @@ from .threads import spawn
 
 __all__ = ["Workers", "ThreadWorkers", "AsyncioWorkers", "Starts", "workers_for"]
 
-Finished = Callable[[Message, BaseException | None], None]
+Finished = Callable[[Message, BaseException | None, float], None]  # outcome, seconds
 _STOP: Any = object()
 
 
@@ -84,12 +86,13 @@ class ThreadWorkers:
                 return
             if not self.starts.allowed(message):
                 continue
+            began = time.perf_counter()
             try:
                 self.handler(message)
             except Exception as exc:  # noqa: BLE001 - any handler failure is a retry
-                self.finished(message, exc)
+                self.finished(message, exc, time.perf_counter() - began)
             else:
-                self.finished(message, None)
+                self.finished(message, None, time.perf_counter() - began)
 
 
 class AsyncioWorkers:
@@ -142,12 +145,13 @@ class AsyncioWorkers:
                 message = await self._waiting.get()
                 if not self.starts.allowed(message):
                     continue
+                began = time.perf_counter()
                 try:
                     await self.handler(message)
                 except Exception as exc:  # noqa: BLE001 - any handler failure is a retry
-                    self.finished(message, exc)
+                    self.finished(message, exc, time.perf_counter() - began)
                 else:
-                    self.finished(message, None)
+                    self.finished(message, None, time.perf_counter() - began)
 
         tasks = [loop.create_task(work()) for _ in range(self.concurrency)]
         loop.run_forever()

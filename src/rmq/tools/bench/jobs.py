@@ -18,7 +18,7 @@ import redis
 
 import rmq
 
-from .workload import Bodies, SharedTally
+from .workload import Bodies
 
 __all__ = ["open_client", "send_one_job", "send_threads_job", "send_tasks_job", "send_many_job",
            "claim_ack_job", "consumer_job", "paced_send_job", "redis_benchmark", "xadd_job",
@@ -170,30 +170,41 @@ def claim_ack_job(url: str, topic: str, count: int, keep: bool,
     return run
 
 
-# The Consumer's default prefetch (2 x concurrency) suits slow handlers: a message held
-# locally is in flight and no longer absorbs duplicates. A no-op handler wants big claims.
-NOOP_PREFETCH = 256
-
-
 def consumer_job(url: str, topic: str, shared: tuple[Any, Any], target: int, concurrency: int,
-                 use_async: bool, keep: bool) -> Callable[[], tuple[int, Counter[bytes]]]:
-    """The worker runtime with a no-op handler, until the processes together have handled
-    ``target`` messages (``shared`` = a multiprocessing Value and Event)."""
+                 use_async: bool, keep: bool, prefetch: int | None = None
+                 ) -> Callable[[], tuple[int, Counter[bytes]]]:
+    """The worker runtime with a no-op handler (``prefetch`` None: the Consumer's default),
+    until the processes together have handled ``target`` messages (``shared`` = a
+    multiprocessing Value and Event). The handler does nothing but note the body when
+    ``keep``: this process's count is the consumer's own (acknowledged), added to the
+    shared one every millisecond, so no handler run waits on a cross-process lock."""
     client = open_client(url)
-    tally = SharedTally(shared[0], shared[1], target, keep)
+    total, done = shared
+    bodies: list[bytes] = []
 
     def handle(message: rmq.Message) -> None:
-        tally.add(message.body)
+        if keep:
+            bodies.append(message.body)
 
     async def handle_async(message: rmq.Message) -> None:
-        tally.add(message.body)
+        if keep:
+            bodies.append(message.body)
 
     def run() -> tuple[int, Counter[bytes]]:
         consumer = rmq.Consumer(client, topic, handle_async if use_async else handle,
-                                concurrency=concurrency, prefetch=NOOP_PREFETCH).start()
-        tally.done.wait(CONSUME_TIMEOUT)
+                                concurrency=concurrency, prefetch=prefetch).start()
+        reported, tick, deadline = 0, threading.Event(), time.monotonic() + CONSUME_TIMEOUT
+        while not done.is_set() and time.monotonic() < deadline:
+            tick.wait(0.001)
+            handled = consumer.handled
+            if handled != reported:
+                with total.get_lock():
+                    total.value += handled - reported
+                    if total.value >= target:
+                        done.set()
+                reported = handled
         consumer.stop()
-        return tally.count, tally.bodies or Counter()
+        return consumer.handled, Counter(bodies)
 
     return run
 

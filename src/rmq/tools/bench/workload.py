@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-__all__ = ["make_body", "make_bodies", "Bodies", "founding_stream", "Tally", "SharedTally",
-           "percentile", "latency_summary"]
+__all__ = ["make_body", "make_bodies", "Bodies", "founding_stream", "Tally", "percentile",
+           "latency_summary"]
 
 
 def make_body(prefix: bytes, n: int, size: int) -> bytes:
@@ -95,25 +95,6 @@ class Tally:
             if self.bodies is not None:
                 self.bodies[body] += 1
             if self.count >= self.target:
-                self.done.set()
-
-
-class SharedTally:
-    """A :class:`Tally` across processes: ``value`` and ``done`` come from a multiprocessing
-    context; bodies (with ``keep``) are counted per process and collected by the caller."""
-
-    def __init__(self, value: Any, done: Any, target: int, keep: bool = False):
-        self.value, self.done, self.target = value, done, target
-        self.count = 0
-        self.bodies: Counter[bytes] | None = Counter() if keep else None
-
-    def add(self, body: bytes) -> None:
-        self.count += 1
-        if self.bodies is not None:
-            self.bodies[body] += 1
-        with self.value.get_lock():
-            self.value.value += 1
-            if self.value.value >= self.target:
                 self.done.set()
 
 

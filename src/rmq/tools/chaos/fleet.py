@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+from ...runtime.prefetch import Prefetch
+
 __all__ = ["Worker", "Fleet", "Handled", "stopping_fleets"]
 
 READY_TIMEOUT = 30.0
@@ -109,8 +111,10 @@ class Fleet:
             process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err,
                                        stdin=subprocess.DEVNULL)
         concurrency = int(options.get("concurrency") or 4)
-        prefetch = max(int(options.get("prefetch") or 2 * concurrency), concurrency)
-        worker = Worker(process, log, stderr, prefetch)
+        given = options.get("prefetch")
+        # the most the worker's Consumer may hold: its prefetch, or the adaptive default's cap
+        most = Prefetch(concurrency, None if given is None else int(given)).most
+        worker = Worker(process, log, stderr, most)
         self.workers.append(worker)
         self._wait_ready(worker)
         return worker

@@ -141,7 +141,10 @@ def worker_kills(stage: Stage, size: int = 2000, kills: int = 5, workers: int = 
     started, topic = time.monotonic(), "chaos-kills"
     client = Client(stage.url, registry_ttl=0.5)
     client.create_topic(topic, visibility_timeout=LEASE, retry_backoff=0)
-    fleet = Fleet(stage.workdir / "kills", stage.url, topic, concurrency=4, work_ms=work_ms)
+    # A fixed prefetch keeps the bound tight: the adaptive default holds about concurrency + 1
+    # at this pace, but may hold up to concurrency + 1000 for a fast handler.
+    fleet = Fleet(stage.workdir / "kills", stage.url, topic, concurrency=4, prefetch=8,
+                  work_ms=work_ms)
     for _ in range(workers):
         fleet.spawn()
     sent = _bodies("kill", size)

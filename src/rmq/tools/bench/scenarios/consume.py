@@ -1,5 +1,7 @@
 """``consume``: the low-level claim + ack loop and the worker runtime (``Consumer``) with a
-no-op handler, threaded and async, against Redis Streams XREADGROUP + XACK."""
+no-op handler, threaded and async, against Redis Streams XREADGROUP + XACK. The Consumer runs
+untuned (its default, adaptive prefetch: what users run), and once more with the former
+default prefetch of 2 x concurrency, so the change shows within one run."""
 
 from __future__ import annotations
 
@@ -12,12 +14,13 @@ import rmq
 from ..context import Bench
 from ..jobs import claim_ack_job, consumer_job, send_many_job, xadd_job, xconsume_job
 from ..parallel import Span, process_context, time_inline, time_processes
-from ..report import Figure, Report, at_least, bar_chart
+from ..report import Figure, Report, at_least, bar_chart, ratio_at_least
 from ..workload import Bodies
 
 __all__ = ["run", "check_consumed"]
 
 CLAIM = 100
+DEFAULT_RATIO = 0.5  # issue 11: the default Consumer against a Streams consumer, same run
 XREAD_1, XREAD_N = ("Streams XREADGROUP+XACK, 1 consumer",
                     "Streams XREADGROUP+XACK, {n} consumers")
 XREAD_PIPE = "Streams XACK previous + XREADGROUP pipelined, 1 consumer"
@@ -53,22 +56,33 @@ def _fill(bench: Bench, topic: str, bodies: Bodies) -> None:
 def run(bench: Bench) -> Report:
     s, url, step = bench.sizes, bench.url, bench.progress.step
     n, ctx = s.processes, process_context()
+    former = 2 * s.concurrency  # the default prefetch before it adapted
     report = Report("consume", {"messages": s.consume, "claim_count": CLAIM,
                                 "concurrency": s.concurrency, "processes": n,
-                                "body_size": s.body_size}, chart=bar_chart)
+                                "body_size": s.body_size, "prefetch": "default (adaptive)",
+                                "former_default_prefetch": former}, chart=bar_chart)
     # how: "claim" (claim, then ack: two round trips a batch), "claim+ack" (each claim
-    # acknowledges the previous batch: one round trip), "threads" or "async" (Consumer)
+    # acknowledges the previous batch: one round trip), "threads" or "async" (Consumer);
+    # prefetch: the Consumer's (None: its default); the last: whether the issue's ratio to
+    # the Streams reference is a target.
     variants = [
-        ("claim+ack, 1 process", 1, "claim", [XREAD_1], 100_000),
-        ("claim acking the previous batch, 1 process", 1, "claim+ack", [XREAD_PIPE], 100_000),
-        (f"claim+ack, {n} processes", n, "claim", [XREAD_N.format(n=n)], None),
-        ("Consumer threads, no-op handler, prefetch 256, 1 process", 1, "threads", [XREAD_1],
-         50_000),
-        ("Consumer async, no-op handler, prefetch 256, 1 process", 1, "async", [XREAD_1], None),
-        (f"Consumer threads, no-op handler, prefetch 256, {n} processes", n, "threads",
-         [XREAD_N.format(n=n)], None),
+        ("claim+ack, 1 process", 1, "claim", None, [XREAD_1], 100_000, False),
+        ("claim acking the previous batch, 1 process", 1, "claim+ack", None, [XREAD_PIPE],
+         100_000, False),
+        (f"claim+ack, {n} processes", n, "claim", None, [XREAD_N.format(n=n)], None, False),
+        ("Consumer threads, no-op handler, default prefetch, 1 process", 1, "threads", None,
+         [XREAD_1], 50_000, True),
+        ("Consumer async, no-op handler, default prefetch, 1 process", 1, "async", None,
+         [XREAD_1], None, False),
+        (f"Consumer threads, no-op handler, default prefetch, {n} processes", n, "threads",
+         None, [XREAD_N.format(n=n)], None, True),
+        (f"Consumer threads, no-op handler, prefetch {former} (the former default), 1 process",
+         1, "threads", former, [XREAD_1], None, False),
+        (f"Consumer threads, no-op handler, prefetch {former} (the former default), "
+         f"{n} processes", n, "threads", former, [XREAD_N.format(n=n)], None, False),
     ]
-    for i, (label, procs, how, compare, target) in enumerate(variants):
+    ratio_targets: list[tuple[Figure, str]] = []
+    for i, (label, procs, how, prefetch, compare, target, ratio) in enumerate(variants):
         topic = f"bench.consume{i}"
         bodies = Bodies(b"c%d" % i, s.body_size, 0, s.consume)
         with step(f"filling {topic} with {s.consume} messages"):
@@ -81,11 +95,14 @@ def run(bench: Bench) -> Report:
             else:
                 shared = (ctx.Value("q", 0), ctx.Event())
                 args = [(url, topic, shared, s.consume, s.concurrency, how == "async",
-                         bench.verify)] * procs
+                         bench.verify, prefetch)] * procs
                 job = consumer_job
             span = (time_inline(job, *args[0]) if procs == 1 else time_processes(job, args))
-        report.add(Figure(label, span.rate, "msg/s", compare=compare,
-                          targets=[at_least(target, "msg/s")(span.rate)] if target else []))
+        figure = report.add(Figure(label, span.rate, "msg/s", compare=compare,
+                                   targets=[at_least(target, "msg/s")(span.rate)] if target
+                                   else []))
+        if ratio:
+            ratio_targets.append((figure, compare[0]))
         check_consumed(report, bench, label, topic, span, bodies)
         bench.fresh()
 
@@ -100,4 +117,6 @@ def run(bench: Bench) -> Report:
                     else time_processes(xconsume_job, args))
             report.add(Figure(label, span.rate, "msg/s", role="reference"))
             report.expect_equal(f"{label}: read", span.count, s.consume)
+    for figure, reference in ratio_targets:
+        ratio_at_least(report, figure, reference, DEFAULT_RATIO)
     return report

@@ -5,6 +5,7 @@ recovers leases of dead consumers, sleeps while idle, and shuts down gracefully.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import threading
@@ -441,3 +442,32 @@ def test_a_fast_handler_claims_far_more_than_its_concurrency_at_a_time(make_clie
     assert max(asked) >= 100  # then claims of hundreds, the handler being fast
     assert consumer.prefetch > 100
     assert counter(producer, "t", "acked") == 3000
+
+
+def test_a_consumer_of_a_deleted_topic_says_so_once_and_claims_again_once_it_exists(
+        make_client, consumers, caplog):
+    caplog.set_level(logging.DEBUG, logger="rmq.consumer")
+    client = make_client(kind="sync")
+    client.create_topic("t")
+    handled = Recorder()
+    consumer = consumers(client, "t", handled)
+    client.send("t", b"before")
+    wait_for(lambda: handled.bodies == [b"before"], what="the first message handled")
+
+    client.delete_topic("t")
+
+    def fetches_refused() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if r.name == "rmq.consumer"
+                and "does not exist" in r.getMessage()]
+
+    wait_for(lambda: len(fetches_refused()) >= 3, what="three refused fetches")
+    refused = fetches_refused()
+    assert [r.levelno for r in refused][:3] == [logging.ERROR, logging.DEBUG, logging.DEBUG]
+    assert f"{consumer.id}: topic 't' does not exist (deleted?)" in refused[0].getMessage()
+    client.create_topic("t")
+    client.send("t", b"after")
+    wait_for(lambda: handled.bodies == [b"before", b"after"], what="the topic used again")
+    assert any(r.getMessage() == f"{consumer.id}: topic 't' exists again; claiming"
+               for r in caplog.records)
+    assert sum(r.levelno >= logging.WARNING for r in caplog.records
+               if r.name == "rmq.consumer") == 1

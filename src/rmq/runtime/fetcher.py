@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 import time
 
-from ..errors import RMQError
+from ..errors import RMQError, UnknownTopic
 from .holdings import Holdings
 from .prefetch import Prefetch
 from .protocol import QueueClient
@@ -42,6 +42,7 @@ class Fetcher:
 
     def _fetch_loop(self) -> None:
         waiter = None
+        gone = False  # the topic was found deleted (said once, not every second)
         while self.running.is_set():
             try:
                 waiter = waiter or self.client.waiter(self.topic)
@@ -56,6 +57,10 @@ class Fetcher:
                 messages, next_due = self.client.claim_due(
                     self.topic, self.group, wanted, lease=self.lease, holder=self.consumer_id)
                 self.prefetch.claimed(time.perf_counter() - asked, messages)
+                if gone:
+                    log.info("%s: topic %r exists again; claiming", self.consumer_id,
+                             self.topic)
+                    gone = False
                 if not self.running.is_set():
                     self.client.release(messages)
                     break
@@ -64,6 +69,16 @@ class Fetcher:
                     self.workers.submit(messages)
                     continue
                 waiter.wait(self._idle_timeout(next_due))
+            except UnknownTopic:
+                if gone:
+                    log.debug("%s: topic %r still does not exist", self.consumer_id, self.topic)
+                else:
+                    log.error("%s: topic %r does not exist (deleted?): this consumer claims "
+                              "nothing until it is created again; stop it, or create the "
+                              "topic (and bind group %r if it is not the default)",
+                              self.consumer_id, self.topic, self.group)
+                    gone = True
+                self.stopped.wait(1.0)
             except RMQError as exc:
                 log.warning("%s: fetch failed, retrying: %s", self.consumer_id, exc)
                 self.stopped.wait(1.0)  # back off while Redis is unreachable

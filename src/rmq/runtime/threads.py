@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import RMQError
+from ..errors import RMQError, UnknownTopic
 
 __all__ = ["log", "spawn", "guarded"]
 
@@ -27,6 +27,8 @@ def guarded(who: str, action: Callable[[], Any]) -> Any:
     messages ready."""
     try:
         return action()
+    except UnknownTopic as exc:  # the fetcher says so once, at ERROR: not every second here
+        log.debug("%s: %s", who, exc)
     except RMQError as exc:
         log.warning("%s: %s", who, exc)
     except Exception:

@@ -92,6 +92,7 @@ class AsyncClient(BaseClient):
                 else:
                     effect = flow.send(result)
         except StopIteration as done:
+            # A flow's return value: a Flow[T] returns T, which StopIteration does not type.
             return done.value  # type: ignore[no-any-return]
 
     def _perform(self, effect: Any) -> Awaitable[Any]:

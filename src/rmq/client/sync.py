@@ -77,6 +77,7 @@ class Client(BaseClient):
                 else:
                     effect = flow.send(result)
         except StopIteration as done:
+            # A flow's return value: a Flow[T] returns T, which StopIteration does not type.
             return done.value  # type: ignore[no-any-return]
 
     def _perform(self, effect: Any) -> Any:
@@ -309,6 +310,7 @@ class Client(BaseClient):
 
         def decorate(function: Handler) -> Handler:
             consumer = Consumer(self, topic, function, **options)
+            # The documented attribute on the user's function, which its type cannot declare.
             function.consumer = consumer  # type: ignore[attr-defined]
             self._decorated.append(consumer)
             return function

@@ -104,6 +104,7 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"options": self.options}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        # Rebuilt as new from its options; mypy refuses calling __init__ on an instance.
         self.__init__(state["options"])  # type: ignore[misc]
 
     # -- driver side ------------------------------------------------------------------------

@@ -128,6 +128,7 @@ def send_many_job(url: str, topic: str, bodies: Bodies, batch: int,
     """``send_many`` ``batch`` bodies at a time (as option dicts when a priority is given)."""
     client, items = open_client(url), bodies.build()
     if priority is not None:
+        # send_many takes bodies and option dicts alike; the list was typed as bodies only.
         items = [{"body": body, "priority": priority} for body in items]  # type: ignore[misc]
     chunks = _chunks(items, batch)
 

@@ -150,14 +150,11 @@ class BaseClient:
 
     def _topic(self, name: str, fresh: bool = False) -> Flow[TopicInfo]:
         # A name found in the cache was checked when it was loaded: a send pays one lookup.
-        entry = self._cache.get(name) if type(name) is str and fresh is False else None
-        if entry is not None and entry[0] > time.monotonic():
-            return entry[1]
-        check_topic_name(name)
-        check_flag(fresh, "fresh")
-        cached = None if fresh else self._cached(name)
+        cached = self._cached(name) if type(name) is str and fresh is False else None
         if cached is not None:
             return cached
+        check_topic_name(name)
+        check_flag(fresh, "fresh")
         info: TopicInfo = yield Load(name, fresh)
         return info
 

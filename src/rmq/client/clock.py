@@ -87,7 +87,8 @@ class ServerClock:
         return int(self.local() + self._offset)
 
     def read(self) -> int | None:
-        """The server's time now, in epoch ms, or None when it is due to be measured."""
+        """The server's time now, in epoch ms, or None when it is time to measure (never
+        measured, stale, or invalidated)."""
         local = self.local()
         if self._offset is None or not 0 <= local - self._measured_at < self.resync_ms:
             return None
@@ -96,8 +97,7 @@ class ServerClock:
     @property
     def due(self) -> bool:
         """Whether it is time to measure (never measured, stale, or invalidated)."""
-        elapsed = self.local() - self._measured_at
-        return self._offset is None or not 0 <= elapsed < self.resync_ms
+        return self.read() is None
 
     def invalidate(self) -> None:
         """Measure again before the next use (a round trip failed: reconnecting may reach

@@ -166,9 +166,9 @@ def create_topic(name: str, settings: TopicSettings) -> Op[TopicSettings]:
     (stored,) = yield [command("GET", keys.settings)]
     if stored is not None:
         return _same_settings(name, stored, settings)
-    (generation,) = yield [command("SET", keys.generation, secrets.token_hex(8), "NX", "GET")]
-    if generation is None:
-        (generation,) = yield [command("GET", keys.generation)]
+    drawn = secrets.token_hex(8)
+    (held,) = yield [command("SET", keys.generation, drawn, "NX", "GET")]
+    generation = drawn if held is None else held  # GET answers the one already there
     yield [command("SET", SlotKeys(name, slot).generation, generation)
            for slot in range(settings.slots)]
     created, _ = yield [command("SET", keys.settings, settings.to_json(), "NX"),

@@ -78,6 +78,7 @@ class Commit(NamedTuple):
     groups: tuple[str, ...]
     message: Outgoing
     now: int
+    heads: bool  # the topic keeps a heads index (queue.keeps_heads)
 
 
 class Subscribe(NamedTuple):
@@ -119,6 +120,8 @@ class BaseClient:
         self._server_clock = self.clock if isinstance(self.clock, ServerClock) else None
         self.registry_ttl = registry_ttl
         self._cache: dict[str, tuple[float, TopicInfo]] = {}
+        # per (topic, group): the window of slots the next claim passes (queue.Windows)
+        self._windows: dict[tuple[str, str], tuple[int, ...]] = {}
 
     def now(self) -> int:
         """The time by which this client judges due times and leases, in epoch ms: the Redis
@@ -253,7 +256,8 @@ class BaseClient:
             now = yield from self._now()
             message = prepare(info.settings, now, body, **options)
             try:
-                merged: bool = yield Commit(topic, info.generation, info.groups, message, now)
+                merged: bool = yield Commit(topic, info.generation, info.groups, message, now,
+                                            self._heads(info))
             except TopicGone:
                 if not first:
                     raise UnknownTopic(topic) from None
@@ -269,7 +273,8 @@ class BaseClient:
         def send_many(info: TopicInfo, first: bool) -> Flow[SendCounts]:
             now = yield from self._now()
             batch = prepare_batch(info.settings, now, items)
-            merged = yield from queue.send(topic, info.generation, info.groups, batch, now)
+            merged = yield from queue.send(topic, info.generation, info.groups, batch, now,
+                                           self._heads(info))
             return SendCounts(len(batch), sum(merged))
 
         return (yield from self._on_current(topic, send_many))
@@ -320,11 +325,16 @@ class BaseClient:
                 return Claimed([], None)
             now = yield from self._now()
             claim = queue.claim(topic, info.generation, group, info.settings, count, now,
-                                lease or info.settings.visibility_timeout, one_call, claimer)
+                                lease or info.settings.visibility_timeout, one_call, claimer,
+                                self._windows)
             messages, next_due = yield from queue.with_acks(settle, one_call, claim)
             return Claimed(messages, next_due)
 
         return (yield from self._on_current(topic, claim_due))
+
+    def _heads(self, info: TopicInfo) -> bool:
+        """Whether the topic keeps a heads index here (single node, many slots)."""
+        return queue.keeps_heads(info.settings, not self.is_cluster)
 
     def _ack(self, messages: Message | Sequence[Message]) -> Flow[int]:
         batch = check_messages(messages)
@@ -337,14 +347,21 @@ class BaseClient:
         text = check_error(error)
         info = yield from self._topic(message.topic)
         now = yield from self._now()
-        return (yield from queue.fail(message, text, info.settings, now))
+        return (yield from queue.fail(message, text, info.settings, now, not self.is_cluster))
 
     def _release(self, messages: Sequence[Message]) -> Flow[int]:
         messages = check_messages(messages)
         if not messages:
             return 0
+        heads = []
+        for name in dict.fromkeys(m.topic for m in messages):
+            try:
+                if self._heads((yield from self._topic(name))):
+                    heads.append(name)
+            except UnknownTopic:  # deleted: its deliveries went with it, nothing to give back
+                pass
         now = yield from self._now()
-        return (yield from queue.release(messages, now))
+        return (yield from queue.release(messages, now, heads))
 
     def _extend(self, messages: Message | Sequence[Message], seconds: float) -> Flow[list[bool]]:
         batch = check_messages(messages)
@@ -370,7 +387,7 @@ class BaseClient:
                 continue
             now = yield from self._now()
             retried, dead = yield from queue.recover(
-                name, registry.groups_with_data(info), info.settings, now)
+                name, registry.groups_with_data(info), info.settings, now, not self.is_cluster)
             total += retried + dead
         return total
 
@@ -386,7 +403,8 @@ class BaseClient:
         wanted = check_ids(ids)
         info = yield from self._topic(topic)
         now = yield from self._now()
-        return (yield from queue.requeue_dead(topic, group, info.settings, wanted, now))
+        return (yield from queue.requeue_dead(topic, group, info.settings, wanted, now,
+                                              not self.is_cluster))
 
     def _purge_dead(self, topic: str, group: str) -> Flow[int]:
         check_group_name(group)

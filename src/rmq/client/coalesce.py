@@ -36,6 +36,7 @@ class _Ticket:
     groups: tuple[str, ...]
     message: Outgoing
     now: int
+    heads: bool  # the topic keeps a heads index (queue.keeps_heads)
     done: threading.Event | None = None  # threads: None for the one carrying its own batch
     leads: bool = False  # threads: set when this waiting thread is to carry the next batch
     merged: bool = False
@@ -51,14 +52,14 @@ def _store(batch: list[_Ticket]) -> Op[None]:
     """Send the batch, one ``queue_ops.send`` per topic, all in one round trip; each ticket
     gets its ``merged``, or the TopicGone of its topic (the others are stored all the
     same)."""
-    by_topic: dict[tuple[str, str, tuple[str, ...]], list[_Ticket]] = defaultdict(list)
+    by_topic: dict[tuple[str, str, tuple[str, ...], bool], list[_Ticket]] = defaultdict(list)
     for ticket in batch:
-        by_topic[(ticket.topic, ticket.generation, ticket.groups)].append(ticket)
+        by_topic[(ticket.topic, ticket.generation, ticket.groups, ticket.heads)].append(ticket)
     # One `now` per script call: the latest, so that every message in it is due by then.
     merged = yield from together([
         _gone_as_value(queue_ops.send(topic, generation, groups, [t.message for t in tickets],
-                                      max(t.now for t in tickets)))
-        for (topic, generation, groups), tickets in by_topic.items()])
+                                      max(t.now for t in tickets), heads))
+        for (topic, generation, groups, heads), tickets in by_topic.items()])
     for tickets, flags in zip(by_topic.values(), merged, strict=True):
         if isinstance(flags, TopicGone):
             for ticket in tickets:
@@ -85,9 +86,9 @@ class SendCoalescer:
         self._busy = False
 
     def send(self, topic: str, generation: str, groups: tuple[str, ...], message: Outgoing,
-             now: int) -> bool:
+             now: int, heads: bool) -> bool:
         """Store ``message``; returns whether it merged everywhere (as ``queue_ops.send``)."""
-        ticket = _Ticket(topic, generation, groups, message, now)
+        ticket = _Ticket(topic, generation, groups, message, now, heads)
         with self._lock:
             if self._busy:
                 ticket.done = threading.Event()
@@ -154,9 +155,9 @@ class AsyncSendCoalescer:
         self._carrier: asyncio.Task[None] | None = None
 
     async def send(self, topic: str, generation: str, groups: tuple[str, ...],
-                   message: Outgoing, now: int) -> bool:
+                   message: Outgoing, now: int, heads: bool) -> bool:
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._queued.append((_Ticket(topic, generation, groups, message, now), future))
+        self._queued.append((_Ticket(topic, generation, groups, message, now, heads), future))
         if self._carrier is None:
             self._carrier = asyncio.ensure_future(self._carry())
         return await future

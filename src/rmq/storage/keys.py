@@ -15,6 +15,7 @@ __all__ = [
     "SlotKeys",
     "GroupSlotKeys",
     "RegistryKeys",
+    "HeadsKeys",
     "wake_channel",
 ]
 
@@ -68,6 +69,33 @@ class RegistryKeys:
         """The topic's registry keys (rings of history are per group: ``history_ring``)."""
         return [self.settings, self.generation, self.groups, self.unbound, self.paused,
                 self.consumers, self.history]
+
+
+@dataclass(frozen=True, slots=True)
+class HeadsKeys:
+    """A group's heads index on a single node (topics of more than 16 slots): which slots
+    hold the best ready and the earliest delayed messages (docs/storage.md)."""
+
+    topic: str
+    group: str
+
+    def _key(self, kind: str) -> str:
+        return f"{PREFIX}:{{{self.topic}}}:heads:{self.group}:{kind}"
+
+    @property
+    def ready(self) -> str:  # zset: slot number -> lowest ready score of the slot (or lower)
+        return self._key("ready")
+
+    @property
+    def delayed(self) -> str:  # zset: slot number -> earliest delayed due (or earlier), ms
+        return self._key("delayed")
+
+    @property
+    def synced(self) -> str:  # string: when the index was last built, epoch ms (Redis TIME)
+        return self._key("synced")
+
+    def all(self) -> list[str]:
+        return [self.ready, self.delayed, self.synced]
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ per slot, which on a single node are pipelined into one round trip.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, MutableMapping, Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple, TypeVar, cast
 
@@ -18,7 +18,7 @@ from ..settings import TopicSettings
 from .calls import Call, Op, command, script_call, together
 from .cluster_claim import Share, claim_across_slots, head_call
 from .codec import decode_member, parse_dead
-from .keys import SlotKeys, wake_channel
+from .keys import HeadsKeys, SlotKeys, wake_channel
 from .scripts import script
 
 __all__ = [
@@ -37,6 +37,9 @@ __all__ = [
     "requeue_dead",
     "purge_dead",
     "wake",
+    "HEADS_MIN_SLOTS",
+    "keeps_heads",
+    "Windows",
 ]
 
 T = TypeVar("T")
@@ -74,6 +77,28 @@ def _check_stored(topic: str, reply: Any) -> None:
         raise TopicGone(topic, stale=reply == _GONE_STALE)
 
 
+# On a single node a topic of more than this many slots keeps a heads index per group
+# (docs/storage.md, "The heads index"): a claim reads a window of slots instead of all.
+# Smaller topics keep the one call over every slot: cheap at that size, and the index's
+# extra writes would cost every send more than they save.
+HEADS_MIN_SLOTS = 16
+_RESYNC_MS = 5000  # the index is rebuilt from every slot at most this often (Redis's clock)
+_NEED_SYNC = 2  # what claim_heads.lua returns when the index must be built first
+_WINDOW_MARGIN = 8  # a claim's window: `count` slots at the index's head, and this many more
+_NEED_MAX = 256  # slots one claim_heads call asks for at most
+_MAX_ROUNDS = 16  # claim_heads calls per claim at most (each one makes progress)
+
+# Per (topic, group): the slots at the head of the heads index after the last claim, which
+# the next claim passes as its window. A client keeps one; a stale one costs a round trip.
+Windows = MutableMapping[tuple[str, str], tuple[int, ...]]
+
+
+def keeps_heads(settings: TopicSettings, one_call: bool) -> bool:
+    """Whether the topic's scripts keep a heads index: on a single node (``one_call``),
+    for topics of more than HEADS_MIN_SLOTS slots."""
+    return one_call and settings.slots > HEADS_MIN_SLOTS
+
+
 MAX_SCRIPT_BATCH = 500  # messages per script call: keeps each call well under a millisecond
 _PROMOTE_LIMIT = 1000
 _RECOVER_LIMIT = 1000
@@ -91,8 +116,9 @@ def _retry_args(settings: TopicSettings) -> list[Any]:
 
 
 def send(topic: str, generation: str, groups: Sequence[str], batch: Sequence[Outgoing],
-         now: int) -> Op[list[bool]]:
+         now: int, heads: bool) -> Op[list[bool]]:
     """Store ``batch`` in every group; returns, per message, whether it merged everywhere.
+    ``heads``: the topic keeps a heads index (``keeps_heads``), which each call updates.
     Raises TopicGone if the topic is not at ``generation`` any more; if so, no slot stored
     anything (each slot's call checks, and every slot shares the generation; a slot that
     stored before a delete reached it has its data removed by that delete)."""
@@ -102,12 +128,12 @@ def send(topic: str, generation: str, groups: Sequence[str], batch: Sequence[Out
     calls: list[Call] = []
     order: list[list[int]] = []
     for slot, indexes in by_slot.items():
-        keys = _enqueue_keys(topic, slot, tuple(groups))
+        keys = _enqueue_keys(topic, slot, tuple(groups), heads)
         for start in range(0, len(indexes), MAX_SCRIPT_BATCH):
             chunk = indexes[start : start + MAX_SCRIPT_BATCH]
             calls.append(script_call(script("enqueue"), keys,
                                      [generation, now, wake_channel(topic),
-                                      *_runs(batch, chunk)]))
+                                      slot if heads else "", *_runs(batch, chunk)]))
             order.append(chunk)
     results = yield calls
     for reply in results:
@@ -139,12 +165,25 @@ def _runs(batch: Sequence[Outgoing], chunk: list[int]) -> list[Any]:
 
 
 @lru_cache(maxsize=4096)
-def _enqueue_keys(topic: str, slot: int, groups: tuple[str, ...]) -> tuple[str, ...]:
+def _enqueue_keys(topic: str, slot: int, groups: tuple[str, ...],
+                  heads: bool) -> tuple[str, ...]:
     slot_keys = SlotKeys(topic, slot)
     keys = [slot_keys.generation, slot_keys.clock]
     for group in groups:
         keys.extend(slot_keys.group(group).all())
+        if heads:
+            keys += (HeadsKeys(topic, group).ready, HeadsKeys(topic, group).delayed)
     return tuple(keys)
+
+
+def _settle_keys(topic: str, slot: int, group: str, heads: bool) -> list[str]:
+    """KEYS of fail, release, recover and requeue_dead: the slot clock, the 9 group keys,
+    and the group's heads index when the topic keeps one."""
+    slot_keys = SlotKeys(topic, slot)
+    keys = [slot_keys.clock, *slot_keys.group(group).all()]
+    if heads:
+        keys += (HeadsKeys(topic, group).ready, HeadsKeys(topic, group).delayed)
+    return keys
 
 
 @lru_cache(maxsize=4096)
@@ -176,19 +215,25 @@ def _claimed(topic: str, group: str, slots: Sequence[int], reply: list[Any],
 
 
 def claim(topic: str, generation: str, group: str, settings: TopicSettings, count: int,
-          now: int, lease: float, one_call: bool,
-          holder: str = "") -> Op[tuple[list[Message], int | None]]:
+          now: int, lease: float, one_call: bool, holder: str = "",
+          windows: Windows | None = None) -> Op[tuple[list[Message], int | None]]:
     """Claim up to ``count`` messages, best first; returns them and the next delayed due time
     (ms) when fewer than ``count`` were ready. ``one_call`` (single node) claims across all
-    slots in one script; otherwise (a cluster) the slots' heads are read, then the best
-    claimed, one call per slot, each round one pipeline per master (``cluster_claim.py``).
-    Priority is strict across the slots either way (docs/semantics.md, "Order"). Raises
-    TopicGone if the topic is not at ``generation`` any more. ``holder``: who claims (a
-    consumer's id), kept with each delivery for the console and ``find`` to show."""
+    slots in one script, or, on a topic that keeps a heads index, across the slots the
+    index names, starting from the window kept in ``windows`` (``_claim_heads``);
+    otherwise (a cluster) the slots' heads are read, then the best claimed, one call per
+    slot, each round one pipeline per master (``cluster_claim.py``). Priority is strict
+    across the slots either way (docs/semantics.md, "Order"). Raises TopicGone if the topic
+    is not at ``generation`` any more. ``holder``: who claims (a consumer's id), kept with
+    each delivery for the console and ``find`` to show."""
     lease_ms = _ms(lease)
     window = max(count, _SERIAL_SCAN) if settings.serial_keys else count
     base = [now, 0, lease_ms, int(settings.serial_keys), _PROMOTE_LIMIT, 0, generation, holder]
     lease_until = now + lease_ms
+    if keeps_heads(settings, one_call):
+        base[5] = window
+        return (yield from _claim_heads(topic, generation, group, settings, count, base,
+                                        lease_until, {} if windows is None else windows))
     if one_call:
         slots = list(range(settings.slots))
         args = base[:]
@@ -216,6 +261,64 @@ def claim(topic: str, generation: str, group: str, settings: TopicSettings, coun
 
     return (yield from claim_across_slots(settings.slots, count, read_head, claim_slot,
                                           claimed, lambda reply: _check_stored(topic, reply)))
+
+
+def _claim_heads(topic: str, generation: str, group: str, settings: TopicSettings,
+                 count: int, base: list[Any], lease_until: int,
+                 windows: Windows) -> Op[tuple[list[Message], int | None]]:
+    """A single-node claim through the group's heads index (claim_heads.lua): each call
+    passes a window of slots, the last claim's head of the index at first, and claims
+    exactly the best messages until it reaches a slot outside the window; then it calls
+    again with the slots asked for. Builds the index first when the script asks for it
+    (sync_heads.lua: the first claim of a topic without one, then every _RESYNC_MS)."""
+    cached = (topic, group)
+    report = min(settings.slots, count + _WINDOW_MARGIN)
+    slots = windows.get(cached) or tuple(range(report))
+    claimed: list[Message] = []
+    next_due: int | None = None
+    sync: list[Call] = []
+    for _ in range(_MAX_ROUNDS):
+        args = base[:]
+        args[1] = count - len(claimed)
+        args += (_RESYNC_MS, report, _NEED_MAX, *slots)
+        replies = yield [*sync, script_call(script("claim_heads"),
+                                            _claim_heads_keys(topic, group, slots), args)]
+        reply = replies[-1]
+        for stored in (*replies[:-1], None if reply == _NEED_SYNC else reply):
+            _check_stored(topic, stored)
+        if reply == _NEED_SYNC:
+            if sync:  # built in this very round trip: only a clock jump can ask again
+                raise RuntimeError(f"the heads index of {topic!r} asks to be built again")
+            sync = [_sync_heads_call(topic, generation, group, settings.slots)]
+            continue
+        sync = []
+        due, needed, window = reply[0], reply[1], reply[2]
+        windows[cached] = tuple(dict.fromkeys(window))
+        claimed += _claimed(topic, group, slots, reply[2:], lease_until)
+        next_due = due if due >= 0 else None
+        needed = [s for s in needed if 0 <= s < settings.slots]
+        if not needed or len(claimed) >= count:
+            break
+        slots = tuple(dict.fromkeys([*needed, *window]))
+    return claimed, next_due
+
+
+def _sync_heads_call(topic: str, generation: str, group: str, slots: int) -> Call:
+    keys = [SlotKeys(topic, 0).generation, *HeadsKeys(topic, group).all()]
+    for slot in range(slots):
+        group_keys = SlotKeys(topic, slot).group(group)
+        keys += (group_keys.ready, group_keys.delayed)
+    return script_call(script("sync_heads"), keys, [generation])
+
+
+@lru_cache(maxsize=1024)
+def _claim_heads_keys(topic: str, group: str, slots: tuple[int, ...]) -> tuple[str, ...]:
+    keys = [SlotKeys(topic, 0).generation, *HeadsKeys(topic, group).all()]
+    for slot in slots:
+        slot_keys = SlotKeys(topic, slot)
+        keys.append(slot_keys.seq)
+        keys.extend(slot_keys.group(group).all())
+    return tuple(keys)
 
 
 def _by_slot(messages: Iterable[Message]) -> dict[tuple[str, str, int], list[Message]]:
@@ -259,23 +362,27 @@ def _by_group(messages: Iterable[Message], one_call: bool
     return [((t, g), slots) for (t, g, _), slots in parts.items()]
 
 
-def fail(message: Message, error: str, settings: TopicSettings, now: int) -> Op[str | None]:
+def fail(message: Message, error: str, settings: TopicSettings, now: int,
+         one_call: bool) -> Op[str | None]:
     """A failed delivery: "retried", "dead", or None if its lease was already gone."""
-    slot_keys = SlotKeys(message.topic, message.slot)
-    args = [now, wake_channel(message.topic), *_retry_args(settings), message.seq, error]
-    (reply,) = yield [script_call(script("fail"),
-                                  [slot_keys.clock, *slot_keys.group(message.group).all()], args)]
+    heads = keeps_heads(settings, one_call)
+    args = [now, wake_channel(message.topic), message.slot if heads else "",
+            *_retry_args(settings), message.seq, error]
+    keys = _settle_keys(message.topic, message.slot, message.group, heads)
+    (reply,) = yield [script_call(script("fail"), keys, args)]
     retried, dead = reply
     return "retried" if retried else "dead" if dead else None
 
 
-def release(messages: Iterable[Message], now: int) -> Op[int]:
-    """Give unstarted deliveries back without counting an attempt."""
+def release(messages: Iterable[Message], now: int, heads: Collection[str]) -> Op[int]:
+    """Give unstarted deliveries back without counting an attempt. ``heads``: the topics
+    among theirs that keep a heads index."""
     calls = []
     for (t, g, s), ms in _by_slot(messages).items():
-        slot_keys = SlotKeys(t, s)
-        calls.append(script_call(script("release"), [slot_keys.clock, *slot_keys.group(g).all()],
-                                 [now, wake_channel(t), *(m.seq for m in ms)]))
+        indexed = t in heads
+        calls.append(script_call(script("release"), _settle_keys(t, s, g, indexed),
+                                 [now, wake_channel(t), s if indexed else "",
+                                  *(m.seq for m in ms)]))
     results = yield calls
     return sum(results)
 
@@ -297,15 +404,16 @@ def extend(messages: Sequence[Message], until_ms: int) -> Op[list[bool]]:
 
 
 def recover(topic: str, groups: Sequence[str], settings: TopicSettings,
-            now: int) -> Op[tuple[int, int]]:
+            now: int, one_call: bool) -> Op[tuple[int, int]]:
     """Return every expired lease of the topic to pending; returns (retried, dead)."""
+    heads = keeps_heads(settings, one_call)
     calls = []
     for group in groups:
         for slot in range(settings.slots):
-            slot_keys = SlotKeys(topic, slot)
             calls.append(script_call(
-                script("recover"), [slot_keys.clock, *slot_keys.group(group).all()],
-                [now, wake_channel(topic), *_retry_args(settings), _RECOVER_LIMIT]))
+                script("recover"), _settle_keys(topic, slot, group, heads),
+                [now, wake_channel(topic), slot if heads else "", *_retry_args(settings),
+                 _RECOVER_LIMIT]))
     results = yield calls
     return sum(r[0] for r in results), sum(r[1] for r in results)
 
@@ -337,16 +445,16 @@ def _dead_ids_by_slot(ids: Iterable[str], slots: int) -> dict[int, list[str]]:
 
 
 def requeue_dead(topic: str, group: str, settings: TopicSettings, ids: Iterable[str] | None,
-                 now: int) -> Op[int]:
+                 now: int, one_call: bool) -> Op[int]:
     """Put dead letters (``ids``, or all) back to pending, ready now with attempts reset."""
     targets = ({s: [] for s in range(settings.slots)} if ids is None
                else _dead_ids_by_slot(ids, settings.slots))
+    heads = keeps_heads(settings, one_call)
     calls = []
     for slot, deliveries in targets.items():
-        slot_keys = SlotKeys(topic, slot)
-        calls.append(script_call(script("requeue_dead"),
-                                 [slot_keys.clock, *slot_keys.group(group).all()],
-                                 [now, wake_channel(topic), *deliveries]))
+        calls.append(script_call(script("requeue_dead"), _settle_keys(topic, slot, group, heads),
+                                 [now, wake_channel(topic), slot if heads else "",
+                                  *deliveries]))
     results = yield calls
     return sum(results)
 

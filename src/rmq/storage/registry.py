@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import CorruptRegistry, TopicConflict, UnknownTopic
 from ..settings import DEFAULT_GROUP, TopicSettings, check_group_name, check_topic_name
 from .calls import Op, command
-from .keys import TOPICS, RegistryKeys, SlotKeys
+from .keys import TOPICS, HeadsKeys, RegistryKeys, SlotKeys
 
 __all__ = [
     "TopicInfo",
@@ -218,6 +218,9 @@ def delete_topic(info: TopicInfo) -> Op[None]:
         for group in groups_with_data(info):
             data += slot_keys.group(group).all()
     data += [keys.history_ring(group) for group in groups_with_data(info)]
+    # the heads indexes (single node, many slots); absent keys cost an UNLINK that finds none
+    for group in groups_with_data(info):
+        data += HeadsKeys(info.name, group).all()
     # UNLINK frees a big backlog in the background instead of blocking Redis while it does.
     yield [command("UNLINK", k) for k in data]
 

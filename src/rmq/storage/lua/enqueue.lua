@@ -4,11 +4,15 @@
 
   KEYS[1]      string  the slot's generation (includes/generation.lua)
   KEYS[2]      string  the slot clock (last ready stamp handed out)
-  KEYS[3..]    per bound group, the 9 group keys of includes/group_keys.lua
+  KEYS[3..]    per bound group, the 9 group keys of includes/group_keys.lua, followed, when
+               ARGV[4] names the slot, by the group's heads index: heads_ready, heads_delayed
+               (includes/heads.lua)
   ARGV[1]      the topic's generation as the client read it from the registry ("": none)
   ARGV[2]      now, epoch ms
   ARGV[3]      wake channel, published when a sleeping consumer has something new to do
-  ARGV[4..]    runs of messages sharing a priority and a due time, in send order, each:
+  ARGV[4]      this slot's number when the topic keeps a heads index (single node, more
+               than 16 slots), else ""
+  ARGV[5..]    runs of messages sharing a priority and a due time, in send order, each:
                priority (0-255), due (epoch ms; <= now means ready now), n, then n members
 
   Returns one integer per message: 1 when it merged into a pending message in every group;
@@ -21,6 +25,7 @@ local rcall = redis.call
 --- @include "pending"
 --- @include "group_keys"
 --- @include "generation"
+--- @include "heads"
 
 local gone = topic_gone(KEYS[1], ARGV[1])
 if gone then
@@ -32,7 +37,7 @@ local clock = open_clock(KEYS[2], now)
 
 local runs = {}
 local total = 0
-local i = 4
+local i = 5
 while i <= #ARGV do
   local n = tonumber(ARGV[i + 2])
   runs[#runs + 1] = {tonumber(ARGV[i]), tonumber(ARGV[i + 1]), i + 3, i + 2 + n, total}
@@ -45,8 +50,13 @@ for n = 1, total do
   merged_everywhere[n] = 1
 end
 
-for first = 3, #KEYS, GROUP_KEY_COUNT do
+local slot = ARGV[4]
+local stride = slot == "" and GROUP_KEY_COUNT or GROUP_KEY_COUNT + 2
+for first = 3, #KEYS, stride do
   local k = group_keys(first)
+  if slot ~= "" then
+    attach_heads(k, KEYS[first + GROUP_KEY_COUNT], KEYS[first + GROUP_KEY_COUNT + 1], slot)
+  end
   local merged = 0
   for _, run in ipairs(runs) do
     local offset = run[5]

@@ -5,12 +5,14 @@
 
   KEYS[1]      string  the slot clock
   KEYS[2..10]  the 9 group keys of includes/group_keys.lua
+  KEYS[11..12] with a heads index (ARGV[3]): the group's heads_ready, heads_delayed
   ARGV[1]      now, epoch ms
   ARGV[2]      wake channel
-  ARGV[3]      max_retries
-  ARGV[4]      retry backoff before the first retry, ms (doubles each retry; 0 = immediate)
-  ARGV[5]      retry backoff cap, ms
-  ARGV[6..]    pairs: delivery id, error text
+  ARGV[3]      heads index: this slot's number, or "" when the topic keeps none
+  ARGV[4]      max_retries
+  ARGV[5]      retry backoff before the first retry, ms (doubles each retry; 0 = immediate)
+  ARGV[6]      retry backoff cap, ms
+  ARGV[7..]    pairs: delivery id, error text
 
   Returns {retried, dead}; ids whose lease is gone are skipped.
 
@@ -20,15 +22,19 @@
 local rcall = redis.call
 --- @include "pending"
 --- @include "group_keys"
+--- @include "heads"
 --- @include "settle"
 
 local now = tonumber(ARGV[1])
 local clock = open_clock(KEYS[1], now)
 local k = group_keys(2)
+if ARGV[3] ~= "" then
+  attach_heads(k, KEYS[11], KEYS[12], ARGV[3])
+end
 local counts = {retried = 0, dead = 0}
-for i = 6, #ARGV, 2 do
+for i = 7, #ARGV, 2 do
   local outcome = fail(k, ARGV[i], ARGV[i + 1], now, clock,
-    tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
+    tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]))
   if outcome then
     counts[outcome] = counts[outcome] + 1
   end

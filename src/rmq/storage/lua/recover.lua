@@ -6,12 +6,14 @@
 
   KEYS[1]      string  the slot clock
   KEYS[2..10]  the 9 group keys of includes/group_keys.lua
+  KEYS[11..12] with a heads index (ARGV[3]): the group's heads_ready, heads_delayed
   ARGV[1]      now, epoch ms
   ARGV[2]      wake channel
-  ARGV[3]      max_retries
-  ARGV[4]      retry backoff before the first retry, ms
-  ARGV[5]      retry backoff cap, ms
-  ARGV[6]      at most this many leases per call
+  ARGV[3]      heads index: this slot's number, or "" when the topic keeps none
+  ARGV[4]      max_retries
+  ARGV[5]      retry backoff before the first retry, ms
+  ARGV[6]      retry backoff cap, ms
+  ARGV[7]      at most this many leases per call
 
   Returns {retried, dead}.
 
@@ -22,13 +24,17 @@ local rcall = redis.call
 --- @include "scores"
 --- @include "pending"
 --- @include "group_keys"
+--- @include "heads"
 --- @include "settle"
 
 local now = tonumber(ARGV[1])
 local k = group_keys(2)
+if ARGV[3] ~= "" then
+  attach_heads(k, KEYS[11], KEYS[12], ARGV[3])
+end
 -- the longest expired first (leases score negative: scores.lua)
 local expired = rcall("ZREVRANGEBYSCORE", k.leases, "+inf", fmt(expired_from(now)),
-  "LIMIT", 0, tonumber(ARGV[6]))
+  "LIMIT", 0, tonumber(ARGV[7]))
 if #expired == 0 then
   return {0, 0}
 end
@@ -36,7 +42,7 @@ local clock = open_clock(KEYS[1], now)
 local counts = {retried = 0, dead = 0}
 for _, id in ipairs(expired) do
   local outcome = fail(k, id, "lease expired", now, clock,
-    tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
+    tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]))
   counts[outcome] = counts[outcome] + 1
 end
 count_outcomes(k, counts)

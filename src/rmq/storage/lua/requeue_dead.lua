@@ -5,9 +5,11 @@
 
   KEYS[1]      string  the slot clock
   KEYS[2..10]  the 9 group keys of includes/group_keys.lua
+  KEYS[11..12] with a heads index (ARGV[3]): the group's heads_ready, heads_delayed
   ARGV[1]      now, epoch ms
   ARGV[2]      wake channel
-  ARGV[3..]    dead-letter ids; none means every dead letter of the slot
+  ARGV[3]      heads index: this slot's number, or "" when the topic keeps none
+  ARGV[4..]    dead-letter ids; none means every dead letter of the slot
 
   Returns how many were requeued.
 
@@ -18,12 +20,16 @@ local rcall = redis.call
 --- @include "records"
 --- @include "pending"
 --- @include "group_keys"
+--- @include "heads"
 
 local now = tonumber(ARGV[1])
 local clock = open_clock(KEYS[1], now)
 local k = group_keys(2)
+if ARGV[3] ~= "" then
+  attach_heads(k, KEYS[11], KEYS[12], ARGV[3])
+end
 local ids = {}
-for i = 3, #ARGV do
+for i = 4, #ARGV do
   ids[#ids + 1] = ARGV[i]
 end
 if #ids == 0 then

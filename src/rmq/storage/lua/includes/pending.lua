@@ -6,12 +6,16 @@
   `stamp` is the ready stamp to use if the message is ready now; nil asks the slot clock
   for the next one (send order). Returns true when the message merged.
 
+  Every message put into ready or delayed is noted in the slot's heads index when the
+  group's key table has one (heads.lua): `finish` writes the index.
+
   Provides: open_clock, put_pending, put_pending_run, finish, and promote_due (from
   promote.lua).  Needs: the script's rcall, and the includes below.
 ]]
 --- @include "scores"
 --- @include "bulk"
 --- @include "promote"
+--- @include "heads"
 
 -- The slot clock hands out strictly increasing stamps so that sends in one millisecond
 -- keep their order; it reads and writes the clock key once per script call.
@@ -47,6 +51,7 @@ local function add_ready(k, member, score)
     k.ready_was_empty = rcall("EXISTS", k.ready) == 0
   end
   rcall("ZADD", k.ready, fmt(score), member)
+  note_ready(k, score)
   woke = woke or k.ready_was_empty
 end
 
@@ -56,6 +61,7 @@ local function add_delayed(k, member, score)
     k.delayed_head = head[2] and tonumber(head[2]) or false
   end
   rcall("ZADD", k.delayed, fmt(score), member)
+  note_delayed(k, delayed_due(score))
   k.has_delayed = true
   woke = woke or not k.delayed_head or score < k.delayed_head
 end
@@ -78,7 +84,9 @@ local function put_pending(k, member, priority, due, now, clock, stamp)
       s = stamp  -- a delivery given back was due before this duplicate: it keeps its place
     end
     if p ~= held_p or s ~= held_stamp then
-      rcall("ZADD", k.ready, fmt(ready_score(p, s)), member)
+      local raised = ready_score(p, s)
+      rcall("ZADD", k.ready, fmt(raised), member)
+      note_ready(k, raised)
     end
     return true
   end
@@ -130,7 +138,7 @@ local function put_pending_run(k, first, last, priority, due, now, clock, on_sen
   local in_delayed = k.has_delayed and bulk("ZMSCORE", k.delayed, members) or {}
   local ready_now = due <= now
   local delayed_at = delayed_score(due, priority)
-  local fresh, seen = {}, {}
+  local fresh, seen, fresh_low = {}, {}, nil
   local function write_fresh()
     if #fresh == 0 then
       return
@@ -140,17 +148,20 @@ local function put_pending_run(k, first, last, priority, due, now, clock, on_sen
         k.ready_was_empty = rcall("EXISTS", k.ready) == 0
       end
       bulk("ZADD", k.ready, fresh)
+      note_ready(k, fresh_low)  -- stamps rise in send order: the first is the lowest
       woke = woke or k.ready_was_empty
     else
       add_delayed(k, fresh[2], delayed_at)  -- one score for all: the first decides a wake-up
       bulk("ZADD", k.delayed, fresh)
     end
-    fresh = {}
+    fresh, fresh_low = {}, nil
   end
   for n, member in ipairs(members) do
     local held = in_ready[n]
     if not (seen[member] or in_delayed[n] or held) then
-      fresh[#fresh + 1] = fmt(ready_now and ready_score(priority, clock:next()) or delayed_at)
+      local score = ready_now and ready_score(priority, clock:next()) or delayed_at
+      fresh_low = fresh_low or score
+      fresh[#fresh + 1] = fmt(score)
       fresh[#fresh + 1] = member
       on_send(n, false)
     elseif held and not seen[member] and priority <= ready_priority(tonumber(held)) then
@@ -168,6 +179,7 @@ end
 -- sleeping consumers once if there is something new for them.
 local function finish(clock, channel)
   clock:save()
+  save_heads()
   if woke then
     rcall("PUBLISH", channel, "1")
   end

@@ -1,0 +1,315 @@
+#!lua flags=allow-oom,allow-cross-slot-keys
+--[[
+  Claim up to `count` due messages of one group on a single node, highest priority first,
+  then earliest due, topic-wide, like claim.lua, for a topic that keeps a heads index
+  (more than 16 slots; includes/heads.lua): instead of every slot, the client passes a
+  window of slots, and the index says which slots can hold the best messages.
+
+  The index is a lazy priority queue. Slots are opened in the order of their ready index
+  entry; an entry is at most the slot's real head, so the best message of the opened slots
+  is the best of the topic as long as it is no worse than the next entry not opened yet.
+  When that next entry's slot is outside the window, the claim stops there and asks for
+  the slot (with the next ones), and the client calls again with them: what it claimed so
+  far was exact. Due delayed messages are promoted first in every slot the delayed index
+  says is due; a due slot outside the window is asked for likewise, and nothing is claimed
+  before it is promoted. Every opened slot's entries are then set to its real heads (the
+  entry of a slot left empty removed). A client with no index yet, or whose index was last
+  built RESYNC ms ago or more by Redis's clock, is told to rebuild it first
+  (sync_heads.lua): topics created before the index get one on first use, and a slot the
+  index lost (a bug, a client of an older version sending) waits at most that long.
+
+  KEYS[1]      the generation of slot 0 (includes/generation.lua; delete_topic removes the
+               slots' generations in slot order, so slot 0's goes first)
+  KEYS[2]      zset  heads_ready: slot -> lowest ready score (includes/heads.lua)
+  KEYS[3]      zset  heads_delayed: slot -> earliest delayed due, epoch ms
+  KEYS[4]      string heads_synced: when the index was last built, epoch ms of Redis's clock
+  KEYS[5..]    per slot of the window, 10 keys: the slot's delivery-id counter, then the 9
+               group keys
+  ARGV[1..8]   as claim.lua: now, count, lease ms, serial, promote limit, serial scan
+               depth, the topic's generation, holder
+  ARGV[9]      RESYNC: rebuild the index when it was last built this many ms ago or more
+  ARGV[10]     how many slots of the ready index to return as the next window
+  ARGV[11]     at most this many slots to ask for
+  ARGV[12..]   the window: the slot number of each slot in KEYS, in KEYS order
+
+  Returns {next_due, needed, window, then per claimed message: slot index (1-based, in
+  KEYS order), delivery id, member, priority, attempts (including this one), due_ms}.
+  next_due: the earliest delayed due time (by the index) when fewer than `count` were
+  claimed, else -1. needed: slots outside the window to call again with (empty when the
+  claim is complete). window: the slots at the head of the index afterwards, for the next
+  claim. Returns the integer NEED_SYNC (2) when the index must be rebuilt first, and when
+  the topic is gone claims nothing and returns GONE_UNKNOWN or GONE_STALE.
+
+  Flags: allow-oom, since it only moves messages already stored (into in flight) and keeps
+  the small index, so that consumers can drain a Redis that is out of memory;
+  allow-cross-slot-keys, since one call reads many slots of the topic.
+]]
+local rcall = redis.call
+--- @include "scores"
+--- @include "member"
+--- @include "records"
+--- @include "promote"
+--- @include "group_keys"
+--- @include "key_locks"
+--- @include "unlocked"
+--- @include "generation"
+--- @include "take"
+
+local NEED_SYNC = 2
+
+local gone = topic_gone(KEYS[1], ARGV[7])
+if gone then
+  return gone
+end
+
+local heads_ready, heads_delayed = KEYS[2], KEYS[3]
+local time = rcall("TIME")
+local clock_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local synced = tonumber(rcall("GET", KEYS[4]))
+if not synced or math.abs(clock_ms - synced) >= tonumber(ARGV[9]) then
+  return NEED_SYNC
+end
+
+local now = tonumber(ARGV[1])
+local count = tonumber(ARGV[2])
+local lease_until = now + tonumber(ARGV[3])
+local serial = ARGV[4] == "1"
+local promote_limit = tonumber(ARGV[5])
+local scan = tonumber(ARGV[6])
+local holder = holder_part(ARGV[8])
+local report = tonumber(ARGV[10])
+local need_max = tonumber(ARGV[11])
+
+local slots, index_of = {}, {}  -- window: group key tables; slot number -> index in slots
+for first = 5, #KEYS, 1 + GROUP_KEY_COUNT do
+  local k = group_keys(first + 1)
+  k.seq = KEYS[first]
+  k.slot = ARGV[12 + #slots]
+  slots[#slots + 1] = k
+  index_of[k.slot] = #slots
+end
+
+local needed, is_needed = {}, {}
+local function need(slot)
+  if not is_needed[slot] and #needed < need_max then
+    is_needed[slot] = true
+    needed[#needed + 1] = tonumber(slot)
+  end
+end
+
+local function head_of(key)
+  local head = rcall("ZRANGE", key, 0, 0, "WITHSCORES")
+  return head[2] and tonumber(head[2])
+end
+
+-- Promotion. Every slot with a due entry, at most one per slot: bounded by the slot count.
+for _, slot in ipairs(rcall("ZRANGEBYSCORE", heads_delayed, "-inf", fmt(now))) do
+  local i = index_of[slot]
+  if i then
+    local k = slots[i]
+    promote_due(k.ready, k.delayed, now, promote_limit)
+    local later = head_of(k.delayed)
+    if later then
+      rcall("ZADD", heads_delayed, fmt(delayed_due(later)), slot)
+    else
+      rcall("ZREM", heads_delayed, slot)
+    end
+    -- lower the ready entry also when another script (stats) promoted without the index
+    local best = head_of(k.ready)
+    if best then
+      rcall("ZADD", heads_ready, "LT", fmt(best), slot)
+    end
+  else
+    need(slot)
+  end
+end
+
+-- The merge: a min-heap of the opened slots by the score of their next candidate.
+local streams = {}  -- per slot index: {members, scores, pos, read, more, size}
+local heap, heap_n = {}, 0
+local function score_at(h)
+  local s = streams[heap[h]]
+  return s.scores[s.pos]
+end
+local function sift_down(h)
+  while true do
+    local l, best = 2 * h, h
+    if l <= heap_n and score_at(l) < score_at(best) then
+      best = l
+    end
+    if l + 1 <= heap_n and score_at(l + 1) < score_at(best) then
+      best = l + 1
+    end
+    if best == h then
+      return
+    end
+    heap[h], heap[best] = heap[best], heap[h]
+    h = best
+  end
+end
+local function push(i)
+  heap_n = heap_n + 1
+  heap[heap_n] = i
+  local h = heap_n
+  while h > 1 do
+    local parent = math.floor(h / 2)
+    if score_at(parent) <= score_at(h) then
+      break
+    end
+    heap[h], heap[parent] = heap[parent], heap[h]
+    h = parent
+  end
+end
+local function pop()
+  heap[1] = heap[heap_n]
+  heap[heap_n] = nil
+  heap_n = heap_n - 1
+  if heap_n > 0 then
+    sift_down(1)
+  end
+end
+
+-- A slot's candidates: on a serial topic its unlocked heads, read once; otherwise its
+-- ready zset a chunk at a time, from 4 messages on, doubling (most slots of a big topic
+-- give a claim one or two messages; one slot holding all the work gives it many).
+local function read_chunk(i)
+  local s = streams[i]
+  local got = rcall("ZRANGE", slots[i].ready, s.read, s.read + s.size - 1, "WITHSCORES")
+  local members, scores = {}, {}
+  for j = 1, #got, 2 do
+    members[#members + 1] = got[j]
+    scores[#scores + 1] = tonumber(got[j + 1])
+  end
+  s.members, s.scores, s.pos = members, scores, 1
+  s.read = s.read + #members
+  s.more = #members == s.size
+  s.size = math.min(2 * s.size, count)
+end
+local function open(i)
+  local s = {read = 0, size = math.min(4, count), pos = 1}
+  streams[i] = s
+  if serial then
+    s.members, s.scores, s.more = {}, {}, false
+    unlocked_heads(slots[i], count, scan, function(score, member)
+      s.members[#s.members + 1] = member
+      s.scores[#s.scores + 1] = score
+    end)
+  else
+    read_chunk(i)
+  end
+  if s.scores[1] then
+    push(i)
+  end
+end
+
+-- The index a page at a time; nothing writes it during the merge, so ranks stay put.
+local PAGE = 64
+local entries, at, offset, index_done = {}, 1, 0, false
+local function next_entry()
+  if at > #entries then
+    if index_done then
+      return nil
+    end
+    entries = rcall("ZRANGE", heads_ready, offset, offset + PAGE - 1, "WITHSCORES")
+    offset = offset + PAGE
+    at = 1
+    index_done = #entries < 2 * PAGE
+    if #entries == 0 then
+      return nil
+    end
+  end
+  return entries[at], tonumber(entries[at + 1])
+end
+
+local chosen, order, keys_taken = {}, {}, {}
+if #needed == 0 then
+  while #order < count do
+    local slot, bound = next_entry()
+    if heap_n > 0 and (not slot or score_at(1) <= bound) then
+      local i = heap[1]
+      local s = streams[i]
+      local member, score = s.members[s.pos], s.scores[s.pos]
+      s.pos = s.pos + 1
+      if not s.scores[s.pos] and s.more then
+        read_chunk(i)
+      end
+      if s.scores[s.pos] then
+        sift_down(1)
+      else
+        pop()
+      end
+      local key = serial and member_key(member)
+      if not key or not keys_taken[key] then
+        if key then
+          keys_taken[key] = true
+        end
+        chosen[i] = chosen[i] or {}
+        table.insert(chosen[i], member)
+        order[#order + 1] = {i, score, member}
+      end
+    elseif slot then
+      at = at + 2
+      local i = index_of[slot]
+      if i then
+        open(i)
+      else
+        -- this slot may hold a better message: ask for it, and the next ones, and stop
+        need(slot)
+        while #needed < need_max do
+          slot = next_entry()
+          if not slot then
+            break
+          end
+          at = at + 2
+          if not index_of[slot] then
+            need(slot)
+          end
+        end
+        break
+      end
+    else
+      break
+    end
+  end
+end
+
+local out = {-1, needed, {}}
+take_chosen(slots, chosen, order, now, lease_until, serial, holder, out)
+
+-- Every opened slot's entry becomes its real head now.
+local heads, emptied = {}, {}
+for i, s in pairs(streams) do
+  local head
+  if not serial and s.scores[s.pos] then
+    head = s.scores[s.pos]
+  elseif serial or s.more then
+    head = head_of(slots[i].ready)
+  end
+  if head then
+    heads[#heads + 1] = fmt(head)
+    heads[#heads + 1] = slots[i].slot
+  else
+    emptied[#emptied + 1] = slots[i].slot
+  end
+end
+if #heads > 0 then
+  rcall("ZADD", heads_ready, unpack(heads))
+end
+if #emptied > 0 then
+  rcall("ZREM", heads_ready, unpack(emptied))
+end
+
+if #order < count then
+  local due = head_of(heads_delayed)
+  if due then
+    out[1] = due
+  end
+end
+local window = out[3]
+for _, slot in ipairs(rcall("ZRANGE", heads_ready, 0, report - 1)) do
+  window[#window + 1] = tonumber(slot)
+end
+for _, slot in ipairs(rcall("ZRANGE", heads_delayed, 0, 3)) do
+  window[#window + 1] = tonumber(slot)
+end
+return out

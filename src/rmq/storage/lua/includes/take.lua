@@ -1,0 +1,75 @@
+--[[
+  Writing a claim's choice: each chosen message leaves ready and goes into in flight with a
+  lease and its holder (and, on serial topics, its key lock), with a few commands per slot
+  instead of five per message (claim.lua and claim_heads.lua choose, this writes).
+
+  take_chosen(slots, chosen, order, now, lease_until, serial, holder, out): `slots` the
+  group key tables (with `seq`), `chosen` per slot index the members taken in claim order
+  (on a non-serial topic a prefix of the slot's ready zset: removed by rank), `order`
+  {slot index, score, member} in claim order, `holder` the text from holder_part. Appends
+  to `out`, per message: slot index, delivery id, member, priority, attempts (this one
+  included), due_ms.
+
+  Provides: take_chosen.  Needs: the script's rcall, and the includes below.
+]]
+--- @include "scores"
+--- @include "member"
+--- @include "records"
+--- @include "bulk"
+
+local function take_chosen(slots, chosen, order, now, lease_until, serial, holder, out)
+  local ids, attempts_of = {}, {}  -- per slot: next delivery id; member -> earlier attempts
+  local records, leases, locks = {}, {}, {}  -- per slot: HSET / ZADD arguments
+  for i, members in pairs(chosen) do
+    records[i], leases[i], locks[i] = {}, {}, {}
+    local k = slots[i]
+    if serial then
+      bulk("ZREM", k.ready, members)
+    else
+      -- the merge took a prefix of this slot's ready zset: drop it by rank, without sending
+      -- the members back into Redis
+      rcall("ZREMRANGEBYRANK", k.ready, 0, #members - 1)
+    end
+    attempts_of[i] = {}
+    if rcall("EXISTS", k.attempts) == 1 then  -- only messages that ran before have a count
+      local counts = bulk("HMGET", k.attempts, members)
+      for j, member in ipairs(members) do
+        attempts_of[i][member] = tonumber(counts[j])
+      end
+      bulk("HDEL", k.attempts, members)
+    end
+    ids[i] = rcall("INCRBY", k.seq, #members) - #members + 1
+  end
+
+  local o = #out
+  for _, c in ipairs(order) do
+    local i, score, member = c[1], c[2], c[3]
+    local n = ids[i]
+    ids[i] = n + 1
+    local id = string.format("%d", n)  -- once, not each time Redis would turn it into text
+    local attempts = (attempts_of[i][member] or 0) + 1
+    local p = ready_priority(score)
+    local due = math.min(stamp_due(ready_stamp(score)), now)
+    local r, l = records[i], leases[i]
+    r[#r + 1] = id
+    r[#r + 1] = inflight_record(p, attempts, due, holder, member)
+    l[#l + 1] = fmt(lease_score(lease_until, n))
+    l[#l + 1] = id
+    if serial then
+      local lk = locks[i]
+      lk[#lk + 1] = member_key(member)
+      lk[#lk + 1] = id
+    end
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] =
+      i, id, member, p, attempts, due
+    o = o + 6
+  end
+  for i in pairs(chosen) do
+    local k = slots[i]
+    bulk("HSET", k.inflight, records[i])
+    bulk("ZADD", k.leases, leases[i])
+    if serial then
+      bulk("HSET", k.locks, locks[i])
+    end
+  end
+end

@@ -32,7 +32,7 @@ anyone sees). At the end every delay and lease runs out and everything is consum
 send must have been followed by a claim.
 
 One slot checks exact order; four slots check priority and due order across slots on a
-single node, and on a cluster priority across slots, order within each slot, and that each
+single node (and 64 slots, on a single node, the same through the heads index), and on a cluster priority across slots, order within each slot, and that each
 slot's run within a priority starts no later than anything left behind. Time only moves
 when the model says (a manual clock starting at the real now). The size is
 ``RMQ_MODEL_EXAMPLES`` examples (default 60) of up to 40 steps; ``RMQ_MODEL_SHRINK=0``
@@ -64,6 +64,7 @@ from hypothesis.stateful import (
 )
 
 import rmq
+from rmq.storage.queue import keeps_heads
 
 EXAMPLES = int(os.environ.get("RMQ_MODEL_EXAMPLES", "60"))
 STEPS = 40
@@ -627,6 +628,13 @@ class FourSlots(QueueMachine):
     SLOTS = 4
 
 
+class SixtyFourSlots(QueueMachine):
+    """More slots than queue.HEADS_MIN_SLOTS: on a single node, claims go through the
+    heads index, a window of slots at a time."""
+
+    SLOTS = 64
+
+
 def run(machine: type[QueueMachine], url: str, client_kind: str, examples: int) -> None:
     machine.url = url
     machine.client_kind = client_kind
@@ -657,3 +665,13 @@ def test_four_slots_agree_with_the_model(redis_url: str, client_kind: str) -> No
     finally:
         cluster.close()
     run(FourSlots, redis_url, client_kind, examples)
+
+
+@pytest.mark.single_node  # the heads index is a single node's; a cluster claims as for four
+@pytest.mark.timeout(900)
+def test_sixty_four_slots_agree_with_the_model(redis_url: str, client_kind: str) -> None:
+    """64 slots, more than queue.HEADS_MIN_SLOTS: claims through the heads index, whose
+    windows start at slots 0..count+7, so most claims widen to the slots the index asks
+    for; exact order across slots all the same."""
+    assert keeps_heads(rmq.TopicSettings(slots=64), one_call=True)
+    run(SixtyFourSlots, redis_url, client_kind, EXAMPLES)

@@ -287,8 +287,8 @@ def _claim_heads(topic: str, generation: str, group: str, settings: TopicSetting
         for stored in (*replies[:-1], None if reply == _NEED_SYNC else reply):
             _check_stored(topic, stored)
         if reply == _NEED_SYNC:
-            if sync:  # built in this very round trip: only a clock jump can ask again
-                raise RuntimeError(f"the heads index of {topic!r} asks to be built again")
+            # Build it, and claim in the same round trip. (Asked again right after a build:
+            # the claim ran first, when the build's script had to be loaded. Once more.)
             sync = [_sync_heads_call(topic, generation, group, settings.slots)]
             continue
         sync = []

@@ -25,8 +25,14 @@
   KEYS[4]      string heads_synced: when the index was last built, epoch ms of Redis's clock
   KEYS[5..]    per slot of the window, 10 keys: the slot's delivery-id counter, then the 9
                group keys
-  ARGV[1..8]   as claim.lua: now, count, lease ms, serial, promote limit, serial scan
-               depth, the topic's generation, holder
+  ARGV[1]      now, epoch ms
+  ARGV[2]      count
+  ARGV[3]      lease, ms
+  ARGV[4]      1 if the topic is key-serial (skip messages whose key is in flight)
+  ARGV[5]      how many due delayed messages one slot promotes per call at most
+  ARGV[6]      serial topics: how deep to look into each slot's ready messages (>= count)
+  ARGV[7]      the topic's generation as the client read it from the registry ("": none)
+  ARGV[8]      who claims (a consumer's id; "": not said), kept in each in-flight record
   ARGV[9]      RESYNC: rebuild the index when it was last built this many ms ago or more
   ARGV[10]     how many slots of the ready index to return as the next window
   ARGV[11]     at most this many slots to ask for
@@ -34,8 +40,8 @@
 
   Returns {next_due, needed, window, then per claimed message: slot index (1-based, in
   KEYS order), delivery id, member, priority, attempts (including this one), due_ms}.
-  next_due: the earliest delayed due time (by the index) when fewer than `count` were
-  claimed, else -1. needed: slots outside the window to call again with (empty when the
+  next_due: the earliest delayed due time when fewer than `count` were claimed, else -1
+  (or when the slot that may hold it is outside the window: then it is asked for). needed: slots outside the window to call again with (empty when the
   claim is complete). window: the slots at the head of the index afterwards, for the next
   claim. Returns the integer NEED_SYNC (2) when the index must be rebuilt first, and when
   the topic is gone claims nothing and returns GONE_UNKNOWN or GONE_STALE.
@@ -299,10 +305,29 @@ if #emptied > 0 then
   rcall("ZREM", heads_ready, unpack(emptied))
 end
 
-if #order < count then
-  local due = head_of(heads_delayed)
-  if due then
-    out[1] = due
+-- The next due time, exact: an entry of a slot in the window is checked against the slot
+-- (an optimistic one is fixed, and the next looked at); one outside the window is asked for.
+if #order < count and #needed == 0 then
+  local checked = {}
+  while true do
+    local head = rcall("ZRANGE", heads_delayed, 0, 0, "WITHSCORES")
+    local slot, due = head[1], tonumber(head[2])
+    if not slot or checked[slot] then
+      out[1] = due or -1
+      break
+    end
+    local i = index_of[slot]
+    if not i then
+      need(slot)
+      break
+    end
+    checked[slot] = true
+    local later = head_of(slots[i].delayed)
+    if later then
+      rcall("ZADD", heads_delayed, fmt(delayed_due(later)), slot)
+    else
+      rcall("ZREM", heads_delayed, slot)
+    end
   end
 end
 local window = out[3]

@@ -6,7 +6,8 @@
 
   KEYS[1]      string  the slot clock
   KEYS[2..10]  the 9 group keys of includes/group_keys.lua
-  KEYS[11..12] with a heads index (ARGV[3]): the group's heads_ready, heads_delayed
+  KEYS[11]     with a heads index (ARGV[3]): the group's heads_ready (includes/heads.lua)
+  KEYS[12]     with a heads index: the group's heads_delayed
   ARGV[1]      now, epoch ms
   ARGV[2]      wake channel
   ARGV[3]      heads index: this slot's number, or "" when the topic keeps none

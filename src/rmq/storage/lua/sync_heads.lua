@@ -12,7 +12,8 @@
   KEYS[5..]    per slot, in slot order from 0: the group's ready zset, then its delayed zset
   ARGV[1]      the topic's generation as the client read it from the registry ("": none)
 
-  Returns 1; when the topic is gone builds nothing and returns GONE_UNKNOWN or GONE_STALE.
+  Returns the status OK (not an integer: integers say the topic is gone); when the topic is
+  gone builds nothing and returns GONE_UNKNOWN or GONE_STALE.
 
   Flags: allow-oom, since claims wait for it and consumers must drain a Redis that is out
   of memory (the index holds at most two entries per slot); allow-cross-slot-keys, since it
@@ -47,4 +48,4 @@ bulk("ZADD", KEYS[2], ready)
 bulk("ZADD", KEYS[3], delayed)
 local time = rcall("TIME")
 rcall("SET", KEYS[4], fmt(tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)))
-return 1
+return redis.status_reply("OK")

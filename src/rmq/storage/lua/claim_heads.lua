@@ -7,7 +7,8 @@
 
   The index is a lazy priority queue. Slots are opened in the order of their ready index
   entry; an entry is at most the slot's real head, so the best message of the opened slots
-  is the best of the topic as long as it is no worse than the next entry not opened yet.
+  is the best of the topic as long as it is no worse than the next entry not opened yet
+  (by priority and due millisecond, the order docs/semantics.md promises across slots).
   When that next entry's slot is outside the window, the claim stops there and asks for
   the slot (with the next ones), and the client calls again with them: what it claimed so
   far was exact. Due delayed messages are promoted first in every slot the delayed index
@@ -130,86 +131,114 @@ for _, slot in ipairs(rcall("ZRANGEBYSCORE", heads_delayed, "-inf", fmt(now))) d
   end
 end
 
--- The merge: a min-heap of the opened slots by the score of their next candidate.
-local streams = {}  -- per slot index: {members, scores, pos, read, more, size}
-local heap, heap_n = {}, 0
-local function score_at(h)
-  local s = streams[heap[h]]
-  return s.scores[s.pos]
+-- The merge orders by (priority, due millisecond): `ms_key` of a ready score, which drops
+-- the stamp's count within the millisecond. Within a slot messages come in score order (the
+-- zset's), so send order holds there; across slots, messages of one priority due in the
+-- same millisecond may come in any order (docs/semantics.md, "Order"), and the merge takes
+-- them from the slots it has read already before it reads more: a claim of 100 from a burst
+-- of sends touches a few slots instead of a hundred (most of a claim's cost is per slot).
+local function ms_key(score)
+  return math.floor(score / 32)  -- exact: scores are integers below 2^53
 end
+
+-- Opened slots in a min-heap by (key, class), kept as one number, key * 4 + class (exact:
+-- keys stay below 2^49): class 0 when the slot's next candidate is read (key: its ms_key),
+-- class 1 when its chunk ran out and more may follow unread (key: that of the last one
+-- read, a lower bound). At an equal key a read candidate comes first, then a slot to read
+-- on, then the index's next slot (class 2, not opened yet). The heap is two flat arrays
+-- compared inline: this loop runs a few hundred times per claim, and Lua calls cost.
+local streams = {}  -- per slot index: {members, scores, pos, read, more, size, rank}
+local hv, hs, heap_n = {}, {}, 0  -- heap: rank, slot index
 local function sift_down(h)
+  local v, i = hv[h], hs[h]
   while true do
-    local l, best = 2 * h, h
-    if l <= heap_n and score_at(l) < score_at(best) then
-      best = l
+    local l = 2 * h
+    if l > heap_n then
+      break
     end
-    if l + 1 <= heap_n and score_at(l + 1) < score_at(best) then
-      best = l + 1
+    if l < heap_n and hv[l + 1] < hv[l] then
+      l = l + 1
     end
-    if best == h then
-      return
+    if hv[l] >= v then
+      break
     end
-    heap[h], heap[best] = heap[best], heap[h]
-    h = best
+    hv[h], hs[h] = hv[l], hs[l]
+    h = l
   end
+  hv[h], hs[h] = v, i
 end
-local function push(i)
+local function push(i, v)
   heap_n = heap_n + 1
-  heap[heap_n] = i
   local h = heap_n
   while h > 1 do
     local parent = math.floor(h / 2)
-    if score_at(parent) <= score_at(h) then
+    if hv[parent] <= v then
       break
     end
-    heap[h], heap[parent] = heap[parent], heap[h]
+    hv[h], hs[h] = hv[parent], hs[parent]
     h = parent
   end
+  hv[h], hs[h] = v, i
 end
 local function pop()
-  heap[1] = heap[heap_n]
-  heap[heap_n] = nil
+  hv[1], hs[1] = hv[heap_n], hs[heap_n]
+  hv[heap_n], hs[heap_n] = nil, nil
   heap_n = heap_n - 1
   if heap_n > 0 then
     sift_down(1)
   end
 end
 
+-- Where a stream stands in the heap: its rank, or nil when it holds nothing more.
+local function rank_of(s)
+  local score = s.scores[s.pos]
+  if score then
+    return ms_key(score) * 4
+  end
+  if s.more then
+    return ms_key(s.scores[#s.scores]) * 4 + 1
+  end
+  return nil
+end
+
 -- A slot's candidates: on a serial topic its unlocked heads, read once; otherwise its
--- ready zset a chunk at a time, from 4 messages on, doubling (most slots of a big topic
--- give a claim one or two messages; one slot holding all the work gives it many).
-local function read_chunk(i)
-  local s = streams[i]
-  local got = rcall("ZRANGE", slots[i].ready, s.read, s.read + s.size - 1, "WITHSCORES")
+-- ready zset a chunk at a time, from 2 messages on, doubling (most slots of a big topic
+-- give a claim one or two messages; a slot holding a burst gives it many). Reading with
+-- scores costs per message, so chunks start small.
+local function read_chunk(s, k)
+  local got = rcall("ZRANGE", k.ready, s.read, s.read + s.size - 1, "WITHSCORES")
   local members, scores = {}, {}
   for j = 1, #got, 2 do
     members[#members + 1] = got[j]
     scores[#scores + 1] = tonumber(got[j + 1])
   end
-  s.members, s.scores, s.pos = members, scores, 1
+  if #members > 0 then
+    s.members, s.scores, s.pos = members, scores, 1
+  end
   s.read = s.read + #members
   s.more = #members == s.size
   s.size = math.min(2 * s.size, count)
 end
 local function open(i)
-  local s = {read = 0, size = math.min(4, count), pos = 1}
+  local s = {read = 0, size = math.min(2, count), pos = 1, members = {}, scores = {}}
   streams[i] = s
   if serial then
-    s.members, s.scores, s.more = {}, {}, false
+    s.more = false
     unlocked_heads(slots[i], count, scan, function(score, member)
       s.members[#s.members + 1] = member
       s.scores[#s.scores + 1] = score
     end)
   else
-    read_chunk(i)
+    read_chunk(s, slots[i])
   end
-  if s.scores[1] then
-    push(i)
+  local rank = rank_of(s)
+  if rank then
+    push(i, rank)
   end
 end
 
 -- The index a page at a time; nothing writes it during the merge, so ranks stay put.
-local PAGE = 64
+local PAGE = 32  -- reading an entry costs about a microsecond: most claims need few
 local entries, at, offset, index_done = {}, 1, 0, false
 local function next_entry()
   if at > #entries then
@@ -231,27 +260,30 @@ local chosen, order, keys_taken = {}, {}, {}
 if #needed == 0 then
   while #order < count do
     local slot, bound = next_entry()
-    if heap_n > 0 and (not slot or score_at(1) <= bound) then
-      local i = heap[1]
+    if heap_n > 0 and (not slot or hv[1] < ms_key(bound) * 4 + 2) then
+      local i = hs[1]
       local s = streams[i]
-      local member, score = s.members[s.pos], s.scores[s.pos]
-      s.pos = s.pos + 1
-      if not s.scores[s.pos] and s.more then
-        read_chunk(i)
+      if hv[1] % 4 == 1 then
+        read_chunk(s, slots[i])  -- its rank can only rise
+      else
+        local member, score = s.members[s.pos], s.scores[s.pos]
+        s.pos = s.pos + 1
+        local key = serial and member_key(member)
+        if not key or not keys_taken[key] then
+          if key then
+            keys_taken[key] = true
+          end
+          chosen[i] = chosen[i] or {}
+          table.insert(chosen[i], member)
+          order[#order + 1] = {i, score, member}
+        end
       end
-      if s.scores[s.pos] then
-        sift_down(1)
+      local rank = rank_of(s)
+      if rank then
+        hv[1] = rank
+        sift_down(1)  -- at an equal rank it stays on top: a slot's run is taken in one go
       else
         pop()
-      end
-      local key = serial and member_key(member)
-      if not key or not keys_taken[key] then
-        if key then
-          keys_taken[key] = true
-        end
-        chosen[i] = chosen[i] or {}
-        table.insert(chosen[i], member)
-        order[#order + 1] = {i, score, member}
       end
     elseif slot then
       at = at + 2
@@ -259,7 +291,7 @@ if #needed == 0 then
       if i then
         open(i)
       else
-        -- this slot may hold a better message: ask for it, and the next ones, and stop
+        -- this slot may hold a message as good: ask for it, and the next ones, and stop
         need(slot)
         while #needed < need_max do
           slot = next_entry()
@@ -282,14 +314,18 @@ end
 local out = {-1, needed, {}}
 take_chosen(slots, chosen, order, now, lease_until, serial, holder, out)
 
--- Every opened slot's entry becomes its real head now.
+-- Every opened slot's entry becomes its head now: the next candidate read, or when the
+-- slot was read to the end of a chunk, the last score read (a lower bound: the next claim
+-- to reach it reads it); removed when the slot's ready zset is empty.
 local heads, emptied = {}, {}
 for i, s in pairs(streams) do
   local head
-  if not serial and s.scores[s.pos] then
-    head = s.scores[s.pos]
-  elseif serial or s.more then
+  if serial then
     head = head_of(slots[i].ready)
+  elseif s.scores[s.pos] then
+    head = s.scores[s.pos]
+  elseif s.more then
+    head = s.scores[#s.scores]
   end
   if head then
     heads[#heads + 1] = fmt(head)

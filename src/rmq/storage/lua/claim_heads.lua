@@ -87,14 +87,20 @@ local holder = holder_part(ARGV[8])
 local report = tonumber(ARGV[10])
 local need_max = tonumber(ARGV[11])
 
-local slots, index_of = {}, {}  -- window: group key tables; slot number -> index in slots
-for first = 5, #KEYS, 1 + GROUP_KEY_COUNT do
+-- The window: slot number -> index i in KEYS order; slots[i], the slot's group key table,
+-- is built when first used (a claim opens a fraction of the slots it is passed).
+local index_of = {}
+for i = 1, (#KEYS - 4) / (1 + GROUP_KEY_COUNT) do
+  index_of[ARGV[11 + i]] = i
+end
+local slots = setmetatable({}, {__index = function(built, i)
+  local first = 5 + (i - 1) * (1 + GROUP_KEY_COUNT)
   local k = group_keys(first + 1)
   k.seq = KEYS[first]
-  k.slot = ARGV[12 + #slots]
-  slots[#slots + 1] = k
-  index_of[k.slot] = #slots
-end
+  k.slot = ARGV[11 + i]
+  built[i] = k
+  return k
+end})
 
 local needed, is_needed = {}, {}
 local function need(slot)

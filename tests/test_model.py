@@ -32,8 +32,9 @@ anyone sees). At the end every delay and lease runs out and everything is consum
 send must have been followed by a claim.
 
 One slot checks exact order; four slots check priority and due order across slots on a
-single node (and 64 slots, on a single node, the same through the heads index), and on a cluster priority across slots, order within each slot, and that each
-slot's run within a priority starts no later than anything left behind. Time only moves
+single node (and 64 slots, on a single node, the same through the heads index), and on a
+cluster priority across slots, order within each slot, and that each slot's run within a
+priority starts no later than anything left behind. Time only moves
 when the model says (a manual clock starting at the real now). The size is
 ``RMQ_MODEL_EXAMPLES`` examples (default 60) of up to 40 steps; ``RMQ_MODEL_SHRINK=0``
 skips shrinking a failure.

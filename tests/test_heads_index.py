@@ -232,3 +232,20 @@ def test_small_topics_and_clusters_keep_no_index(client):
     assert client.redis.exists(*heads("small").all()) == 0
     indexed = client.redis.exists(*heads("big").all())
     assert indexed == (0 if client.is_cluster else 2)  # ready emptied: delayed, synced
+
+
+@pytest.mark.single_node
+def test_a_serial_topic_claims_through_the_index_and_waits_for_a_key_in_flight(client):
+    """On a key-serial topic a slot whose ready messages all wait for a key in flight keeps
+    its entry (the claim sets it to the slot's ready head), so the message comes out once
+    the key is acknowledged, though acks do not touch the index."""
+    client.create_topic("t", slots=64, serial_keys=True)
+    first = client.send("t", b"one", key=b"k1")
+    assert client.send("t", b"two", key=b"k1").slot == first.slot
+    client.send("t", b"other", key=b"k2")
+    taken = client.claim("t", count=10)
+    assert sorted(m.body for m in taken) == [b"one", b"other"]
+    assert client.claim("t", count=10) == []
+    assert entry(client, "t", first.slot) is not None
+    client.ack([m for m in taken if m.body == b"one"])
+    assert [m.body for m in client.claim("t", count=10)] == [b"two"]

@@ -55,13 +55,13 @@ def scale(size: int) -> dict[str, Any]:
             "batch": max(1, size // 2000)}
 
 
-def _run_single(name: str, size: int, rng: random.Random, root: Path) -> Outcome:
+def _run_single(name: str, size: int, rng: random.Random, root: Path, slots: int) -> Outcome:
     knobs = scale(size)
     durable = name == "redis-restarts"  # the promise is made for appendfsync always
     server = RedisServer(data_dir=root / f"redis-{name}",
                          appendfsync="always" if durable else "everysec").start()
     try:
-        stage = Stage(server.url, root / name, rng, server)
+        stage = Stage(server.url, root / name, rng, server, slots)
         runs: dict[str, Callable[[], Outcome]] = {
             "worker-kills": lambda: worker_kills(stage, size, knobs["kills"],
                                                  work_ms=knobs["work_ms"]),
@@ -103,6 +103,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                         help="run only these (repeatable); default: every single-node one")
     parser.add_argument("--cluster", action="store_true",
                         help="also run the Redis Cluster scenarios (3 masters, 1 replica each)")
+    parser.add_argument("--slots", type=int, default=8,
+                        help="slots of the single-node scenarios' topics (default 8; more than "
+                             "16 claims through the heads index)")
     parser.add_argument("--seed", type=int, default=None, help="seed of the random fault points")
     parser.add_argument("--json", metavar="FILE", help="also write the outcomes to FILE as JSON")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
@@ -131,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             if name in SCENARIOS:
                 print(f"running {name} ...", flush=True)
-                report(_run_single(name, args.size, rng, root))
+                report(_run_single(name, args.size, rng, root, args.slots))
         cluster_names = [n for n in names if n in CLUSTER_SCENARIOS]
         if cluster_names:
             print(f"running {', '.join(cluster_names)} on a fresh cluster ...", flush=True)

@@ -37,12 +37,14 @@ SEND_BOUND = 15.0
 @dataclass
 class Stage:
     """Where a scenario runs: a Redis URL (single node or cluster), a directory for worker
-    logs, a seeded random source, and the server itself when the scenario kills it."""
+    logs, a seeded random source, the server itself when the scenario kills it, and the
+    slot count of the topics it creates."""
 
     url: str
     workdir: Path
     rng: random.Random = field(default_factory=random.Random)
     server: RedisServer | None = None
+    slots: int = 8  # the scenarios' topics' (more than 16: a single node's heads index)
 
 
 @dataclass
@@ -140,7 +142,7 @@ def worker_kills(stage: Stage, size: int = 2000, kills: int = 5, workers: int = 
     the run must outlast the kills for them to land mid-run."""
     started, topic = time.monotonic(), "chaos-kills"
     client = Client(stage.url, registry_ttl=0.5)
-    client.create_topic(topic, visibility_timeout=LEASE, retry_backoff=0)
+    client.create_topic(topic, slots=stage.slots, visibility_timeout=LEASE, retry_backoff=0)
     # A fixed prefetch keeps the bound tight: the adaptive default holds about concurrency + 1
     # at this pace, but may hold up to concurrency + 1000 for a fast handler.
     fleet = Fleet(stage.workdir / "kills", stage.url, topic, concurrency=4, prefetch=8,
@@ -191,7 +193,7 @@ def outages(stage: Stage, name: str, size: int, url: str, control_url: str,
     def acked() -> int:
         return client.stats(topic).groups["default"].counters["acked"]
 
-    client.create_topic(topic, visibility_timeout=LEASE, retry_backoff=0)
+    client.create_topic(topic, slots=stage.slots, visibility_timeout=LEASE, retry_backoff=0)
     fleet = Fleet(stage.workdir / name, url, topic, concurrency=4, work_ms=1.0)
     for _ in range(2):
         fleet.spawn()
@@ -293,7 +295,7 @@ def slow_handler(stage: Stage, messages: int = 8, lease: float = 1.0,
     the lease is extended, so no message is delivered twice."""
     started, topic = time.monotonic(), "chaos-slow"
     client = Client(stage.url, registry_ttl=0.5)
-    client.create_topic(topic, visibility_timeout=lease, retry_backoff=0)
+    client.create_topic(topic, slots=stage.slots, visibility_timeout=lease, retry_backoff=0)
     fleet = Fleet(stage.workdir / "slow", stage.url, topic, concurrency=4, lease=lease,
                   work_ms=work * 1000)
     for _ in range(2):
@@ -322,7 +324,7 @@ def frozen_consumer(stage: Stage, messages: int = 12, lease: float = 1.5) -> Out
     nothing."""
     started, topic = time.monotonic(), "chaos-frozen"
     client = Client(stage.url, registry_ttl=0.5)
-    client.create_topic(topic, visibility_timeout=lease, retry_backoff=0)
+    client.create_topic(topic, slots=stage.slots, visibility_timeout=lease, retry_backoff=0)
     fleet = Fleet(stage.workdir / "frozen", stage.url, topic, lease=lease)
     running = 2  # handlers the frozen consumer runs at once
     frozen = fleet.spawn(concurrency=running, prefetch=4 * running, work_ms=300)
@@ -393,7 +395,7 @@ def poison_messages(stage: Stage, good: int = 100, bad: int = 10,
     ``1 + max_retries`` deliveries, with the handler's error; the others are unaffected."""
     started, topic = time.monotonic(), "chaos-poison"
     client = Client(stage.url, registry_ttl=0.5)
-    client.create_topic(topic, max_retries=max_retries, retry_backoff=0,
+    client.create_topic(topic, slots=stage.slots, max_retries=max_retries, retry_backoff=0,
                         visibility_timeout=LEASE)
     fleet = Fleet(stage.workdir / "poison", stage.url, topic, concurrency=4, poison="bad-")
     fleet.spawn()
@@ -440,7 +442,7 @@ def clock_skew(stage: Stage, size: int = 1000, skew_ms: float = SKEW_MS,
     no retry), no delayed message handled before it was due or late by the skew."""
     started, topic = time.monotonic(), "chaos-clock-skew"
     client = Client(stage.url, registry_ttl=0.5)
-    client.create_topic(topic, visibility_timeout=lease, retry_backoff=0)
+    client.create_topic(topic, slots=stage.slots, visibility_timeout=lease, retry_backoff=0)
     fleet = Fleet(stage.workdir / "skew", stage.url, topic, concurrency=4, lease=lease,
                   work_ms=1, slow="slow-", slow_ms=2.5 * lease * 1000)
     for offset in (-skew_ms, skew_ms):

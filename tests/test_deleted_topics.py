@@ -108,7 +108,7 @@ def test_a_group_commit_stores_the_live_topics_and_refuses_only_the_deleted_one(
     client.delete_topic("gone")
     now = client.now()
     tickets = [_Ticket(info.name, info.generation, info.groups,
-                       prepare(info.settings, now, body), now)
+                       prepare(info.settings, now, body), now, client._heads(info))
                for info, body in ((gone, b"lost"), (live, b"kept"))]
 
     client._run(_store(tickets))

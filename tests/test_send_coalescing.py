@@ -29,7 +29,8 @@ def _sends_in_flight(client: rmq.Client, topic: str, bodies: list[bytes],
         now = client.clock()
         message = prepare(info.settings, now, bodies[i])
         try:
-            outcomes[i] = coalescer.send(topic, info.generation, tuple(info.groups), message, now)
+            outcomes[i] = coalescer.send(topic, info.generation, tuple(info.groups), message, now,
+                                         client._heads(info))
         except BaseException as exc:  # noqa: BLE001 - the outcome under test
             outcomes[i] = exc
 
@@ -101,7 +102,8 @@ def test_a_failed_batch_raises_in_every_sender_and_the_next_batch_still_goes(cli
     now = client.clock()
     message = prepare(client.topic("t").settings, now, b"after")
     info = client.topic("t")
-    assert coalescer.send("t", info.generation, tuple(info.groups), message, now) is False
+    assert coalescer.send("t", info.generation, tuple(info.groups), message, now,
+                          client._heads(info)) is False
     assert client.stats("t").groups["default"].ready == 2  # x and after; y and z failed
 
 
@@ -155,7 +157,8 @@ def test_a_sender_interrupted_while_waiting_does_not_strand_the_threads_behind_i
     try:
         helper.start()
         with pytest.raises(Interrupted):
-            coalescer.send("t", info.generation, tuple(info.groups), message, client.clock())
+            coalescer.send("t", info.generation, tuple(info.groups), message, client.clock(),
+                           client._heads(info))
     finally:
         signal.signal(signal.SIGUSR1, previous)
         helper.join(10)

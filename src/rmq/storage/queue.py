@@ -311,14 +311,17 @@ def _sync_heads_call(topic: str, generation: str, group: str, slots: int) -> Cal
     return script_call(script("sync_heads"), keys, [generation])
 
 
-@lru_cache(maxsize=1024)
-def _claim_heads_keys(topic: str, group: str, slots: tuple[int, ...]) -> tuple[str, ...]:
-    keys = [SlotKeys(topic, 0).generation, *HeadsKeys(topic, group).all()]
+def _claim_heads_keys(topic: str, group: str, slots: tuple[int, ...]) -> list[str]:
+    # windows change from claim to claim: the keys are cached per slot, not per window
+    keys = [*_heads_keys(topic, group)]
     for slot in slots:
-        slot_keys = SlotKeys(topic, slot)
-        keys.append(slot_keys.seq)
-        keys.extend(slot_keys.group(group).all())
-    return tuple(keys)
+        keys += _claim_keys(topic, group, (slot,))[1:]
+    return keys
+
+
+@lru_cache(maxsize=1024)
+def _heads_keys(topic: str, group: str) -> tuple[str, ...]:
+    return (SlotKeys(topic, 0).generation, *HeadsKeys(topic, group).all())
 
 
 def _by_slot(messages: Iterable[Message]) -> dict[tuple[str, str, int], list[Message]]:

@@ -121,7 +121,7 @@ class BaseClient:
         self.registry_ttl = registry_ttl
         self._cache: dict[str, tuple[float, TopicInfo]] = {}
         # per (topic, group): the window of slots the next claim passes (queue.Windows)
-        self._windows: dict[tuple[str, str], tuple[int, ...]] = {}
+        self._windows: queue.Windows = {}
 
     def now(self) -> int:
         """The time by which this client judges due times and leases, in epoch ms: the Redis

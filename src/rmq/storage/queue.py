@@ -84,13 +84,17 @@ def _check_stored(topic: str, reply: Any) -> None:
 HEADS_MIN_SLOTS = 16
 _RESYNC_MS = 5000  # the index is rebuilt from every slot at most this often (Redis's clock)
 _NEED_SYNC = 2  # what claim_heads.lua returns when the index must be built first
-_WINDOW_MARGIN = 8  # a claim's window: `count` slots at the index's head, and this many more
+# A claim's window: the slots at the index's head, as many as the last claim took messages
+# from, twice, and this many more (at most `count` and this many more): a claim of a burst
+# takes runs from few slots; a claim of messages spread thin takes each from another slot.
+_WINDOW_MARGIN = 8
 _NEED_MAX = 256  # slots one claim_heads call asks for at most
 _MAX_ROUNDS = 16  # claim_heads calls per claim at most (each one makes progress)
 
 # Per (topic, group): the slots at the head of the heads index after the last claim, which
-# the next claim passes as its window. A client keeps one; a stale one costs a round trip.
-Windows = MutableMapping[tuple[str, str], tuple[int, ...]]
+# the next claim passes as its window, and how many slots that claim took messages from. A
+# client keeps one; a stale one costs a round trip.
+Windows = MutableMapping[tuple[str, str], tuple[tuple[int, ...], int]]
 
 
 def keeps_heads(settings: TopicSettings, one_call: bool) -> bool:
@@ -272,8 +276,9 @@ def _claim_heads(topic: str, generation: str, group: str, settings: TopicSetting
     again with the slots asked for. Builds the index first when the script asks for it
     (sync_heads.lua: the first claim of a topic without one, then every _RESYNC_MS)."""
     cached = (topic, group)
-    report = min(settings.slots, count + _WINDOW_MARGIN)
-    slots = windows.get(cached) or tuple(range(report))
+    slots, touched = windows.get(cached) or ((), count)
+    report = min(settings.slots, count, 2 * touched) + _WINDOW_MARGIN
+    slots = slots or tuple(range(min(settings.slots, report)))
     claimed: list[Message] = []
     next_due: int | None = None
     sync: list[Call] = []
@@ -293,8 +298,8 @@ def _claim_heads(topic: str, generation: str, group: str, settings: TopicSetting
             continue
         sync = []
         due, needed, window = reply[0], reply[1], reply[2]
-        windows[cached] = tuple(dict.fromkeys(window))
         claimed += _claimed(topic, group, slots, reply[2:], lease_until)
+        windows[cached] = (tuple(dict.fromkeys(window)), len({m.slot for m in claimed}))
         next_due = due if due >= 0 else None
         needed = [s for s in needed if 0 <= s < settings.slots]
         if not needed or len(claimed) >= count:

@@ -279,13 +279,15 @@ def _claim_heads(topic: str, generation: str, group: str, settings: TopicSetting
     slots, touched = windows.get(cached) or ((), count)
     report = min(settings.slots, count, 2 * touched) + _WINDOW_MARGIN
     slots = slots or tuple(range(min(settings.slots, report)))
+    # what a slot gave the last claim, on average (2 to 16): read that much of a slot at first
+    first_read = min(16, max(2, -(-count // touched))) if touched else 2
     claimed: list[Message] = []
     next_due: int | None = None
     sync: list[Call] = []
     for _ in range(_MAX_ROUNDS):
         args = base[:]
         args[1] = count - len(claimed)
-        args += (_RESYNC_MS, report, _NEED_MAX, *slots)
+        args += (_RESYNC_MS, report, _NEED_MAX, first_read, *slots)
         replies = yield [*sync, script_call(script("claim_heads"),
                                             _claim_heads_keys(topic, group, slots), args)]
         reply = replies[-1]

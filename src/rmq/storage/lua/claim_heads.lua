@@ -37,7 +37,8 @@
   ARGV[9]      RESYNC: rebuild the index when it was last built this many ms ago or more
   ARGV[10]     how many slots of the ready index to return as the next window
   ARGV[11]     at most this many slots to ask for
-  ARGV[12..]   the window: the slot number of each slot in KEYS, in KEYS order
+  ARGV[12]     how many messages to read from a slot at first (then twice as many each time)
+  ARGV[13..]   the window: the slot number of each slot in KEYS, in KEYS order
 
   Returns {next_due, needed, window, then per claimed message: slot index (1-based, in
   KEYS order), delivery id, member, priority, attempts (including this one), due_ms}.
@@ -86,18 +87,19 @@ local scan = tonumber(ARGV[6])
 local holder = holder_part(ARGV[8])
 local report = tonumber(ARGV[10])
 local need_max = tonumber(ARGV[11])
+local first_read = math.min(tonumber(ARGV[12]), count)
 
 -- The window: slot number -> index i in KEYS order; slots[i], the slot's group key table,
 -- is built when first used (a claim opens a fraction of the slots it is passed).
 local index_of = {}
 for i = 1, (#KEYS - 4) / (1 + GROUP_KEY_COUNT) do
-  index_of[ARGV[11 + i]] = i
+  index_of[ARGV[12 + i]] = i
 end
 local slots = setmetatable({}, {__index = function(built, i)
   local first = 5 + (i - 1) * (1 + GROUP_KEY_COUNT)
   local k = group_keys(first + 1)
   k.seq = KEYS[first]
-  k.slot = ARGV[11 + i]
+  k.slot = ARGV[12 + i]
   built[i] = k
   return k
 end})
@@ -208,9 +210,10 @@ local function rank_of(s)
 end
 
 -- A slot's candidates: on a serial topic its unlocked heads, read once; otherwise its
--- ready zset a chunk at a time, from 2 messages on, doubling (most slots of a big topic
--- give a claim one or two messages; a slot holding a burst gives it many). Reading with
--- scores costs per message, so chunks start small.
+-- ready zset a chunk at a time, doubling, from as many as the client expects a slot to give
+-- (count over the slots the last claim took from; most slots of a big topic give a claim
+-- one or two messages, a slot holding a burst gives it many). Reading with scores costs per
+-- message, so chunks start small.
 local function read_chunk(s, k)
   local got = rcall("ZRANGE", k.ready, s.read, s.read + s.size - 1, "WITHSCORES")
   local members, scores = {}, {}
@@ -226,7 +229,7 @@ local function read_chunk(s, k)
   s.size = math.min(2 * s.size, count)
 end
 local function open(i)
-  local s = {read = 0, size = math.min(2, count), pos = 1, members = {}, scores = {}}
+  local s = {read = 0, size = first_read, pos = 1, members = {}, scores = {}}
   streams[i] = s
   if serial then
     s.more = false

@@ -279,7 +279,7 @@ def _claim_heads(topic: str, generation: str, group: str, settings: TopicSetting
     slots, touched = windows.get(cached) or ((), count)
     report = min(settings.slots, count, 2 * touched) + _WINDOW_MARGIN
     slots = slots or tuple(range(min(settings.slots, report)))
-    # what a slot gave the last claim, on average (2 to 16): read that much of a slot at first
+    # what a slot gave the last claim, on average (2 to 16): read that much of a slot at once
     first_read = min(16, max(2, -(-count // touched))) if touched else 2
     claimed: list[Message] = []
     next_due: int | None = None

@@ -37,7 +37,7 @@
   ARGV[9]      RESYNC: rebuild the index when it was last built this many ms ago or more
   ARGV[10]     how many slots of the ready index to return as the next window
   ARGV[11]     at most this many slots to ask for
-  ARGV[12]     how many messages to read from a slot at first (then twice as many each time)
+  ARGV[12]     how many messages to read from a slot at a time
   ARGV[13..]   the window: the slot number of each slot in KEYS, in KEYS order
 
   Returns {next_due, needed, window, then per claimed message: slot index (1-based, in
@@ -210,10 +210,11 @@ local function rank_of(s)
 end
 
 -- A slot's candidates: on a serial topic its unlocked heads, read once; otherwise its
--- ready zset a chunk at a time, doubling, from as many as the client expects a slot to give
--- (count over the slots the last claim took from; most slots of a big topic give a claim
--- one or two messages, a slot holding a burst gives it many). Reading with scores costs per
--- message, so chunks start small.
+-- ready zset a chunk at a time, of as many as the client expects a slot to give (count over
+-- the slots the last claim took from: most slots of a big topic give a claim one or two
+-- messages, a slot holding a burst gives it many). Reading with scores costs about a
+-- microsecond a message, and the chunk that finds where a slot's run ends is mostly left
+-- unread, so chunks do not grow.
 local function read_chunk(s, k)
   local got = rcall("ZRANGE", k.ready, s.read, s.read + s.size - 1, "WITHSCORES")
   local members, scores = {}, {}
@@ -226,7 +227,6 @@ local function read_chunk(s, k)
   end
   s.read = s.read + #members
   s.more = #members == s.size
-  s.size = math.min(2 * s.size, count)
 end
 local function open(i)
   local s = {read = 0, size = first_read, pos = 1, members = {}, scores = {}}

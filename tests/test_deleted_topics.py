@@ -15,6 +15,7 @@ from rmq import errors
 from rmq.client.coalesce import _store, _Ticket
 from rmq.client.outgoing import prepare
 from rmq.storage.keys import RegistryKeys, SlotKeys
+from rmq.storage.registry import ConsumerState
 
 CACHED = 3600.0  # a registry cache that would hold the deleted entry for the whole test
 
@@ -149,3 +150,21 @@ def test_a_generation_that_is_not_rmqs_makes_the_entry_corrupt(client):
         client.topic("t", fresh=True)
     client.delete_topic("t")  # a corrupt entry can still be deleted
     assert topic_keys(client, "t") == []
+
+
+def test_heartbeats_of_a_consumer_that_outlives_its_topic_write_nothing(make_client):
+    # A Consumer keeps running through a delete (it claims again once the topic is created
+    # anew) and keeps sending heartbeats: they must not leave a consumers hash behind.
+    admin = make_client()
+    admin.create_topic("t", slots=2)
+    state = ConsumerState("c1", "t", "default", "host", 1, admin.now(), 1, 0, 0, 0)
+    admin.heartbeat(state)
+    assert [c.id for c in admin.consumers("t")] == ["c1"]
+
+    admin.delete_topic("t")
+    admin.heartbeat(state)
+    assert topic_keys(admin, "t") == []
+
+    admin.create_topic("t", slots=2)
+    admin.heartbeat(state)  # the topic exists again: the consumer is listed again
+    assert [c.id for c in admin.consumers("t")] == ["c1"]

@@ -217,5 +217,5 @@ def test_out_of_memory_redis_refuses_exactly_the_shipped_scripts_that_do_not_all
                 for name in SCRIPT_NAMES}
     assert refused == {name for name, flags in declared.items() if "allow-oom" not in flags}
     # sends and requeues grow memory (docs/reliability.md, "Out of memory"); a history
-    # sample is not worth memory Redis does not have
-    assert refused == {"enqueue", "requeue_dead", "history"}
+    # sample or a heartbeat is not worth memory Redis does not have
+    assert refused == {"enqueue", "requeue_dead", "history", "heartbeat"}

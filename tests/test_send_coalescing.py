@@ -210,7 +210,7 @@ async def test_concurrent_async_sends_share_round_trips(redis_url: str, anyio_ba
         assert len(carried) < len(bodies) / 10  # hundreds of sends, a handful of round trips
         stats = (await client.stats("t")).groups["default"]
         assert (stats.ready, stats.counters["sent"], stats.counters["merged"]) == (50, 400, 350)
-        assert client._sends._carrier is None
+        assert not client._sends._carriers
 
 
 @pytest.mark.anyio
@@ -228,4 +228,43 @@ async def test_a_cancelled_async_sender_does_not_break_the_others(redis_url: str
         assert isinstance(done[3], asyncio.CancelledError)
         assert all(isinstance(r, rmq.SendResult) for i, r in enumerate(done) if i != 3)
         assert (await client.stats("t")).groups["default"].ready == 20
-        assert client._sends._carrier is None
+        assert not client._sends._carriers
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("carriers", [1, 2])
+async def test_async_sends_in_rounds_are_all_carried(redis_url: str, anyio_backend: str,
+                                                     carriers: int):
+    # Senders answered together send again at once, while the carrier that answered them is
+    # about to leave: each must be carried (a carrier that left the set only in a done
+    # callback let them queue behind nobody, and they waited forever). At most `carriers`
+    # batches are on the wire at once.
+    async with rmq.AsyncClient(redis_url) as client:
+        await client.create_topic("t", slots=4)
+        await client.topic("t")
+        client._sends.CARRIERS = carriers
+        on_the_wire, most = 0, 0
+        original = client._sends._run
+
+        async def counting(op):
+            nonlocal on_the_wire, most
+            on_the_wire += 1
+            most = max(most, on_the_wire)
+            try:
+                return await original(op)
+            finally:
+                on_the_wire -= 1
+
+        client._sends._run = counting
+
+        async def sender(n: int) -> list[rmq.SendResult]:
+            return [await client.send("t", f"s{n}-{i}") for i in range(20)]
+
+        results = await asyncio.wait_for(asyncio.gather(*(sender(n) for n in range(64))), 60)
+        assert [len(r) for r in results] == [20] * 64
+        assert not any(r.merged for rounds in results for r in rounds)
+        assert 1 <= most <= carriers
+        assert not client._sends._carriers
+        stats = (await client.stats("t")).groups["default"]
+        assert (stats.ready, stats.counters["sent"]) == (1280, 1280)

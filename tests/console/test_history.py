@@ -148,6 +148,21 @@ def test_deleting_a_topic_drops_its_history(client: rmq.Client) -> None:
     assert read(client, "t").groups["default"] == []
 
 
+def test_a_sampler_with_a_stale_cache_writes_no_history_for_a_deleted_topic(
+        client: rmq.Client, redis_url: str) -> None:
+    # A consumer's keeper samples through its client's registry cache, which may still hold
+    # a topic deleted since: that sample must not leave keys behind.
+    client.create_topic("t")
+    with rmq.Client(redis_url, registry_ttl=3600) as stale:
+        info = stale.topic("t")
+        client.delete_topic("t")
+        taken = stale._run(history.record("t", info.groups, info.settings.slots, info.paused,
+                                          stale.clock(), width_ms=WIDTH))
+        assert taken is False
+        assert stale.record_history("t") is False
+    assert sorted(client.redis.scan_iter(match="rmq:{t}*")) == []
+
+
 def test_running_consumers_sample_the_history_without_a_console(client: rmq.Client,
                                                                 redis_url: str) -> None:
     client.create_topic("t", slots=2)

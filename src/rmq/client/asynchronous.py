@@ -208,9 +208,8 @@ class AsyncClient(BaseClient):
                    key: bytes | str | None = None) -> SendResult:
         """See :meth:`rmq.Client.send`; sends made at once by several tasks travel
         together."""
-        return await self._run(self._send(topic, body, {
-            "json": json, "priority": priority, "delay_ms": delay_ms, "deliver_at": deliver_at,
-            "slot_basis": slot_basis, "key": key}))
+        return await self._run(self._send(
+            topic, body, (json, priority, delay_ms, deliver_at, slot_basis, key)))
 
     async def send_many(self, topic: str, items: Iterable[Any]) -> SendCounts:
         """See :meth:`rmq.Client.send_many`."""

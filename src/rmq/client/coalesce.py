@@ -9,7 +9,8 @@ which lifts single sends past the round-trip rate of one connection (docs/benchm
 
 ``SendCoalescer`` serves threads (``Client``): the first waiting thread carries the next
 batch, so a lone thread never hands its send to another thread. ``AsyncSendCoalescer``
-serves tasks (``AsyncClient``): one carrier task runs while anything is queued.
+serves tasks (``AsyncClient``): carrier tasks run while anything is queued, two at most, so
+that one batch can be prepared while the other is in Redis.
 """
 
 from __future__ import annotations
@@ -147,45 +148,56 @@ class SendCoalescer:
 
 
 class AsyncSendCoalescer:
-    """Single sends from asyncio tasks; ``run`` drives an operation to its value."""
+    """Single sends from asyncio tasks; ``run`` drives an operation to its value.
+
+    Up to ``CARRIERS`` batches are on the wire at once (each on a connection of its own
+    from the pool): while one batch is in Redis, the senders answered by the other prepare
+    their next sends and leave as the next batch. With one carrier, the client and the
+    server would take turns, each idle while the other works."""
+
+    CARRIERS = 2
 
     def __init__(self, run: Callable[[Op[Any]], Awaitable[Any]]):
         self._run = run
         self._queued: list[tuple[_Ticket, asyncio.Future[bool]]] = []
-        self._carrier: asyncio.Task[None] | None = None
+        self._carriers: set[asyncio.Task[None]] = set()
 
     async def send(self, topic: str, generation: str, groups: tuple[str, ...],
                    message: Outgoing, now: int, heads: bool) -> bool:
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._queued.append((_Ticket(topic, generation, groups, message, now, heads), future))
-        if self._carrier is None:
-            self._carrier = asyncio.ensure_future(self._carry())
+        if len(self._carriers) < self.CARRIERS:
+            # It runs once the tasks ready now have run: the senders answered together
+            # queue their next sends before it takes the queue, and leave together.
+            self._carriers.add(asyncio.ensure_future(self._carry()))
         return await future
 
     async def _carry(self) -> None:
+        # Until the queue is empty: a ticket queued while every carrier was busy is taken by
+        # the first to come back. A carrier leaves the set in the same step in which it
+        # finds the queue empty (not in a done callback, which runs later): a sender that
+        # queues after that step starts a carrier of its own, one before it is carried.
         try:
             while self._queued:
                 batch, self._queued = self._queued, []
-                tickets = [ticket for ticket, _ in batch]
-                try:
-                    await self._run(_store(tickets))
-                except BaseException as exc:  # noqa: BLE001 - handed to every sender
-                    for _, future in batch:
-                        if not future.done():  # a sender may have been cancelled
-                            future.set_exception(exc)
-                    if isinstance(exc, asyncio.CancelledError):
-                        raise
-                else:
-                    for ticket, future in batch:
-                        if future.done():
-                            continue
-                        if ticket.error is not None:
-                            future.set_exception(ticket.error)
-                        else:
-                            future.set_result(ticket.merged)
-                # Let the senders just answered run up to their next send before the next
-                # batch leaves: they join it, instead of each waiting one more round trip in
-                # a batch of its own (the loop runs them only once this task yields).
-                await asyncio.sleep(0)
+                await self._carry_batch(batch)
         finally:
-            self._carrier = None
+            self._carriers.discard(asyncio.current_task())
+
+    async def _carry_batch(self, batch: list[tuple[_Ticket, asyncio.Future[bool]]]) -> None:
+        try:
+            await self._run(_store([ticket for ticket, _ in batch]))
+        except BaseException as exc:  # noqa: BLE001 - handed to every sender
+            for _, future in batch:
+                if not future.done():  # a sender may have been cancelled
+                    future.set_exception(exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        for ticket, future in batch:
+            if future.done():
+                continue
+            if ticket.error is not None:
+                future.set_exception(ticket.error)
+            else:
+                future.set_result(ticket.merged)

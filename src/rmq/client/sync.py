@@ -180,9 +180,8 @@ class Client(BaseClient):
         """Send one message (SPEC §2). Merges into an identical pending message of each group
         (earliest due time and highest priority win); never into one in flight. Sends made
         at once from several threads travel together (group commit, ``coalesce.py``)."""
-        return self._run(self._send(topic, body, {
-            "json": json, "priority": priority, "delay_ms": delay_ms, "deliver_at": deliver_at,
-            "slot_basis": slot_basis, "key": key}))
+        return self._run(self._send(
+            topic, body, (json, priority, delay_ms, deliver_at, slot_basis, key)))
 
     def send_many(self, topic: str, items: Iterable[Any]) -> SendCounts:
         """Send a batch: each item a body, or a dict of ``send`` options (``body`` or

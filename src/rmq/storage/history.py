@@ -79,7 +79,8 @@ def record(topic: str, groups: Sequence[str], slots: int, paused: bool, now: int
     whether this call took it. ``now`` (the caller's clock) is what ``stats`` promotes due
     delayed messages by; the sample's time is Redis's."""
     keys = RegistryKeys(topic)
-    ((at, claimed),) = yield [script_call(script("history"), [keys.history], [width_ms])]
+    ((at, claimed),) = yield [script_call(script("history"), [keys.history, keys.settings],
+                                          [width_ms])]
     if not claimed:
         return False
     stats = yield from collect(topic, groups, slots, paused, now)

@@ -13,8 +13,9 @@ from typing import Any
 
 from ..errors import CorruptRegistry, TopicConflict, UnknownTopic
 from ..settings import DEFAULT_GROUP, TopicSettings, check_group_name, check_topic_name
-from .calls import Op, command
+from .calls import Op, command, script_call
 from .keys import TOPICS, HeadsKeys, RegistryKeys, SlotKeys
+from .scripts import script
 
 __all__ = [
     "TopicInfo",
@@ -269,10 +270,13 @@ def set_paused(name: str, paused: bool) -> Op[None]:
 
 
 def heartbeat(state: ConsumerState, now: int) -> Op[None]:
-    """Record ``state`` as seen at ``now`` (epoch ms)."""
+    """Record ``state`` as seen at ``now`` (epoch ms), unless the topic does not exist (a
+    consumer of a deleted topic: nothing is written, heartbeat.lua)."""
     record = {**asdict(state), "last_seen": now}
     del record["id"], record["topic"]
-    yield [command("HSET", RegistryKeys(state.topic).consumers, state.id, json.dumps(record))]
+    keys = RegistryKeys(state.topic)
+    yield [script_call(script("heartbeat"), [keys.settings, keys.consumers],
+                       [state.id, json.dumps(record)])]
 
 
 def forget_consumer(name: str, consumer_id: str) -> Op[None]:

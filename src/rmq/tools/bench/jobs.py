@@ -17,12 +17,15 @@ from typing import Any
 import redis
 
 import rmq
+from rmq.client.outgoing import prepare
+from rmq.storage import queue
+from rmq.storage.scripts import script
 
 from .workload import Bodies
 
 __all__ = ["open_client", "send_one_job", "send_threads_job", "send_tasks_job", "send_many_job",
            "claim_ack_job", "consumer_job", "paced_send_job", "redis_benchmark", "xadd_job",
-           "merge_lua_job", "xconsume_job",
+           "merge_lua_job", "enqueue_one_job", "xconsume_job",
            "MERGE_ENQUEUE_LUA", "CONSUME_TIMEOUT"]
 
 CONSUME_TIMEOUT = 1800.0
@@ -242,6 +245,32 @@ def merge_lua_job(url: str, zset: str, bodies: Bodies,
         for i, chunk in enumerate(chunks):
             merged += script(keys=[zset], args=[i * batch, *chunk])
         return sum(len(c) for c in chunks), merged
+
+    return run
+
+
+def enqueue_one_job(url: str, topic: str, bodies: Bodies) -> Callable[[], tuple[int, int]]:
+    """RMQ's own enqueue.lua, one message per call, straight through redis-py: the calls a
+    lone ``send`` makes, built before the clock starts, so the figure is the script and
+    the round trip without RMQ's client (what a single send cannot go below)."""
+    client, r = open_client(url), _redis(url)
+    info, now = client.topic(topic), client.now()
+    calls = []
+    for body in bodies.build():
+        op = queue.send(topic, info.generation, info.groups,
+                        [prepare(info.settings, now, body)], now,
+                        queue.keeps_heads(info.settings, not client.is_cluster))
+        (call,) = next(op)
+        assert call.script is not None
+        calls.append((call.script.sha, len(call.keys), *call.keys, *call.args))
+    r.script_load(script("enqueue").source)
+
+    def run() -> tuple[int, int]:
+        merged = 0
+        for args in calls:
+            (flag,) = r.evalsha(*args)
+            merged += flag
+        return len(calls), merged
 
     return run
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..context import Bench
 from ..jobs import (
+    enqueue_one_job,
     merge_lua_job,
     send_many_job,
     send_one_job,
@@ -25,6 +26,9 @@ TOPIC = "bench.send"
 XADD_1, XADD_N = "Streams XADD pipelined, 1 process", "Streams XADD pipelined, {n} processes"
 LUA_1, LUA_N = "merge-enqueue Lua, 1 process", "merge-enqueue Lua, {n} processes"
 XADD_ONE = "Streams XADD one at a time"
+# RMQ's enqueue.lua one call per message through bare redis-py: single sends' floor, so the
+# figure shows how much of their gap to XADD is the script and how much RMQ's client.
+ENQUEUE_ONE = "enqueue.lua one at a time, bare redis-py"
 THREADS, TASKS = 32, 512  # concurrent senders sharing one client: group commit (rmq.coalesce)
 
 
@@ -48,7 +52,7 @@ def run(bench: Bench) -> Report:
             span = time_inline(job, url, TOPIC, Bodies(tag, s.body_size, 0, s.send_single),
                                *extra)
         expected += span.count
-        report.add(Figure(label, span.rate, "msg/s", compare=[XADD_ONE],
+        report.add(Figure(label, span.rate, "msg/s", compare=[XADD_ONE, ENQUEUE_ONE],
                           targets=[at_least(40_000, "msg/s")(span.rate)]))
 
     with step(f"send_many, 1 process, {s.send} messages"):
@@ -77,6 +81,10 @@ def run(bench: Bench) -> Report:
         report.add(Figure(XADD_ONE, time_inline(
             xadd_job, url, "ref:one", Bodies(b"one", s.body_size, 0, s.send_single), 1).rate,
             "msg/s", role="reference"))
+        bench.client.create_topic(f"{TOPIC}.lua")
+        enqueue_one = time_inline(enqueue_one_job, url, f"{TOPIC}.lua",
+                                  Bodies(b"lua-one", s.body_size, 0, s.send_single))
+        report.add(Figure(ENQUEUE_ONE, enqueue_one.rate, "msg/s", role="reference"))
         report.add(Figure(XADD_1, time_inline(xadd_job, url, "ref:s1", bodies, s.batch).rate,
                           "msg/s", role="reference"))
         report.add(Figure(XADD_N.format(n=n), time_processes(
@@ -88,5 +96,10 @@ def run(bench: Bench) -> Report:
                                                for p in bodies.split(procs)])
         report.add(Figure(LUA_N.format(n=n), lua_n.rate, "msg/s", role="reference"))
     report.expect_equal("merge-enqueue Lua merged nothing", lua.results[0][1], 0)
+    report.expect_equal("enqueue.lua one at a time merged nothing",
+                        enqueue_one.results[0][1], 0)
+    report.expect_equal("enqueue.lua one at a time stored each",
+                        bench.client.stats(f"{TOPIC}.lua").groups["default"].ready,
+                        enqueue_one.count)
     ratio_at_least(report, many_1, XADD_1, 0.75)
     return report

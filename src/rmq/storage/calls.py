@@ -59,6 +59,8 @@ def script_call(script: Script, keys: Sequence[str], args: Sequence[Any]) -> Cal
 def together(ops: list[Op[Any]]) -> Op[list[Any]]:
     """Several operations as one: each round trip carries the next batch of every one still
     running. Returns their values in order."""
+    if len(ops) == 1:  # a lone single send's group commit: nothing to interleave
+        return [(yield from ops[0])]
     values: list[Any] = [None] * len(ops)
     pending: dict[int, list[Call]] = {}
     for i, op in enumerate(ops):

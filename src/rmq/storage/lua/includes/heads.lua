@@ -23,31 +23,26 @@ local function attach_heads(k, ready_key, delayed_key, slot)
   k.heads = {ready = ready_key, delayed = delayed_key, slot = slot}
 end
 
-local function touch_heads(h)
-  if not h.touched then
-    h.touched = true
-    heads_touched[#heads_touched + 1] = h
+-- Keep the lowest value noted in field `low` ("ready_low", "delayed_low") of k's entries.
+local function note_low(k, low, value)
+  local h = k.heads
+  if h then
+    if not h.touched then
+      h.touched = true
+      heads_touched[#heads_touched + 1] = h
+    end
+    if not h[low] or value < h[low] then
+      h[low] = value
+    end
   end
 end
 
 local function note_ready(k, score)
-  local h = k.heads
-  if h then
-    touch_heads(h)
-    if not h.ready_low or score < h.ready_low then
-      h.ready_low = score
-    end
-  end
+  note_low(k, "ready_low", score)
 end
 
 local function note_delayed(k, due)
-  local h = k.heads
-  if h then
-    touch_heads(h)
-    if not h.delayed_low or due < h.delayed_low then
-      h.delayed_low = due
-    end
-  end
+  note_low(k, "delayed_low", due)
 end
 
 local function save_heads()

@@ -51,14 +51,14 @@ def reset_stats(cluster: Cluster) -> None:
 
 
 def script_calls(cluster: Cluster) -> dict[int, int]:
-    """Master port -> scripts it ran since ``reset_stats`` (EVALSHA, and EVAL for a script
-    it did not have yet)."""
+    """Master port -> scripts it ran since ``reset_stats`` (FCALL; EVALSHA and EVAL when the
+    scripts serve)."""
     calls = {}
     for master in cluster.masters():
         with master.client() as node:
             stats = node.info("commandstats")
         calls[master.port] = sum(stats.get(f"cmdstat_{name}", {}).get("calls", 0)
-                                 for name in ("evalsha", "eval"))
+                                 for name in ("fcall", "evalsha", "eval"))
     return calls
 
 
@@ -77,7 +77,7 @@ def measured_claim(client: Any, cluster: Cluster, topic: str, **options: Any
 def test_a_claim_on_an_empty_64_slot_topic_is_one_round_of_one_pipeline_per_master(
         client, cluster):
     client.create_topic("t", slots=64)
-    client.claim("t")  # every master loads head.lua now, not during the measured claim
+    client.claim("t")  # every master loads the library now, not during the measured claim
     held = Counter(masters_of_slots(client, "t", 64).values())
     assert len(held) == 3
 
@@ -91,7 +91,7 @@ def test_a_claim_on_an_empty_64_slot_topic_is_one_round_of_one_pipeline_per_mast
 def test_a_claim_that_finds_one_message_adds_one_pipeline_to_its_master_only(client, cluster):
     client.create_topic("t", slots=64)
     client.send("t", b"only")
-    for _ in range(2):  # loads head.lua and claim.lua wherever they run
+    for _ in range(2):  # loads the library wherever the claim runs
         client.release(client.claim("t"))
     slot = client.send("t", b"only").slot
     held = Counter(masters_of_slots(client, "t", 64).values())

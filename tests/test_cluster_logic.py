@@ -12,6 +12,7 @@ from redis.exceptions import (
     AskError,
     ClusterDownError,
     MovedError,
+    NoPermissionError,
     NoScriptError,
     ResponseError,
     TryAgainError,
@@ -151,7 +152,7 @@ def test_calls_go_to_their_slot_s_node_in_batch_order_one_pipeline_per_node():
                           script_call(script("head"), [on_b], [1])])
     rounds = plan(batch)
     assert [(node, indexes) for node, indexes, _ in rounds] == [("A", [0, 2]), ("B", [1, 3])]
-    assert rounds[1][2][1][:3] == ("EVALSHA", script("head").sha, 1)
+    assert rounds[1][2][1][:3] == ("FCALL", script("head").function, 1)
     for node, indexes, _ in rounds:
         batch.settle(indexes, [f"{node}{i}" for i in indexes])
     assert not batch.next_round()
@@ -175,10 +176,41 @@ def test_an_asked_call_goes_to_the_named_node_after_asking():
     assert plan(batch) == [("B", [None, 0], [("ASKING",), ("GET", key_on("A"))])]
 
 
-def test_a_script_the_node_lacks_is_sent_again_with_its_source():
+def test_a_function_the_node_lacks_is_sent_again_after_loading_the_library():
     call = script_call(script("head"), [key_on("A")], [1])
     batch = ClusterBatch([call])
     ((_, indexes, _),) = plan(batch)
+    batch.settle(indexes, [ResponseError("Function not found")])
+    assert batch.next_round()
+    assert plan(batch) == [("A", [None, 0], [
+        ("FUNCTION", "LOAD", script("head").library.source),
+        ("FCALL", script("head").function, 1, key_on("A"), 1)])]
+
+
+@pytest.mark.parametrize("refusal", [
+    ResponseError("Function not found"),  # loaded, still missing: the load was refused
+    NoPermissionError("User t has no permissions to run the 'fcall' command"),
+])
+def test_when_functions_are_refused_the_scripts_serve_from_then_on(refusal):
+    call = script_call(script("head"), [key_on("A")], [1])
+    batch = ClusterBatch([call, command("GET", key_on("A"))])
+    batch.loading.add(0)  # the library was loaded before this round
+    ((_, indexes, _),) = plan(batch)
+    batch.settle(indexes[1:], [refusal, "kept"])
+    assert batch.next_round() and not batch.functions
+    ((_, indexes, (sent,)),) = plan(batch)
+    assert indexes == [0] and sent[:3] == ("EVALSHA", script("head").sha, 1)
+    batch.settle(indexes, [NoScriptError("No matching script")])
+    assert batch.next_round()
+    ((_, _, (sent,)),) = plan(batch)
+    assert sent[:2] == ("EVAL", script("head").source)
+
+
+def test_a_script_the_node_lacks_is_sent_again_with_its_source():
+    call = script_call(script("head"), [key_on("A")], [1])
+    batch = ClusterBatch([call], functions=False)
+    ((_, indexes, (sent,)),) = plan(batch)
+    assert sent[:2] == ("EVALSHA", script("head").sha)
     batch.settle(indexes, [NoScriptError("No matching script")])
     assert batch.next_round()
     ((_, _, (sent,)),) = plan(batch)

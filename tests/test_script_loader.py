@@ -1,9 +1,12 @@
-"""The Lua script loader (``rmq.storage.scripts``): a script's flags kept as its first line,
-includes resolved recursively, each pasted once per script before the code that needs it,
-and every fault in the Lua tree (no flags, a cycle, a missing include, an include named
-twice) refused with the files named. The loader is pure logic, tested on small Lua trees
-written for each test; the shipped scripts are then checked for their header discipline,
-loaded into a real Redis, and their flags checked as Redis applies them."""
+"""The Lua script loader (``rmq.storage.scripts``): every script assembled into one Functions
+library and, the same code, as plain scripts; a script's flags taken from its first line,
+includes resolved recursively, each once and before the code that needs it, and every fault
+in the Lua tree (no flags, a cycle, a missing include, an include named twice) refused with
+the files named. The loader is pure logic, tested on small Lua trees written for each test;
+the shipped scripts are then checked for their header discipline, loaded into a real Redis
+both ways, and their flags checked as Redis applies them. Last, the client's use of them:
+a library lost on the server is loaded again, and a user refused functions is served by
+the scripts."""
 
 from __future__ import annotations
 
@@ -13,8 +16,9 @@ from pathlib import Path
 
 import pytest
 import redis
+from core_fixtures import make_client_fixture  # noqa: F401
 
-from rmq.storage.scripts import ScriptSourceError, load_script, script
+from rmq.storage.scripts import ScriptSourceError, load_scripts, script
 
 SHIPPED = resources.files("rmq.storage").joinpath("lua")
 SCRIPT_NAMES = sorted(f.name.removesuffix(".lua") for f in SHIPPED.iterdir()
@@ -42,7 +46,7 @@ def test_an_include_cycle_is_refused_naming_every_file_in_it(tmp_path):
     with pytest.raises(ScriptSourceError, match=re.escape(
             "include cycle: includes/a.lua -> includes/b.lua -> includes/c.lua"
             " -> includes/a.lua (reached from s.lua)")):
-        load_script(tree, "s")
+        load_scripts(tree)
 
 
 def test_an_include_that_names_itself_is_a_cycle(tmp_path):
@@ -50,7 +54,7 @@ def test_an_include_that_names_itself_is_a_cycle(tmp_path):
                                "includes/a.lua": '--- @include "a"\n'})
     with pytest.raises(ScriptSourceError,
                        match=re.escape("include cycle: includes/a.lua -> includes/a.lua")):
-        load_script(tree, "s")
+        load_scripts(tree)
 
 
 def test_a_missing_include_is_refused_naming_the_files_that_lead_to_it(tmp_path):
@@ -58,12 +62,12 @@ def test_a_missing_include_is_refused_naming_the_files_that_lead_to_it(tmp_path)
                                "includes/a.lua": 'local x = 1\n--- @include "nope"\n'})
     with pytest.raises(ScriptSourceError, match=re.escape(
             "s.lua -> includes/a.lua includes includes/nope.lua, which does not exist")):
-        load_script(tree, "s")
+        load_scripts(tree)
 
 
-def test_a_missing_script_is_refused(tmp_path):
+def test_asking_for_a_script_that_is_not_shipped_is_refused():
     with pytest.raises(ScriptSourceError, match="there is no script nope.lua"):
-        load_script(lua_tree(tmp_path, {}), "nope")
+        script("nope")
 
 
 @pytest.mark.parametrize(("where", "error"), [
@@ -75,7 +79,7 @@ def test_a_file_naming_the_same_include_twice_is_refused(tmp_path, where, error)
              "includes/b.lua": "local b = 2\n"}
     files[where] += '--- @include "b"\n\n--- @include "b"\n'
     with pytest.raises(ScriptSourceError, match=re.escape(error)):
-        load_script(lua_tree(tmp_path, files), "s")
+        load_scripts(lua_tree(tmp_path, files))
 
 
 @pytest.mark.parametrize("line", ["--- @include 'a'", '-- @include "a"', '--- @include "a.lua"',
@@ -83,15 +87,23 @@ def test_a_file_naming_the_same_include_twice_is_refused(tmp_path, where, error)
 def test_a_malformed_include_line_is_refused_rather_than_left_as_a_comment(tmp_path, line):
     tree = lua_tree(tmp_path, {"s.lua": f"#!lua\nlocal x = 1\n{line}\n", "includes/a.lua": ""})
     with pytest.raises(ScriptSourceError, match="s.lua:3: malformed include"):
-        load_script(tree, "s")
+        load_scripts(tree)
 
 
-@pytest.mark.parametrize("shebang", ["#!lua", "#!lua flags=allow-oom",
-                                     "#!lua flags=allow-oom,allow-cross-slot-keys"])
-def test_the_script_s_shebang_stays_its_first_line_with_the_flags_it_declares(tmp_path, shebang):
+@pytest.mark.parametrize(("shebang", "flags"), [
+    ("#!lua", ()), ("#!lua flags=allow-oom", ("allow-oom",)),
+    ("#!lua flags=allow-oom,allow-cross-slot-keys", ("allow-oom", "allow-cross-slot-keys"))])
+def test_a_script_keeps_its_shebang_first_and_the_library_registers_its_flags(
+        tmp_path, shebang, flags):
     tree = lua_tree(tmp_path, {"s.lua": f'{shebang}\n--[[ header ]]\n--- @include "a"\n',
                                "includes/a.lua": "local a = 1\n"})
-    assert load_script(tree, "s").source == f"{shebang}\n--[[ header ]]\nlocal a = 1\n"
+    s = load_scripts(tree)["s"]
+    assert s.flags == flags
+    assert s.source.splitlines() == [shebang, "local rcall = redis.call", "local CALL = {}",
+                                     "local a = 1", "--[[ header ]]"]
+    lua_flags = ", ".join(repr(f) for f in flags)
+    assert (f"redis.register_function{{function_name = '{s.function}', callback = serve(run_s),"
+            f" flags = {{{lua_flags}}}}}") in s.library.source
 
 
 @pytest.mark.parametrize("first_line", ["--[[ no shebang ]]", "", "#!/usr/bin/lua",
@@ -100,64 +112,73 @@ def test_the_script_s_shebang_stays_its_first_line_with_the_flags_it_declares(tm
 def test_a_script_that_does_not_open_with_its_flags_is_refused(tmp_path, first_line):
     tree = lua_tree(tmp_path, {"s.lua": f"{first_line}\n#!lua\nreturn 1\n"})
     with pytest.raises(ScriptSourceError, match="s.lua:1: a script opens with its flags"):
-        load_script(tree, "s")
+        load_scripts(tree)
 
 
 def test_an_include_that_declares_flags_is_refused(tmp_path):
     tree = lua_tree(tmp_path, {"s.lua": '#!lua\n--- @include "a"\n',
                                "includes/a.lua": "#!lua flags=allow-oom\nlocal a = 1\n"})
     with pytest.raises(ScriptSourceError, match="includes/a.lua:1: an include has no '#!' line"):
-        load_script(tree, "s")
+        load_scripts(tree)
 
 
 def test_each_include_is_pasted_once_and_after_the_includes_it_names(tmp_path):
     # A diamond: the script and two includes all need `base`; `top` needs `middle` too.
     tree = lua_tree(tmp_path, {
-        "s.lua": ('#!lua flags=allow-oom\nlocal rcall = redis.call\n--- @include "top"\n'
-                  '--- @include "base"\n'
+        "s.lua": ('#!lua flags=allow-oom\n--- @include "top"\n--- @include "base"\n'
                   '--- @include "middle"\nreturn top()\n'),
+        "t.lua": '#!lua\n--- @include "middle"\nreturn middle()\n',
         "includes/top.lua": ('-- top\n--- @include "base"\n--- @include "middle"\n'
                              'local function top() return middle() end\n'),
         "includes/middle.lua": '-- middle\n--- @include "base"\nlocal function middle() end\n',
         "includes/base.lua": "-- base\nlocal function base() end\n",
     })
-    source = load_script(tree, "s").source
-    assert "@include" not in source
-    for part in ["-- base", "-- middle", "-- top", "local rcall = redis.call"]:
-        assert source.count(part) == 1, part
-    # the script's own line first, then each include where first named, its own includes
-    # pasted at their lines inside it
-    assert source.splitlines() == [
-        "#!lua flags=allow-oom",
-        "local rcall = redis.call",
-        "-- top",
-        "-- base",
-        "local function base() end",
-        "-- middle",
-        "local function middle() end",
-        "local function top() return middle() end",
+    scripts = load_scripts(tree)
+    # as a script: the prelude, then each include once, its own includes before it, then
+    # the script's code
+    assert scripts["s"].source.splitlines() == [
+        "#!lua flags=allow-oom", "local rcall = redis.call", "local CALL = {}",
+        "-- base", "local function base() end",
+        "-- middle", "local function middle() end",
+        "-- top", "local function top() return middle() end",
         "return top()",
     ]
+    assert scripts["t"].source.splitlines()[3:] == [
+        "-- base", "local function base() end", "-- middle", "local function middle() end",
+        "return middle()"]
+    # the library: every include once for all scripts, before the scripts' bodies
+    library = scripts["s"].library
+    assert scripts["t"].library == library and "@include" not in library.source
+    for part in ["-- base", "-- middle", "-- top", "local function run_s()",
+                 "local function run_t()"]:
+        assert library.source.count(part) == 1, part
+    assert (library.source.index("-- base") < library.source.index("-- middle")
+            < library.source.index("-- top") < library.source.index("local function run_s()"))
+    assert library.source.startswith(f"#!lua name={library.name}\n")
 
 
-def test_the_same_tree_always_assembles_the_same_source_and_sha(tmp_path):
+def test_the_same_tree_always_assembles_the_same_code_and_names(tmp_path):
     tree = lua_tree(tmp_path, {"s.lua": '#!lua\n--- @include "a"\nreturn a\n',
                                "includes/a.lua": "local a = 1\n"})
-    first, again = load_script(tree, "s"), load_script(tree, "s")
-    assert first == again
-    assert len(first.sha) == 40 and first.sha != load_script(
-        lua_tree(tmp_path, {"includes/a.lua": "local a = 2\n"}), "s").sha
+    first, again = load_scripts(tree)["s"], load_scripts(tree)["s"]
+    assert first == again and first.library == again.library
+    changed = load_scripts(lua_tree(tmp_path, {"includes/a.lua": "local a = 2\n"}))["s"]
+    assert len(first.sha) == 40 and first.sha != changed.sha
+    # another version's library has another name, so both can be loaded on one server
+    assert re.fullmatch(r"rmq_[0-9a-f]{12}", first.library.name)
+    assert changed.library.name != first.library.name
+    assert first.function == f"{first.library.name}_s"
 
 
 # The shipped Lua tree keeps the header discipline the loader relies on.
 
 
 @pytest.mark.parametrize("name", SCRIPT_NAMES)
-def test_every_shipped_script_sets_rcall_itself_before_its_includes(name):
-    lines = SHIPPED.joinpath(f"{name}.lua").read_text("utf-8").splitlines()
-    first_include = next((i for i, line in enumerate(lines) if line.startswith("--- @include")),
-                         len(lines))  # a script with no includes sets it all the same
-    assert "local rcall = redis.call" in lines[:first_include]
+def test_shipped_scripts_call_redis_through_the_prelude_s_rcall(name):
+    # rcall is set by the prelude of each form (a library cannot read redis.call at load)
+    text = SHIPPED.joinpath(f"{name}.lua").read_text("utf-8")
+    assert "redis.call" not in text and not re.search(r"\blocal\s+rcall\b", text)
+    assert "rcall(" in script(name).source
 
 
 @pytest.mark.parametrize("name", INCLUDE_NAMES)
@@ -182,17 +203,31 @@ def test_every_shipped_script_header_lists_its_keys_and_arguments(name):
         assert used <= documented, f"{name}.lua: {table}{sorted(used - documented)} undocumented"
 
 
+def declared_flags(name: str) -> tuple[str, ...]:
+    first = SHIPPED.joinpath(f"{name}.lua").read_text("utf-8").splitlines()[0]
+    assert first.startswith("#!lua")
+    return tuple(first.removeprefix("#!lua").removeprefix(" flags=").split(",")) if (
+        "flags=" in first) else ()
+
+
 @pytest.mark.parametrize("name", SCRIPT_NAMES)
 def test_every_shipped_script_is_sent_with_the_flags_its_file_declares(name):
     declared = SHIPPED.joinpath(f"{name}.lua").read_text("utf-8").splitlines()[0]
-    assert declared.startswith("#!lua")
     assert script(name).source.splitlines()[0] == declared
+    assert script(name).flags == declared_flags(name)
 
 
-def test_every_shipped_script_loads_into_redis_under_the_sha_rmq_calls_it_by(redis_url):
-    with redis.Redis.from_url(redis_url) as r:
-        for name in SCRIPT_NAMES:
+def test_the_shipped_library_loads_into_redis_with_every_script_and_its_flags(fresh_server):
+    server = fresh_server()
+    library = script(SCRIPT_NAMES[0]).library
+    with server.client() as r:
+        assert r.execute_command("FUNCTION", "LOAD", library.source) == library.name.encode()
+        (listed,) = r.execute_command("FUNCTION", "LIST", "LIBRARYNAME", library.name)
+        functions = {f[b"name"].decode(): tuple(flag.decode() for flag in f[b"flags"])
+                     for f in listed[b"functions"]}
+        for name in SCRIPT_NAMES:  # plain scripts: under the SHA1 the client names them by
             assert r.script_load(script(name).source) == script(name).sha, name
+    assert functions == {script(name).function: declared_flags(name) for name in SCRIPT_NAMES}
 
 
 def test_out_of_memory_redis_refuses_exactly_the_shipped_scripts_that_do_not_allow_it(
@@ -201,21 +236,75 @@ def test_out_of_memory_redis_refuses_exactly_the_shipped_scripts_that_do_not_all
     # missing arguments (or does nothing): only the refusal tells the flags apart.
     server = fresh_server()
     with server.client() as r:
+        r.execute_command("FUNCTION", "LOAD", script(SCRIPT_NAMES[0]).library.source)
         for name in SCRIPT_NAMES:
             r.script_load(script(name).source)
         r.config_set("maxmemory", 1)
-        refused = set()
+        refused: dict[str, set[str]] = {"FCALL": set(), "EVALSHA": set()}
         for name in SCRIPT_NAMES:
-            try:
-                r.evalsha(script(name).sha, 0)
-            except redis.exceptions.OutOfMemoryError:
-                refused.add(name)
-            except redis.exceptions.ResponseError:
-                pass  # it ran
+            for command, code in (("FCALL", script(name).function),
+                                  ("EVALSHA", script(name).sha)):
+                try:
+                    r.execute_command(command, code, 0)
+                except redis.exceptions.OutOfMemoryError:
+                    refused[command].add(name)
+                except redis.exceptions.ResponseError:
+                    pass  # it ran
         r.config_set("maxmemory", 0)
-    declared = {name: SHIPPED.joinpath(f"{name}.lua").read_text("utf-8").splitlines()[0]
-                for name in SCRIPT_NAMES}
-    assert refused == {name for name, flags in declared.items() if "allow-oom" not in flags}
+    growing = {name for name in SCRIPT_NAMES if "allow-oom" not in declared_flags(name)}
+    assert refused == {"FCALL": growing, "EVALSHA": growing}
     # sends and requeues grow memory (docs/reliability.md, "Out of memory"); a history
     # sample or a heartbeat is not worth memory Redis does not have
-    assert refused == {"enqueue", "requeue_dead", "history", "heartbeat"}
+    assert growing == {"enqueue", "requeue_dead", "history", "heartbeat"}
+
+
+# The client's use of the library.
+
+
+def nodes(redis_url: str) -> list[redis.Redis]:
+    """A client per master of the deployment behind ``redis_url``."""
+    with redis.Redis.from_url(redis_url) as probe:
+        if probe.info("cluster").get("cluster_enabled") != 1:
+            return [redis.Redis.from_url(redis_url)]
+    with redis.RedisCluster.from_url(redis_url) as cluster:
+        return [redis.Redis(host=n.host, port=n.port) for n in cluster.get_primaries()]
+
+
+def test_a_library_the_server_lost_is_loaded_again_and_nothing_is_lost(make_client, redis_url):
+    # A restart without persistence, or an operator's FUNCTION FLUSH, leaves the client
+    # calling functions the server no longer has.
+    client = make_client()
+    client.create_topic("t", slots=4)
+    client.send("t", b"before")
+    for node in nodes(redis_url):
+        with node:
+            node.execute_command("FUNCTION", "FLUSH")
+    client.send("t", b"after")
+    assert client.send_many("t", [b"one", b"two", b"after"]).merged == 1
+    assert sorted(m.body for m in client.claim("t", count=10)) == [
+        b"after", b"before", b"one", b"two"]
+    for node in nodes(redis_url):
+        with node:
+            assert [lib[b"library_name"] for lib in node.execute_command("FUNCTION", "LIST")
+                    ] == [script("enqueue").library.name.encode()]
+
+
+@pytest.mark.single_node  # on a cluster, publishes from two nodes may arrive in any order
+def test_per_call_state_does_not_outlive_its_call_in_the_library(make_client, redis_url):
+    # The library's includes live as long as the server: what one call keeps (here whether
+    # to wake consumers) must start fresh on the next, or every send would publish.
+    client = make_client()
+    client.create_topic("t", slots=1)
+    with redis.Redis.from_url(redis_url) as r:
+        pubsub = r.pubsub()
+        pubsub.subscribe("rmq:wake:t")
+        assert pubsub.get_message(timeout=5)["type"] == "subscribe"
+        client.send("t", b"first")  # ready was empty: wakes sleeping consumers ("1")
+        client.send("t", b"second")  # ready was not: nothing to wake
+        client.send("t", b"third")
+        client.wake("t")  # a marker ("wake"): every publish before it arrives before it
+        published = []
+        while not published or published[-1] != b"wake":
+            published.append(pubsub.get_message(timeout=5)["data"])
+        pubsub.close()
+    assert published == [b"1", b"wake"]

@@ -11,7 +11,10 @@ The cluster's answers are handled per call (:class:`ClusterBatch`, the logic wit
 
 - ``MOVED`` (the slot has a new owner): refresh the slot map, send the call to the owner;
 - ``ASK`` (the slot is migrating): send the call to the node named, after ``ASKING``;
-- ``NOSCRIPT`` (that node lacks the script): send it as ``EVAL``, which also caches it;
+- no such function (that node lacks RMQ's library): send ``FUNCTION LOAD`` before the call;
+  if the call still finds none, or the ACL refuses this user functions, the scripts serve
+  from then on (``storage/scripts.py`` says why both), and ``NOSCRIPT`` (that node lacks the
+  script) sends it as ``EVAL``, which also caches it;
 - a lost connection, ``TRYAGAIN``, ``CLUSTERDOWN``, an uncovered slot (a failover under
   way): the calls still unanswered are tried again under the one reconnect policy
   (``connection.retry_policy``: its backoff, the slot map refreshed before each try), then
@@ -48,13 +51,19 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..storage.calls import Call, routing_key
-from .connection import async_retry_policy, map_errors, retry_policy
+from .connection import (
+    async_retry_policy,
+    functions_refused,
+    is_code_missing,
+    map_errors,
+    retry_policy,
+)
 
 __all__ = ["ClusterBatch", "ClusterExecutor", "AsyncClusterExecutor"]
 
 _UNANSWERED = object()
-# Redirections (MOVED, ASK, NOSCRIPT) one try follows before it counts as a failed try: a
-# slot map that keeps moving is a cluster being resharded, worth a backoff.
+# Redirections (MOVED, ASK, a missing function or script) one try follows before it counts as
+# a failed try: a slot map that keeps moving is a cluster being resharded, worth a backoff.
 _REDIRECTS = 8
 # What a cluster answers while it is not serving a slot (a failover or a migration under
 # way): worth retrying after a backoff, as a lost connection is.
@@ -72,9 +81,11 @@ def _slot(key: str | bytes) -> int:
 _NodeRound = tuple[Any, list[int | None], list[tuple[Any, ...]]]
 
 
-def _command(call: Call, as_eval: bool) -> tuple[Any, ...]:
+def _command(call: Call, functions: bool, as_eval: bool) -> tuple[Any, ...]:
     if call.script is None:
         return call.args
+    if functions:
+        return ("FCALL", call.script.function, len(call.keys), *call.keys, *call.args)
     name, body = ("EVAL", call.script.source) if as_eval else ("EVALSHA", call.script.sha)
     return (name, body, len(call.keys), *call.keys, *call.args)
 
@@ -83,11 +94,13 @@ class ClusterBatch:
     """One batch on a cluster, without I/O: which calls are still unanswered, where each
     goes next, and what the cluster's answers mean (module doc)."""
 
-    def __init__(self, calls: list[Call]):
+    def __init__(self, calls: list[Call], functions: bool = True):
         self.calls = calls
         self.results: list[Any] = [_UNANSWERED] * len(calls)
         self.todo = list(range(len(calls)))
         self.asking: dict[int, str] = {}  # call -> the node an ASK named
+        self.functions = functions  # FCALL; False: the scripts serve (module doc)
+        self.loading: set[int] = set()  # calls sent after a FUNCTION LOAD on their node
         self.as_eval: set[int] = set()
         self.stale_map = False  # a MOVED or a fault: refresh the slot map before the next round
         self.fault: BaseException | None = None  # this round failed somewhere: back off
@@ -109,11 +122,15 @@ class ClusterBatch:
                     raise RedisConnectionError(
                         f"Redis Cluster serves no node for a slot: {error}") from error
             _, indexes, commands = rounds.setdefault(id(node), (node, [], []))
+            call = self.calls[i]
+            if self.functions and i in self.loading and call.script is not None:
+                indexes.append(None)  # its reply is not read: the call after it tells
+                commands.append(("FUNCTION", "LOAD", call.script.library.source))
             if i in self.asking:
                 indexes.append(None)
                 commands.append(("ASKING",))
             indexes.append(i)
-            commands.append(_command(self.calls[i], i in self.as_eval))
+            commands.append(_command(call, self.functions, i in self.as_eval))
         self.fault = None
         return list(rounds.values())
 
@@ -134,6 +151,11 @@ class ClusterBatch:
         self.asking.pop(i, None)
         if isinstance(reply, NoScriptError):
             self.as_eval.add(i)
+        elif is_code_missing(reply) or functions_refused(reply):  # not run: sent again
+            if self.functions and i not in self.loading and not functions_refused(reply):
+                self.loading.add(i)
+            else:  # refused, or loaded and still missing: the scripts serve from now on
+                self.functions = False
         elif isinstance(reply, MovedError):  # before AskError, of which redis-py makes it a kind
             self.stale_map = True
         elif isinstance(reply, AskError):
@@ -188,12 +210,16 @@ class ClusterExecutor:
         self.retry = retry if isinstance(retry, redis.retry.Retry) else retry_policy()
         self.round_trips = 0
         self.pipelines = 0
+        self.functions = True
 
     def __call__(self, calls: list[Call]) -> list[Any]:
-        batch = ClusterBatch(calls)
+        batch = ClusterBatch(calls, self.functions)
         with map_errors():
-            # every fault marks the slot map stale: the next try refreshes it first
-            self.retry.call_with_retry(lambda: self._try(batch), lambda _: None)
+            try:
+                # every fault marks the slot map stale: the next try refreshes it first
+                self.retry.call_with_retry(lambda: self._try(batch), lambda _: None)
+            finally:
+                self.functions = batch.functions
             return batch.values()
 
     def _try(self, batch: ClusterBatch) -> None:
@@ -295,12 +321,16 @@ class AsyncClusterExecutor:
                       else async_retry_policy())
         self.round_trips = 0
         self.pipelines = 0
+        self.functions = True
 
     async def __call__(self, calls: list[Call]) -> list[Any]:
-        batch = ClusterBatch(calls)
+        batch = ClusterBatch(calls, self.functions)
         with map_errors():
             await self.client.initialize()  # reads the slot map on first use, then returns
-            await self.retry.call_with_retry(lambda: self._try(batch), _nothing)
+            try:
+                await self.retry.call_with_retry(lambda: self._try(batch), _nothing)
+            finally:
+                self.functions = batch.functions
             return batch.values()
 
     async def _try(self, batch: ClusterBatch) -> None:

@@ -45,7 +45,7 @@ from ..storage.calls import Call
 
 __all__ = ["resolve_url", "check_url", "connect", "open_async", "open_async_node", "Executor",
            "AsyncExecutor", "AsyncRedis", "map_errors", "retry_policy", "async_retry_policy",
-           "is_permanent"]
+           "is_permanent", "is_code_missing", "functions_refused"]
 
 AsyncRedis = aredis.Redis | aredis.RedisCluster
 T = TypeVar("T")
@@ -328,30 +328,51 @@ class map_errors:  # noqa: N801 - used as a context manager, reads as a phrase
         return False
 
 
+def _fcall_args(call: Call) -> tuple[Any, ...]:
+    assert call.script is not None
+    return ("FCALL", call.script.function, len(call.keys), *call.keys, *call.args)
+
+
 def _evalsha_args(call: Call) -> tuple[Any, ...]:
     assert call.script is not None
-    return (call.script.sha, len(call.keys), *call.keys, *call.args)
+    return ("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)
 
 
 def _eval_args(call: Call) -> tuple[Any, ...]:
     assert call.script is not None
-    return (call.script.source, len(call.keys), *call.keys, *call.args)
+    return ("EVAL", call.script.source, len(call.keys), *call.keys, *call.args)
 
 
-def _queue(pipe: Any, batch: list[Call]) -> None:
+def _queue(pipe: Any, batch: list[Call], functions: bool) -> None:
     for call in batch:
         if call.script is None:
             pipe.execute_command(*call.args)
         else:
-            pipe.evalsha(*_evalsha_args(call))
+            pipe.execute_command(*(_fcall_args(call) if functions else _evalsha_args(call)))
+
+
+def is_code_missing(result: Any) -> bool:
+    """Whether a call's reply says the server lacks its code: ``NOSCRIPT``, or no such
+    function (first use on this server, a restart that kept nothing, a ``FUNCTION FLUSH``)."""
+    return isinstance(result, NoScriptError) or (
+        isinstance(result, ResponseError) and str(result).startswith("Function not found"))
+
+
+def functions_refused(error: BaseException) -> bool:
+    """Whether Redis will not let this user call or load functions (an ACL without
+    ``FCALL`` or ``FUNCTION LOAD``, or a server without functions): the scripts serve."""
+    text = str(error).lower()
+    return ("noperm" in text or isinstance(error, NoPermissionError)
+            or "unknown command" in text) and ("'fcall'" in text or "'function" in text)
 
 
 def _not_run(results: list[Any]) -> list[int]:
-    """Indexes of a pipeline's calls that did not run because the server lacked the script
-    (first use on this server, or it restarted); any other error is raised."""
+    """Indexes of a pipeline's calls that did not run because the server lacked their code
+    or refused this user functions; any other error is raised."""
     missing = []
     for i, result in enumerate(results):
-        if isinstance(result, NoScriptError):
+        if is_code_missing(result) or (isinstance(result, Exception)
+                                       and functions_refused(result)):
             missing.append(i)
         elif isinstance(result, Exception):
             raise result
@@ -359,17 +380,22 @@ def _not_run(results: list[Any]) -> list[int]:
 
 
 class Executor:
-    """Executes batches of :class:`Call` on a single node's redis-py client: one pipeline."""
+    """Executes batches of :class:`Call` on a single node's redis-py client: one pipeline.
+
+    Scripts run as functions of RMQ's library (``FCALL``), loaded on first use; once Redis
+    refuses this user functions (``functions`` False), as scripts (``EVALSHA``, then
+    ``EVAL`` where the server lacks one): ``storage/scripts.py`` says why both."""
 
     def __init__(self, client: redis.Redis):
         self.client = client
+        self.functions = True
 
     def __call__(self, batch: list[Call]) -> list[Any]:
         with map_errors():
             if len(batch) == 1:
                 return [self._one(batch[0])]
             pipe = self.client.pipeline(transaction=False)
-            _queue(pipe, batch)
+            _queue(pipe, batch, self.functions)
             results: list[Any] = pipe.execute(raise_on_error=False)
             for i in _not_run(results):
                 results[i] = self._one(batch[i])
@@ -378,10 +404,31 @@ class Executor:
     def _one(self, call: Call) -> Any:
         if call.script is None:
             return self.client.execute_command(*call.args)
+        if self.functions:
+            try:
+                return self.client.execute_command(*_fcall_args(call))
+            except ResponseError as error:
+                if not (is_code_missing(error) or functions_refused(error)):
+                    raise
+                self.functions = not functions_refused(error) and self._load(call)
+            if self.functions:
+                return self.client.execute_command(*_fcall_args(call))
         try:
-            return self.client.evalsha(*_evalsha_args(call))
+            return self.client.execute_command(*_evalsha_args(call))
         except NoScriptError:  # EVAL also caches the script for next time
-            return self.client.eval(*_eval_args(call))
+            return self.client.execute_command(*_eval_args(call))
+
+    def _load(self, call: Call) -> bool:
+        """Load RMQ's library; False when Redis refuses this user the load."""
+        assert call.script is not None
+        try:
+            self.client.execute_command("FUNCTION", "LOAD", call.script.library.source)
+        except ResponseError as error:
+            if functions_refused(error):
+                return False
+            if "already exists" not in str(error):  # another client loaded it meanwhile
+                raise
+        return True
 
 
 class AsyncExecutor:
@@ -389,13 +436,14 @@ class AsyncExecutor:
 
     def __init__(self, client: aredis.Redis):
         self.client = client
+        self.functions = True
 
     async def __call__(self, batch: list[Call]) -> list[Any]:
         with map_errors():
             if len(batch) == 1:
                 return [await self._one(batch[0])]
             pipe = self.client.pipeline(transaction=False)
-            _queue(pipe, batch)
+            _queue(pipe, batch, self.functions)
             results: list[Any] = await pipe.execute(raise_on_error=False)
             for i in _not_run(results):
                 results[i] = await self._one(batch[i])
@@ -404,7 +452,27 @@ class AsyncExecutor:
     async def _one(self, call: Call) -> Any:
         if call.script is None:
             return await self.client.execute_command(*call.args)
+        if self.functions:
+            try:
+                return await self.client.execute_command(*_fcall_args(call))
+            except ResponseError as error:
+                if not (is_code_missing(error) or functions_refused(error)):
+                    raise
+                self.functions = not functions_refused(error) and await self._load(call)
+            if self.functions:
+                return await self.client.execute_command(*_fcall_args(call))
         try:
-            return await self.client.evalsha(*_evalsha_args(call))
+            return await self.client.execute_command(*_evalsha_args(call))
         except NoScriptError:  # EVAL also caches the script for next time
-            return await self.client.eval(*_eval_args(call))
+            return await self.client.execute_command(*_eval_args(call))
+
+    async def _load(self, call: Call) -> bool:
+        assert call.script is not None
+        try:
+            await self.client.execute_command("FUNCTION", "LOAD", call.script.library.source)
+        except ResponseError as error:
+            if functions_refused(error):
+                return False
+            if "already exists" not in str(error):
+                raise
+        return True

@@ -1,37 +1,67 @@
-"""Loads the Lua scripts: their flags, and their ``--- @include "name"`` lines resolved.
+"""Loads the Lua scripts, their flags and their ``--- @include "name"`` lines resolved, as
+one Redis Functions library and, from the same assembly, as plain scripts.
 
 Each script in ``lua/`` is one atomic state change; shared Lua lives in ``lua/includes/``
 (as in BullMQ, whose ``script-loader.ts`` this follows). A script's first line declares its
-flags to Redis (``#!lua flags=allow-oom`` or a bare ``#!lua``) and stays its first line.
-Scripts and includes alike name the includes they use, one ``--- @include "name"`` line
-each. The loader replaces that line with ``includes/name.lua``, resolved the same way, the
-first time a script names it, and drops it after that: each include is pasted once per
-script, its own includes before its code. A script without flags, a cycle, a missing
-include or an include named twice by one file stops the load with a
-:class:`ScriptSourceError` that names the files.
+flags (``#!lua flags=allow-oom`` or a bare ``#!lua``). Scripts and includes alike name the
+includes they use, one ``--- @include "name"`` line each; an include's own includes come
+before it, each include once. A script without flags, a cycle, a missing include or an
+include named twice by one file stops the load with a :class:`ScriptSourceError` that names
+the files.
+
+Why a library: a script sent by ``EVALSHA`` runs its whole chunk on every call, so every
+include's local functions were defined again for each call (measured: one send cost 40 µs
+of server time as a script, 25 µs as a function). The library defines them once, when it
+loads; each script is a function of it, called by ``FCALL``. The library is named by the
+SHA1 of its source (``rmq_<12 hex>``), so two RMQ versions on one server each call their
+own, as ``EVALSHA`` names a script by its content.
+
+Why plain scripts too: anyone allowed ``FUNCTION LOAD`` can replace a library, so a server
+shared by tenants who must not reach each other's topics grants them ``EVALSHA``/``EVAL``
+instead (docs/reliability.md, "Security"); the client falls back to the scripts when Redis
+refuses it the load.
+
+The two forms differ only in their first lines. In the library, ``KEYS``, ``ARGV``, ``CALL``
+(a fresh table per call: what an include keeps for the length of one call) and ``rcall``
+(``redis.call``, which does not exist while a library loads) are upvalues that the function
+Redis calls sets before it runs the script's body; as a script they are the globals and two
+locals.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 
 from ..errors import RMQError
 
-__all__ = ["Script", "ScriptSourceError", "load_script", "script"]
+__all__ = ["Library", "Script", "ScriptSourceError", "load_scripts", "script"]
 
 # A script with a shebang is refused whole when it cannot run (out of memory, unless it
 # allows that); one without runs until its first write fails, leaving half a change. So every
-# script must say which it is, even with no flags.
-_SHEBANG = re.compile(r"#!lua(?: flags=[a-z-]+(?:,[a-z-]+)*)?")
+# script must say which it is, even with no flags. (Functions always behave so.)
+_SHEBANG = re.compile(r"#!lua(?: flags=([a-z-]+(?:,[a-z-]+)*))?")
 _INCLUDE = re.compile(r'--- @include "([a-z_]+)"')
 # Anything that looks like an include but is not written as one would otherwise stay a
 # comment, and its functions would be missing only when the script runs.
 _LOOKS_LIKE_INCLUDE = re.compile(r"\s*-{2,}\s*@include\b")
+_SCRIPT_NAME = re.compile(r"[a-z_]+")
+
+_SCRIPT_PRELUDE = "local rcall = redis.call\nlocal CALL = {}\n"
+_LIBRARY_PRELUDE = """\
+local KEYS, ARGV, CALL, rcall
+
+local function serve(body)
+  return function(keys, args)
+    KEYS, ARGV, CALL, rcall = keys, args, {}, redis.call
+    return body()
+  end
+end
+"""
 
 
 class ScriptSourceError(RMQError):
@@ -40,35 +70,135 @@ class ScriptSourceError(RMQError):
 
 
 @dataclass(frozen=True, slots=True)
-class Script:
-    """A script's full source and the SHA1 that EVALSHA names it by."""
+class Library:
+    """The Functions library that holds every script: ``FUNCTION LOAD`` takes ``source``."""
 
     name: str
     source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """One script: ``function`` is its name in the library (``FCALL``); ``source`` and
+    ``sha`` are the same script whole, for ``EVAL`` and ``EVALSHA``."""
+
+    name: str
+    flags: tuple[str, ...]
+    function: str
+    source: str
     sha: str
+    library: Library = field(repr=False)
 
 
-def load_script(directory: Traversable, name: str) -> Script:
-    """The script ``<directory>/<name>.lua`` as Redis runs it: every include it needs,
-    directly or through other includes, pasted exactly once, each before the code that
-    names it, under the script's own first line, its shebang (``#!lua`` and its flags).
-    Raises :class:`ScriptSourceError` naming the files for a script without a shebang, an
-    include cycle, an include that does not exist, or a file that names the same include
-    twice."""
-    path = f"{name}.lua"
-    shebang, _, body = _read(directory, path, [path]).partition("\n")
-    if not _SHEBANG.fullmatch(shebang.rstrip()):
-        raise ScriptSourceError(
-            f"{path}:1: a script opens with its flags, '#!lua flags=allow-oom,...', or '#!lua'"
-            f" for none (then Redis refuses it whole when out of memory); found {shebang!r}")
-    source = shebang.rstrip() + "\n" + _Assembly(directory).paste(path, body, [path], 2) + "\n"
-    return Script(name, source, hashlib.sha1(source.encode()).hexdigest())
+@dataclass(frozen=True, slots=True)
+class _Parsed:
+    name: str
+    shebang: str
+    flags: tuple[str, ...]
+    includes: list[str]  # paths under the directory, each after the includes it needs
+    body: str
+
+
+def load_scripts(directory: Traversable) -> dict[str, Script]:
+    """Every script ``<directory>/<name>.lua``, by name, assembled into one library and as
+    plain scripts. Raises :class:`ScriptSourceError` naming the files for a script without
+    a shebang, an include cycle, an include that does not exist, or a file that names the
+    same include twice."""
+    names = sorted(f.name.removesuffix(".lua") for f in directory.iterdir()
+                   if f.name.endswith(".lua") and f.is_file())
+    for name in names:
+        if not _SCRIPT_NAME.fullmatch(name):
+            raise ScriptSourceError(f"{name}.lua: a script's name is lower case letters and _")
+    texts: dict[str, str] = {}
+    parsed = [_parse(directory, name, texts) for name in names]
+
+    included: list[str] = []  # every include any script needs, each after its own includes
+    for script in parsed:
+        included += [path for path in script.includes if path not in included]
+    code = "".join(texts[path] + "\n" for path in included)
+    bodies = "".join(f"\nlocal function run_{s.name}()\n{s.body}\nend\n" for s in parsed)
+    version = hashlib.sha1((code + bodies + repr([(s.name, s.flags) for s in parsed]))
+                           .encode()).hexdigest()[:12]
+    library_name = f"rmq_{version}"
+    registers = "".join(
+        f"redis.register_function{{function_name = '{library_name}_{s.name}',"
+        f" callback = serve(run_{s.name}), flags = {{{', '.join(repr(f) for f in s.flags)}}}}}\n"
+        for s in parsed)
+    library = Library(library_name, f"#!lua name={library_name}\n{_LIBRARY_PRELUDE}{code}"
+                                    f"{bodies}\n{registers}")
+
+    scripts = {}
+    for s in parsed:
+        source = (s.shebang + "\n" + _SCRIPT_PRELUDE
+                  + "".join(texts[path] + "\n" for path in s.includes) + s.body + "\n")
+        scripts[s.name] = Script(s.name, s.flags, f"{library_name}_{s.name}", source,
+                                 hashlib.sha1(source.encode()).hexdigest(), library)
+    return scripts
 
 
 @cache
+def _shipped() -> dict[str, Script]:
+    return load_scripts(resources.files("rmq.storage").joinpath("lua"))
+
+
 def script(name: str) -> Script:
-    """The shipped script ``lua/<name>.lua`` with its includes resolved (loaded once)."""
-    return load_script(resources.files("rmq.storage").joinpath("lua"), name)
+    """The shipped script ``lua/<name>.lua`` (the library assembled once per process)."""
+    try:
+        return _shipped()[name]
+    except KeyError:
+        raise ScriptSourceError(f"there is no script {name}.lua among the shipped scripts"
+                                ) from None
+
+
+def _parse(directory: Traversable, name: str, texts: dict[str, str]) -> _Parsed:
+    path = f"{name}.lua"
+    shebang, _, body = _read(directory, path, [path]).partition("\n")
+    flags = _SHEBANG.fullmatch(shebang.rstrip())
+    if not flags:
+        raise ScriptSourceError(
+            f"{path}:1: a script opens with its flags, '#!lua flags=allow-oom,...', or '#!lua'"
+            f" for none (then Redis refuses it whole when out of memory); found {shebang!r}")
+    includes: list[str] = []
+    own = _strip_includes(directory, path, body, [path], includes, texts, 2)
+    return _Parsed(name, shebang.rstrip(), tuple(flags.group(1).split(",")) if flags.group(1)
+                   else (), includes, own)
+
+
+def _strip_includes(directory: Traversable, path: str, text: str, chain: list[str],
+                    includes: list[str], texts: dict[str, str], first_line: int = 1) -> str:
+    """``text`` (the file ``path`` from ``first_line`` on, reached through ``chain``) without
+    its include lines; the includes it names, and theirs before them, appended to
+    ``includes`` unless already there."""
+    lines: list[str] = []
+    first_named: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), start=first_line):
+        include = _INCLUDE.fullmatch(line.rstrip())
+        if include is None:
+            if _LOOKS_LIKE_INCLUDE.match(line):
+                raise ScriptSourceError(
+                    f'{path}:{number}: malformed include {line.strip()!r}; write'
+                    f' --- @include "name" for includes/name.lua')
+            lines.append(line)
+            continue
+        name = include.group(1)
+        if name in first_named:
+            raise ScriptSourceError(
+                f'{path}:{number}: includes "{name}" a second time'
+                f" (already on line {first_named[name]})")
+        first_named[name] = number
+        child = f"includes/{name}.lua"
+        if child in chain:
+            cycle = " -> ".join([*chain[chain.index(child):], child])
+            raise ScriptSourceError(f"include cycle: {cycle} (reached from {chain[0]})")
+        if child not in includes:
+            text_of_child = _read(directory, child, [*chain, child])
+            if text_of_child.startswith("#!"):
+                raise ScriptSourceError(f"{child}:1: an include has no '#!' line: flags"
+                                        " belong to the script that runs")
+            texts[child] = _strip_includes(directory, child, text_of_child, [*chain, child],
+                                           includes, texts)
+            includes.append(child)
+    return "\n".join(lines)
 
 
 def _read(directory: Traversable, path: str, chain: list[str]) -> str:
@@ -78,44 +208,3 @@ def _read(directory: Traversable, path: str, chain: list[str]) -> str:
             raise ScriptSourceError(f"there is no script {path} in {directory}")
         raise ScriptSourceError(f"{' -> '.join(chain[:-1])} includes {path}, which does not exist")
     return file.read_text("utf-8")
-
-
-class _Assembly:
-    """One script's assembly: which includes are already pasted."""
-
-    def __init__(self, directory: Traversable):
-        self._directory = directory
-        self._pasted: set[str] = set()
-
-    def paste(self, path: str, text: str, chain: list[str], first_line: int = 1) -> str:
-        """``text`` (the file ``path`` from ``first_line`` on, reached through ``chain``)
-        with its include lines replaced by the includes not pasted yet."""
-        lines: list[str] = []
-        first_named: dict[str, int] = {}
-        for number, line in enumerate(text.splitlines(), start=first_line):
-            include = _INCLUDE.fullmatch(line.rstrip())
-            if include is None:
-                if _LOOKS_LIKE_INCLUDE.match(line):
-                    raise ScriptSourceError(
-                        f'{path}:{number}: malformed include {line.strip()!r}; write'
-                        f' --- @include "name" for includes/name.lua')
-                lines.append(line)
-                continue
-            name = include.group(1)
-            if name in first_named:
-                raise ScriptSourceError(
-                    f'{path}:{number}: includes "{name}" a second time'
-                    f" (already on line {first_named[name]})")
-            first_named[name] = number
-            child = f"includes/{name}.lua"
-            if child in chain:
-                cycle = " -> ".join([*chain[chain.index(child):], child])
-                raise ScriptSourceError(f"include cycle: {cycle} (reached from {chain[0]})")
-            if child not in self._pasted:
-                self._pasted.add(child)
-                included = _read(self._directory, child, [*chain, child])
-                if included.startswith("#!"):
-                    raise ScriptSourceError(f"{child}:1: an include has no '#!' line: flags"
-                                            " belong to the script that runs")
-                lines.append(self.paste(child, included, [*chain, child]))
-        return "\n".join(lines)

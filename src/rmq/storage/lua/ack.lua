@@ -14,7 +14,6 @@
   Redis that is out of memory; allow-cross-slot-keys, since on a single node one call
   settles the group's deliveries of every slot (on a cluster, one call per slot).
 ]]
-local rcall = redis.call
 --- @include "group_keys"
 --- @include "settle"
 

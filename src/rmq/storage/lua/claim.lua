@@ -31,7 +31,6 @@
   single node one call reads every slot of the topic (strict priority topic-wide; on a
   cluster the client calls once per slot).
 ]]
-local rcall = redis.call
 --- @include "scores"
 --- @include "member"
 --- @include "records"

@@ -52,7 +52,6 @@
   the small index, so that consumers can drain a Redis that is out of memory;
   allow-cross-slot-keys, since one call reads many slots of the topic.
 ]]
-local rcall = redis.call
 --- @include "scores"
 --- @include "member"
 --- @include "records"

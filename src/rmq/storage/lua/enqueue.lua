@@ -21,7 +21,6 @@
   No flags: without allow-oom, Redis refuses the whole script when it is out of memory,
   instead of failing at its first write and leaving a batch half sent.
 ]]
-local rcall = redis.call
 --- @include "pending"
 --- @include "group_keys"
 --- @include "generation"

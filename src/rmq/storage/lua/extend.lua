@@ -11,7 +11,6 @@
   Flags: allow-oom, so that consumers draining a Redis that is out of memory keep
   their leases.
 ]]
-local rcall = redis.call
 --- @include "scores"
 --- @include "bulk"
 

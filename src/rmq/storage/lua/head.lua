@@ -26,7 +26,6 @@
   Flags: allow-oom, since its promotion only moves messages already stored, so that
   consumers can drain a Redis that is out of memory.
 ]]
-local rcall = redis.call
 --- @include "scores"
 --- @include "promote"
 --- @include "member"

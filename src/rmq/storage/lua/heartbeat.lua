@@ -16,7 +16,6 @@
   No flags: a heartbeat grows memory; when Redis is out of memory it is refused whole, as
   the HSET it replaces was.
 ]]
-local rcall = redis.call
 
 if rcall("EXISTS", KEYS[1]) == 0 then
   return 0

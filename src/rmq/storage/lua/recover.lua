@@ -21,7 +21,6 @@
   Flags: allow-oom, since it only moves messages already stored (back to pending or
   to the dead letters), so that consumers can drain a Redis that is out of memory.
 ]]
-local rcall = redis.call
 --- @include "scores"
 --- @include "pending"
 --- @include "group_keys"

@@ -17,7 +17,6 @@
   Flags: allow-oom, since it only moves messages already stored (back to pending), so
   that consumers shutting down can give them back on a Redis that is out of memory.
 ]]
-local rcall = redis.call
 --- @include "scores"
 --- @include "pending"
 --- @include "group_keys"

@@ -17,7 +17,6 @@
   No flags: without allow-oom, Redis refuses the whole script when it is out of memory,
   instead of failing at its first write and leaving half the dead letters requeued.
 ]]
-local rcall = redis.call
 --- @include "records"
 --- @include "pending"
 --- @include "group_keys"

@@ -13,7 +13,6 @@
   Flags: allow-oom, since its promotion only moves messages already stored, and sizes
   must be readable when Redis is out of memory.
 ]]
-local rcall = redis.call
 --- @include "scores"
 --- @include "pending"
 --- @include "group_keys"

@@ -19,7 +19,6 @@
   of memory (the index holds at most two entries per slot); allow-cross-slot-keys, since it
   reads every slot of the topic.
 ]]
-local rcall = redis.call
 --- @include "scores"
 --- @include "bulk"
 --- @include "generation"

@@ -4,6 +4,7 @@ the references (Redis Streams and a raw merge-enqueue Lua call through redis-py)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
 import shutil
 import subprocess
@@ -250,7 +251,7 @@ def merge_lua_job(url: str, zset: str, bodies: Bodies,
 
 
 def enqueue_one_job(url: str, topic: str, bodies: Bodies) -> Callable[[], tuple[int, int]]:
-    """RMQ's own enqueue.lua, one message per call, straight through redis-py: the calls a
+    """RMQ's own enqueue.lua, one message per ``FCALL``, straight through redis-py: the calls a
     lone ``send`` makes, built before the clock starts, so the figure is the script and
     the round trip without RMQ's client (what a single send cannot go below)."""
     client, r = open_client(url), _redis(url)
@@ -262,13 +263,14 @@ def enqueue_one_job(url: str, topic: str, bodies: Bodies) -> Callable[[], tuple[
                         queue.keeps_heads(info.settings, not client.is_cluster))
         (call,) = next(op)
         assert call.script is not None
-        calls.append((call.script.sha, len(call.keys), *call.keys, *call.args))
-    r.script_load(script("enqueue").source)
+        calls.append(("FCALL", call.script.function, len(call.keys), *call.keys, *call.args))
+    with contextlib.suppress(redis.ResponseError):  # loaded already, by the client above
+        r.execute_command("FUNCTION", "LOAD", script("enqueue").library.source)
 
     def run() -> tuple[int, int]:
         merged = 0
         for args in calls:
-            (flag,) = r.evalsha(*args)
+            (flag,) = r.execute_command(*args)
             merged += flag
         return len(calls), merged
 

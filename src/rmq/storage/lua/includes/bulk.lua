@@ -4,7 +4,7 @@
   and (field, value) pairs stay whole. Returns the replies of array-replying commands
   (ZMSCORE, HMGET) joined in order.
 
-  Provides: bulk.  Needs: the script's rcall.
+  Provides: bulk.  Needs: rcall.
 ]]
 local BULK_PIECE = 1000
 

@@ -9,7 +9,7 @@
   before generations existed), GONE_UNKNOWN (the slot has no generation: deleted) or
   GONE_STALE (another generation: deleted and created again since the client read it).
 
-  Provides: GONE_UNKNOWN, GONE_STALE, topic_gone.  Needs: the script's rcall.
+  Provides: GONE_UNKNOWN, GONE_STALE, topic_gone.  Needs: rcall.
 ]]
 local GONE_UNKNOWN = 0
 local GONE_STALE = -1

@@ -2,7 +2,7 @@
   The per-group keys of a slot arrive in KEYS in this fixed order (storage/keys.py builds
   them): ready, delayed, attempts, inflight, leases, locks, dead, dead_index, counters.
 
-  Provides: GROUP_KEY_COUNT, group_keys.  Needs: nothing.
+  Provides: GROUP_KEY_COUNT, group_keys.  Needs: KEYS.
 ]]
 local GROUP_KEY_COUNT = 9
 

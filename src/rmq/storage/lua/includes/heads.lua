@@ -13,11 +13,9 @@
   of the script (pending.lua's finish calls it).
 
   Provides: attach_heads, note_ready, note_delayed, save_heads.
-  Needs: the script's rcall, and includes scores.
+  Needs: rcall, CALL (what one call keeps: the entries it touched), and includes scores.
 ]]
 --- @include "scores"
-
-local heads_touched = {}
 
 local function attach_heads(k, ready_key, delayed_key, slot)
   k.heads = {ready = ready_key, delayed = delayed_key, slot = slot}
@@ -29,7 +27,9 @@ local function note_low(k, low, value)
   if h then
     if not h.touched then
       h.touched = true
-      heads_touched[#heads_touched + 1] = h
+      local touched = CALL.heads_touched or {}
+      CALL.heads_touched = touched
+      touched[#touched + 1] = h
     end
     if not h[low] or value < h[low] then
       h[low] = value
@@ -46,7 +46,7 @@ local function note_delayed(k, due)
 end
 
 local function save_heads()
-  for _, h in ipairs(heads_touched) do
+  for _, h in ipairs(CALL.heads_touched or {}) do
     if h.ready_low then
       rcall("ZADD", h.ready, "LT", fmt(h.ready_low), h.slot)
     end
@@ -54,5 +54,5 @@ local function save_heads()
       rcall("ZADD", h.delayed, "LT", fmt(h.delayed_low), h.slot)
     end
   end
-  heads_touched = {}
+  CALL.heads_touched = nil
 end

@@ -4,7 +4,7 @@
   waits out its retry backoff, and no other message of its key may run before it, so that a
   key's messages keep their send order through failures.
 
-  Provides: is_retry_hold, holds_for, retry_hold_is_stale.  Needs: the script's rcall.
+  Provides: is_retry_hold, holds_for, retry_hold_is_stale.  Needs: rcall.
 ]]
 local function is_retry_hold(lock)
   return string.byte(lock, 1) == 114 -- "r"

@@ -10,7 +10,8 @@
   group's key table has one (heads.lua): `finish` writes the index.
 
   Provides: open_clock, put_pending, put_pending_run, finish, and promote_due (from
-  promote.lua).  Needs: the script's rcall, and the includes below.
+  promote.lua).  Needs: rcall, ARGV (put_pending_run reads the members there), CALL (what
+  one call keeps: whether to wake consumers), and the includes below.
 ]]
 --- @include "scores"
 --- @include "bulk"
@@ -44,7 +45,6 @@ end
 -- none, or the next due time moved earlier. Scripts publish on the wake channel once if set.
 -- What each group looked like before this script's first change is read once and kept on
 -- its key table `k`, so the check costs no extra command per message.
-local woke = false
 
 local function add_ready(k, member, score)
   if k.ready_was_empty == nil then
@@ -52,7 +52,7 @@ local function add_ready(k, member, score)
   end
   rcall("ZADD", k.ready, fmt(score), member)
   note_ready(k, score)
-  woke = woke or k.ready_was_empty
+  CALL.woke = CALL.woke or k.ready_was_empty
 end
 
 local function add_delayed(k, member, score)
@@ -63,7 +63,7 @@ local function add_delayed(k, member, score)
   rcall("ZADD", k.delayed, fmt(score), member)
   note_delayed(k, delayed_due(score))
   k.has_delayed = true
-  woke = woke or not k.delayed_head or score < k.delayed_head
+  CALL.woke = CALL.woke or not k.delayed_head or score < k.delayed_head
 end
 
 -- Most sends are immediate into a topic with nothing delayed: skip that lookup then.
@@ -149,7 +149,7 @@ local function put_pending_run(k, first, last, priority, due, now, clock, on_sen
       end
       bulk("ZADD", k.ready, fresh)
       note_ready(k, fresh_low)  -- stamps rise in send order: the first is the lowest
-      woke = woke or k.ready_was_empty
+      CALL.woke = CALL.woke or k.ready_was_empty
     else
       add_delayed(k, fresh[2], delayed_at)  -- one score for all: the first decides a wake-up
       bulk("ZADD", k.delayed, fresh)
@@ -180,7 +180,7 @@ end
 local function finish(clock, channel)
   clock:save()
   save_heads()
-  if woke then
+  if CALL.woke then
     rcall("PUBLISH", channel, "1")
   end
 end

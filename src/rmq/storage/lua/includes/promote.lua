@@ -2,7 +2,7 @@
   Promotion of due delayed messages, on its own so that a script that reads a slot's head
   (head.lua, once per slot in every cluster claim) does not define all of pending.lua.
 
-  Provides: promote_due.  Needs: the script's rcall, and includes scores.
+  Provides: promote_due.  Needs: rcall, and includes scores.
 ]]
 --- @include "scores"
 

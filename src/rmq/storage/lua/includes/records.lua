@@ -7,14 +7,21 @@
   Provides: holder_part, inflight_record, parse_inflight, dead_record, parse_dead.  Needs: nothing.
 ]]
 -- A claim writes one record per message, mostly with the same few numbers: their text is
--- kept, so a record costs one concatenation instead of a string.format (4x the time).
-local number_text = {}
+-- kept, so a record costs one concatenation instead of a string.format (4x the time). In
+-- the Functions library this table outlives the call (it lives as long as the library), so
+-- it starts over once it holds NUMBER_TEXT_MAX numbers: due times alone never repeat.
+local NUMBER_TEXT_MAX = 4096
+local number_text, number_text_count = {}, 0
 
 local function int_text(n)
   local text = number_text[n]
   if not text then
+    if number_text_count >= NUMBER_TEXT_MAX then
+      number_text, number_text_count = {}, 0
+    end
     text = string.format("%d", n)
     number_text[n] = text
+    number_text_count = number_text_count + 1
   end
   return text
 end

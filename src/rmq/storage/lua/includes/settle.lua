@@ -6,7 +6,7 @@
   (acknowledged, or expired and recovered), so a late ack or nack changes nothing.
 
   Provides: take_inflight, take_inflight_many, requeue, fail, count_outcomes.
-  Needs: the script's rcall, and the includes below.
+  Needs: rcall, and the includes below.
 ]]
 --- @include "scores"
 --- @include "member"

@@ -10,7 +10,7 @@
   to `out`, per message: slot index, delivery id, member, priority, attempts (this one
   included), due_ms.
 
-  Provides: take_chosen.  Needs: the script's rcall, and the includes below.
+  Provides: take_chosen.  Needs: rcall, and the includes below.
 ]]
 --- @include "scores"
 --- @include "member"

@@ -9,7 +9,7 @@
   messages in score order, and returns true if it stopped because it had found `want` (more
   may follow).
 
-  Provides: unlocked_heads.  Needs: the script's rcall, includes key_locks and member.
+  Provides: unlocked_heads.  Needs: rcall, includes key_locks and member.
 ]]
 local function unlocked_heads(k, want, window, take)
   local seen, found, offset = {}, 0, 0

@@ -18,6 +18,7 @@ import pytest
 import redis
 from core_fixtures import make_client_fixture  # noqa: F401
 
+from rmq.client.connection import functions_refused
 from rmq.storage.scripts import ScriptSourceError, load_scripts, script
 
 SHIPPED = resources.files("rmq.storage").joinpath("lua")
@@ -308,3 +309,21 @@ def test_per_call_state_does_not_outlive_its_call_in_the_library(make_client, re
             published.append(pubsub.get_message(timeout=5)["data"])
         pubsub.close()
     assert published == [b"1", b"wake"]
+
+
+@pytest.mark.parametrize(("reply", "refused"), [
+    (redis.exceptions.NoPermissionError(
+        "User t has no permissions to run the 'fcall' command"), True),
+    (redis.exceptions.NoPermissionError(
+        "User t has no permissions to run the 'function|load' command"), True),
+    (redis.exceptions.ResponseError("unknown command 'FCALL', with args beginning with: "),
+     True),
+    (redis.exceptions.ResponseError("unknown command `FCALL`, with args beginning with: "),
+     True),  # Redis 6 quotes so
+    # a refusal inside RMQ's function (a key this user may not touch) is the user's answer
+    (redis.exceptions.NoPermissionError(
+        "No permissions to access a key script: f, on @user_function:3."), False),
+    (redis.exceptions.ResponseError("Function not found"), False),  # loaded, then called
+])
+def test_the_client_tells_a_refusal_of_functions_from_other_errors(reply, refused):
+    assert functions_refused(reply) is refused

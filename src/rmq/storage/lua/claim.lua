@@ -133,9 +133,9 @@ end
 
 -- Choose first, then write each slot's share with a few commands (not five per message).
 local chosen = {}      -- per slot: members in claim order
-local order = {}       -- {slot index, score, member} in claim order
+local taken = new_taken()
 local keys_taken = {}  -- serial: keys already claimed by this call
-while #order < count do
+while taken.n < count do
   local score, i, member = next_candidate()
   if not score or (lowest and ready_priority(score) < lowest) then
     break
@@ -145,15 +145,20 @@ while #order < count do
     if key then
       keys_taken[key] = true
     end
-    chosen[i] = chosen[i] or {}
-    table.insert(chosen[i], member)
-    order[#order + 1] = {i, score, member}
+    local members = chosen[i]
+    if not members then
+      members = {}
+      chosen[i] = members
+    end
+    members[#members + 1] = member
+    local n = taken.n + 1
+    taken.n, taken.slot[n], taken.score[n], taken.member[n] = n, i, score, member
   end
 end
 
 local out = {-1}
-take_chosen(slots, chosen, order, now, lease_until, serial, holder, out)
-local claimed = #order
+take_chosen(slots, chosen, taken, now, lease_until, serial, holder, out)
+local claimed = taken.n
 
 if claimed < count then
   for _, k in ipairs(slots) do

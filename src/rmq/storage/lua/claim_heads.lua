@@ -264,9 +264,9 @@ local function next_entry()
   return entries[at], tonumber(entries[at + 1])
 end
 
-local chosen, order, keys_taken = {}, {}, {}
+local chosen, taken, keys_taken = {}, new_taken(), {}
 if #needed == 0 then
-  while #order < count do
+  while taken.n < count do
     local slot, bound = next_entry()
     if heap_n > 0 and (not slot or hv[1] < ms_key(bound) * 4 + 2) then
       local i = hs[1]
@@ -281,9 +281,14 @@ if #needed == 0 then
           if key then
             keys_taken[key] = true
           end
-          chosen[i] = chosen[i] or {}
-          table.insert(chosen[i], member)
-          order[#order + 1] = {i, score, member}
+          local members = chosen[i]
+          if not members then
+            members = {}
+            chosen[i] = members
+          end
+          members[#members + 1] = member
+          local n = taken.n + 1
+          taken.n, taken.slot[n], taken.score[n], taken.member[n] = n, i, score, member
         end
       end
       local rank = rank_of(s)
@@ -320,7 +325,7 @@ if #needed == 0 then
 end
 
 local out = {-1, needed, {}}
-take_chosen(slots, chosen, order, now, lease_until, serial, holder, out)
+take_chosen(slots, chosen, taken, now, lease_until, serial, holder, out)
 
 -- Every opened slot's entry becomes its head now: the next candidate read, or when the
 -- slot was read to the end of a chunk, the last score read (a lower bound: the next claim
@@ -351,7 +356,7 @@ end
 
 -- The next due time, exact: an entry of a slot in the window is checked against the slot
 -- (an optimistic one is fixed, and the next looked at); one outside the window is asked for.
-if #order < count and #needed == 0 then
+if taken.n < count and #needed == 0 then
   local checked = {}
   while true do
     local head = rcall("ZRANGE", heads_delayed, 0, 0, "WITHSCORES")

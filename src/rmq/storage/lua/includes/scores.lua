@@ -33,15 +33,15 @@ local function ready_score(priority, stamp)
 end
 
 local function ready_priority(score)
-  return 127 - math.floor(score / BAND)
+  return 127 - (score - score % BAND) / BAND
 end
 
 local function ready_stamp(score)
-  return score - math.floor(score / BAND) * BAND
+  return score % BAND
 end
 
 local function stamp_due(stamp)
-  return EPOCH + math.floor(stamp / SUB)
+  return EPOCH + (stamp - stamp % SUB) / SUB
 end
 
 local function due_stamp(due)
@@ -53,11 +53,11 @@ local function delayed_score(due, priority)
 end
 
 local function delayed_due(score)
-  return math.floor(score / 256)
+  return (score - score % 256) / 256
 end
 
 local function delayed_priority(score)
-  return 255 - (score - math.floor(score / 256) * 256)
+  return 255 - score % 256
 end
 
 local LEASE_SUB = 1024

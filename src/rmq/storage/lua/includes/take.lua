@@ -3,21 +3,29 @@
   lease and its holder (and, on serial topics, its key lock), with a few commands per slot
   instead of five per message (claim.lua and claim_heads.lua choose, this writes).
 
-  take_chosen(slots, chosen, order, now, lease_until, serial, holder, out): `slots` the
-  group key tables (with `seq`), `chosen` per slot index the members taken in claim order
-  (on a non-serial topic a prefix of the slot's ready zset: removed by rank), `order`
-  {slot index, score, member} in claim order, `holder` the text from holder_part. Appends
-  to `out`, per message: slot index, delivery id, member, priority, attempts (this one
-  included), due_ms.
+  new_taken() makes the record of a claim's choice, in claim order, as columns (a table per
+  message would cost an allocation per message): taken.n messages, the nth from slot index
+  taken.slot[n], with ready score taken.score[n] and member taken.member[n].
 
-  Provides: take_chosen.  Needs: rcall, and the includes below.
+  take_chosen(slots, chosen, taken, now, lease_until, serial, holder, out): `slots` the
+  group key tables (with `seq`), `chosen` per slot index the members taken in claim order
+  (on a non-serial topic a prefix of the slot's ready zset: removed by rank), `taken` the
+  choice in claim order (new_taken), `holder` the text from holder_part. Appends to `out`,
+  per message: slot index, delivery id, member, priority, attempts (this one included),
+  due_ms.
+
+  Provides: new_taken, take_chosen.  Needs: rcall, and the includes below.
 ]]
 --- @include "scores"
 --- @include "member"
 --- @include "records"
 --- @include "bulk"
 
-local function take_chosen(slots, chosen, order, now, lease_until, serial, holder, out)
+local function new_taken()
+  return {n = 0, slot = {}, score = {}, member = {}}
+end
+
+local function take_chosen(slots, chosen, taken, now, lease_until, serial, holder, out)
   local ids, attempts_of = {}, {}  -- per slot: next delivery id; member -> earlier attempts
   local records, leases, locks = {}, {}, {}  -- per slot: HSET / ZADD arguments
   for i, members in pairs(chosen) do
@@ -42,8 +50,9 @@ local function take_chosen(slots, chosen, order, now, lease_until, serial, holde
   end
 
   local o = #out
-  for _, c in ipairs(order) do
-    local i, score, member = c[1], c[2], c[3]
+  local taken_slot, taken_score, taken_member = taken.slot, taken.score, taken.member
+  for t = 1, taken.n do
+    local i, score, member = taken_slot[t], taken_score[t], taken_member[t]
     local n = ids[i]
     ids[i] = n + 1
     local id = string.format("%d", n)  -- once, not each time Redis would turn it into text

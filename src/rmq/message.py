@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json as _json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import IntEnum
 from typing import Any, NamedTuple
 
@@ -70,6 +70,35 @@ class Message:
     def id(self) -> str:
         """``"slot-seq"``: unique within the topic's group, never reused."""
         return f"{self.slot}-{self.seq}"
+
+
+def _slot_setters(cls: type) -> tuple[Any, ...]:
+    return tuple(cls.__dict__[f.name].__set__ for f in fields(cls))
+
+
+(_SET_TOPIC, _SET_GROUP, _SET_SLOT, _SET_SEQ, _SET_BODY, _SET_PRIORITY, _SET_ATTEMPTS,
+ _SET_DUE_AT, _SET_KEY, _SET_LEASE_UNTIL) = _slot_setters(Message)
+_new = object.__new__
+
+
+def claimed_message(topic: str, group: str, slot: int, seq: int, body: bytes, priority: int,
+                    attempts: int, due_at: int, key: bytes | None, lease_until: int) -> Message:
+    """``Message(...)`` for the claims' hot path, the same object at half the cost: a frozen
+    dataclass's ``__init__`` sets each field through ``object.__setattr__``, where this
+    writes the slots directly (what a consumer spends most of its Python on per message,
+    after the round trips). The arguments are not checked: they come from Redis."""
+    message = _new(Message)
+    _SET_TOPIC(message, topic)
+    _SET_GROUP(message, group)
+    _SET_SLOT(message, slot)
+    _SET_SEQ(message, seq)
+    _SET_BODY(message, body)
+    _SET_PRIORITY(message, priority)
+    _SET_ATTEMPTS(message, attempts)
+    _SET_DUE_AT(message, due_at)
+    _SET_KEY(message, key)
+    _SET_LEASE_UNTIL(message, lease_until)
+    return message
 
 
 @dataclass(frozen=True, slots=True)

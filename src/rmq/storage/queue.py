@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Any, NamedTuple, TypeVar, cast
 
 from ..errors import InvalidMessage
-from ..message import DeadLetter, Message
+from ..message import DeadLetter, Message, claimed_message
 from ..settings import TopicSettings
 from .calls import Call, Op, command, script_call, together
 from .cluster_claim import Share, claim_across_slots, head_call
@@ -213,8 +213,8 @@ def _claimed(topic: str, group: str, slots: Sequence[int], reply: list[Any],
     # six fields per message; zip over one iterator takes them in order without slicing
     for index, delivery, member, priority, attempts, due in zip(*[fields] * 6, strict=True):
         body, key = decode_member(member)
-        out.append(Message(topic, group, slots[index - 1], int(delivery), body, priority,
-                           attempts, due, key, lease_until))
+        out.append(claimed_message(topic, group, slots[index - 1], int(delivery), body,
+                                   priority, attempts, due, key, lease_until))
     return out
 
 

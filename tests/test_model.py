@@ -456,7 +456,11 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule()
     def recover(self) -> None:
-        expired = sorted((f.lease_until, str(f.message.seq), where)
+        # Redis's order (docs/storage.md, "leases"): longest expired first, then by the
+        # lease score's low bits, the delivery's seq % 1024. It shows when two deliveries of
+        # one message expire in the same millisecond: the first requeued takes a place in
+        # pending with its attempt count, the second merges into it and keeps that count.
+        expired = sorted((f.lease_until, f.message.seq % 1024, where)
                          for where, f in self.m.inflight.items() if f.lease_until <= self.now())
         self.reserve_stamps(len(expired))
         now = self.now()

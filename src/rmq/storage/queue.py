@@ -212,7 +212,8 @@ def _claimed(topic: str, group: str, slots: Sequence[int], reply: list[Any],
     next(fields)  # next_due
     # six fields per message; zip over one iterator takes them in order without slicing
     for index, delivery, member, priority, attempts, due in zip(*[fields] * 6, strict=True):
-        body, key = decode_member(member)
+        # most members are the bare body (codec.encode_member): no call for those
+        body, key = decode_member(member) if member[:1] == b"\x00" else (member, None)
         out.append(claimed_message(topic, group, slots[index - 1], int(delivery), body,
                                    priority, attempts, due, key, lease_until))
     return out

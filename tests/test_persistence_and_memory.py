@@ -4,6 +4,7 @@ a full Redis refuses a send whole, with a clear error and nothing half-written."
 
 from __future__ import annotations
 
+import asyncio
 import warnings
 
 import pytest
@@ -13,6 +14,7 @@ from helpers import wait_for
 import rmq
 from rmq.errors import RedisOutOfMemory
 from rmq.server import RedisServer, embedded_server, ensure_embedded
+from rmq.storage.scripts import script
 
 
 def _config(url: str, *names: str) -> dict[str, str]:
@@ -125,6 +127,39 @@ def test_consumers_can_drain_a_redis_that_is_out_of_memory(fresh_server):
     assert drained == stored
     client.send("t", b"room again")  # acknowledging made room
     client.close()
+
+
+def test_a_full_redis_that_lacks_the_library_is_drained_through_the_plain_scripts(
+        fresh_server):
+    """A client whose Functions library a full Redis lacks (a new RMQ version started during
+    the incident, or a FUNCTION FLUSH) cannot load it: FUNCTION LOAD is refused out of
+    memory. It claims and acknowledges through the plain scripts instead, which their
+    allow-oom flag lets run."""
+    server = fresh_server()
+    client = rmq.Client(server.url)
+    client.create_topic("t", slots=4)
+    stored = _fill_until_refused(server, client, "t")
+    client.close()
+    with server.client() as r:
+        r.execute_command("FUNCTION", "FLUSH")
+        r.config_set("maxmemory", 1)
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            r.execute_command("FUNCTION", "LOAD", script("claim").library.source)
+
+    async def drain_one() -> int:  # the asyncio client's executor, the same way
+        fresh = await rmq.AsyncClient.connect(server.url)
+        try:
+            return await fresh.ack(await fresh.claim("t", count=1))
+        finally:
+            await fresh.close()
+
+    drained = asyncio.run(drain_one())
+    with rmq.Client(server.url) as fresh:
+        while batch := fresh.claim("t", count=10):
+            drained += fresh.ack(batch)
+        assert drained == stored
+        with pytest.raises(RedisOutOfMemory):
+            fresh.send("t", b"still full")
 
 
 def test_a_consumer_starts_on_a_full_redis_when_its_group_is_bound(fresh_server):

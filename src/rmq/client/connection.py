@@ -371,6 +371,15 @@ def functions_refused(error: BaseException) -> bool:
             or "unknown command" in text) and _NAMES_FUNCTIONS.search(text) is not None
 
 
+def load_refused(error: BaseException) -> bool:
+    """Whether a ``FUNCTION LOAD`` failed for good reasons to run the plain scripts instead:
+    the ACL refuses it, or Redis is out of memory (it refuses every load then, where the
+    plain scripts that only move messages, ``allow-oom``, still run: consumers drain a full
+    Redis even when their library is missing from it)."""
+    return functions_refused(error) or isinstance(error, OutOfMemoryError) or str(
+        error).startswith("OOM")
+
+
 def _not_run(results: list[Any]) -> list[int]:
     """Indexes of a pipeline's calls that did not run because the server lacked their code
     or refused this user functions; any other error is raised."""
@@ -424,12 +433,12 @@ class Executor:
             return self.client.execute_command(*_eval_args(call))
 
     def _load(self, call: Call) -> bool:
-        """Load RMQ's library; False when Redis refuses this user the load."""
+        """Load RMQ's library; False when Redis will not (:func:`load_refused`)."""
         assert call.script is not None
         try:
             self.client.execute_command("FUNCTION", "LOAD", call.script.library.source)
         except ResponseError as error:
-            if functions_refused(error):
+            if load_refused(error):
                 return False
             if "already exists" not in str(error):  # another client loaded it meanwhile
                 raise
@@ -476,7 +485,7 @@ class AsyncExecutor:
         try:
             await self.client.execute_command("FUNCTION", "LOAD", call.script.library.source)
         except ResponseError as error:
-            if functions_refused(error):
+            if load_refused(error):
                 return False
             if "already exists" not in str(error):
                 raise

@@ -20,7 +20,8 @@ own, as ``EVALSHA`` names a script by its content.
 Why plain scripts too: anyone allowed ``FUNCTION LOAD`` can replace a library, so a server
 shared by tenants who must not reach each other's topics grants them ``EVALSHA``/``EVAL``
 instead (docs/reliability.md, "Security"); the client falls back to the scripts when Redis
-refuses it the load.
+refuses it the load, by ACL or because it is out of memory (where the scripts that only move
+messages still run).
 
 The two forms differ only in their first lines. In the library, ``KEYS``, ``ARGV``, ``CALL``
 (a fresh table per call: what an include keeps for the length of one call) and ``rcall``

@@ -380,6 +380,17 @@ def load_refused(error: BaseException) -> bool:
         error).startswith("OOM")
 
 
+def _loaded_anyway(error: ResponseError) -> bool:
+    """After ``FUNCTION LOAD`` failed with ``error``: True when the library is there all the
+    same (another client loaded it meanwhile), False when the load is refused
+    (:func:`load_refused`: the plain scripts serve); any other error is raised."""
+    if load_refused(error):
+        return False
+    if "already exists" in str(error):
+        return True
+    raise error
+
+
 def _not_run(results: list[Any]) -> list[int]:
     """Indexes of a pipeline's calls that did not run because the server lacked their code
     or refused this user functions; any other error is raised."""
@@ -438,10 +449,7 @@ class Executor:
         try:
             self.client.execute_command("FUNCTION", "LOAD", call.script.library.source)
         except ResponseError as error:
-            if load_refused(error):
-                return False
-            if "already exists" not in str(error):  # another client loaded it meanwhile
-                raise
+            return _loaded_anyway(error)
         return True
 
 
@@ -485,8 +493,5 @@ class AsyncExecutor:
         try:
             await self.client.execute_command("FUNCTION", "LOAD", call.script.library.source)
         except ResponseError as error:
-            if load_refused(error):
-                return False
-            if "already exists" not in str(error):
-                raise
+            return _loaded_anyway(error)
         return True

@@ -32,7 +32,6 @@
   cluster the client calls once per slot).
 ]]
 --- @include "scores"
---- @include "member"
 --- @include "records"
 --- @include "pending"
 --- @include "group_keys"
@@ -132,32 +131,17 @@ else
 end
 
 -- Choose first, then write each slot's share with a few commands (not five per message).
-local chosen = {}      -- per slot: members in claim order
-local taken = new_taken()
-local keys_taken = {}  -- serial: keys already claimed by this call
+local taken = new_taken(serial)
 while taken.n < count do
   local score, i, member = next_candidate()
   if not score or (lowest and ready_priority(score) < lowest) then
     break
   end
-  local key = serial and member_key(member)
-  if not key or not keys_taken[key] then
-    if key then
-      keys_taken[key] = true
-    end
-    local members = chosen[i]
-    if not members then
-      members = {}
-      chosen[i] = members
-    end
-    members[#members + 1] = member
-    local n = taken.n + 1
-    taken.n, taken.slot[n], taken.score[n], taken.member[n] = n, i, score, member
-  end
+  take(taken, i, score, member)
 end
 
 local out = {-1}
-take_chosen(slots, chosen, taken, now, lease_until, serial, holder, out)
+take_chosen(slots, taken, now, lease_until, holder, out)
 local claimed = taken.n
 
 if claimed < count then

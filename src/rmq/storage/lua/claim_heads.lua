@@ -53,7 +53,6 @@
   allow-cross-slot-keys, since one call reads many slots of the topic.
 ]]
 --- @include "scores"
---- @include "member"
 --- @include "records"
 --- @include "promote"
 --- @include "group_keys"
@@ -264,7 +263,7 @@ local function next_entry()
   return entries[at], tonumber(entries[at + 1])
 end
 
-local chosen, taken, keys_taken = {}, new_taken(), {}
+local taken = new_taken(serial)
 if #needed == 0 then
   while taken.n < count do
     local slot, bound = next_entry()
@@ -274,22 +273,8 @@ if #needed == 0 then
       if hv[1] % 4 == 1 then
         read_chunk(s, slots[i])  -- its rank can only rise
       else
-        local member, score = s.members[s.pos], s.scores[s.pos]
+        take(taken, i, s.scores[s.pos], s.members[s.pos])
         s.pos = s.pos + 1
-        local key = serial and member_key(member)
-        if not key or not keys_taken[key] then
-          if key then
-            keys_taken[key] = true
-          end
-          local members = chosen[i]
-          if not members then
-            members = {}
-            chosen[i] = members
-          end
-          members[#members + 1] = member
-          local n = taken.n + 1
-          taken.n, taken.slot[n], taken.score[n], taken.member[n] = n, i, score, member
-        end
       end
       local rank = rank_of(s)
       if rank then
@@ -325,7 +310,7 @@ if #needed == 0 then
 end
 
 local out = {-1, needed, {}}
-take_chosen(slots, chosen, taken, now, lease_until, serial, holder, out)
+take_chosen(slots, taken, now, lease_until, holder, out)
 
 -- Every opened slot's entry becomes its head now: the next candidate read, or when the
 -- slot was read to the end of a chunk, the last score read (a lower bound: the next claim

@@ -264,7 +264,7 @@ def enqueue_one_job(url: str, topic: str, bodies: Bodies) -> Callable[[], tuple[
         (call,) = next(op)
         assert call.script is not None
         calls.append(("FCALL", call.script.function, len(call.keys), *call.keys, *call.args))
-    with contextlib.suppress(redis.ResponseError):  # loaded already, by the client above
+    with contextlib.suppress(redis.ResponseError):  # another client loaded it already
         r.execute_command("FUNCTION", "LOAD", script("enqueue").library.source)
 
     def run() -> tuple[int, int]:

@@ -3,29 +3,54 @@
   lease and its holder (and, on serial topics, its key lock), with a few commands per slot
   instead of five per message (claim.lua and claim_heads.lua choose, this writes).
 
-  new_taken() makes the record of a claim's choice, in claim order, as columns (a table per
-  message would cost an allocation per message): taken.n messages, the nth from slot index
-  taken.slot[n], with ready score taken.score[n] and member taken.member[n].
+  new_taken(serial) makes the record of a claim's choice, in claim order, as columns (a
+  table per message would cost an allocation per message): taken.n messages, the nth from
+  slot index taken.slot[n], with ready score taken.score[n] and member taken.member[n].
+  take(taken, i, score, member) adds the next candidate in claim order, unless on a serial
+  topic this call took a message of its key already.
 
-  take_chosen(slots, chosen, taken, now, lease_until, serial, holder, out): `slots` the
-  group key tables (with `seq`), `chosen` per slot index the members taken in claim order
-  (on a non-serial topic a prefix of the slot's ready zset: removed by rank), `taken` the
-  choice in claim order (new_taken), `holder` the text from holder_part. Appends to `out`,
+  take_chosen(slots, taken, now, lease_until, holder, out): `slots` the group key tables
+  (with `seq`), `taken` the choice (on a non-serial topic each slot's share is a prefix of
+  its ready zset: removed by rank), `holder` the text from holder_part. Appends to `out`,
   per message: slot index, delivery id, member, priority, attempts (this one included),
   due_ms.
 
-  Provides: new_taken, take_chosen.  Needs: rcall, and the includes below.
+  Provides: new_taken, take, take_chosen.  Needs: rcall, and the includes below.
 ]]
 --- @include "scores"
 --- @include "member"
 --- @include "records"
 --- @include "bulk"
 
-local function new_taken()
-  return {n = 0, slot = {}, score = {}, member = {}}
+local function new_taken(serial)
+  return {n = 0, slot = {}, score = {}, member = {}, serial = serial, keys = {}}
 end
 
-local function take_chosen(slots, chosen, taken, now, lease_until, serial, holder, out)
+local function take(taken, i, score, member)
+  local key = taken.serial and member_key(member)
+  if key then
+    if taken.keys[key] then
+      return
+    end
+    taken.keys[key] = true
+  end
+  local n = taken.n + 1
+  taken.n, taken.slot[n], taken.score[n], taken.member[n] = n, i, score, member
+end
+
+local function take_chosen(slots, taken, now, lease_until, holder, out)
+  local serial = taken.serial
+  local taken_slot, taken_score, taken_member = taken.slot, taken.score, taken.member
+  local chosen = {}  -- per slot index: its members, in claim order
+  for t = 1, taken.n do
+    local i = taken_slot[t]
+    local members = chosen[i]
+    if not members then
+      members = {}
+      chosen[i] = members
+    end
+    members[#members + 1] = taken_member[t]
+  end
   local ids, attempts_of = {}, {}  -- per slot: next delivery id; member -> earlier attempts
   local records, leases, locks = {}, {}, {}  -- per slot: HSET / ZADD arguments
   for i, members in pairs(chosen) do
@@ -50,7 +75,6 @@ local function take_chosen(slots, chosen, taken, now, lease_until, serial, holde
   end
 
   local o = #out
-  local taken_slot, taken_score, taken_member = taken.slot, taken.score, taken.member
   for t = 1, taken.n do
     local i, score, member = taken_slot[t], taken_score[t], taken_member[t]
     local n = ids[i]

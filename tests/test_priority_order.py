@@ -65,6 +65,26 @@ def test_within_a_priority_earlier_sends_are_claimed_first_across_slots(client, 
     assert [m.body for m in drain(client, "t")] == bodies
 
 
+@pytest.mark.single_node
+def test_a_claim_keeps_send_order_when_one_slot_holds_most_of_the_messages(client, clock):
+    # A claim reads each slot's even share, then more where a slot's share runs out (in
+    # doubling steps, or all it still wants once no other slot has any): claims of every
+    # size still come out in exact send order.
+    client.create_topic("t", slots=8)
+    rng = random.Random(8)
+    bodies = [f"m{i}".encode() for i in range(400)]
+    slots = []
+    for body in bodies:
+        slots.append(client.send("t", body, slot_basis="hot" if rng.random() < 0.9 else None).slot)
+        clock.advance(1)
+    assert len(set(slots)) == 8 and max(map(slots.count, slots)) > 350
+    taken: list[rmq.Message] = []
+    batch: list[rmq.Message] = []
+    while batch := client.claim("t", count=rng.choice([1, 5, 13, 60, 200]), ack=batch):
+        taken += batch
+    assert [m.body for m in taken] == bodies
+
+
 def test_within_a_slot_priority_is_strict_then_send_order_on_any_deployment(client):
     client.create_topic("t", slots=4)
     sent = []

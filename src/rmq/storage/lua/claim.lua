@@ -84,14 +84,32 @@ if serial then
     end
   end
 else
-  -- enough for an even share plus a margin against refills; with many slots, just the heads
-  local chunk = math.ceil(count / #slots) + (#slots <= 16 and 4 or 1)
+  -- Each slot's even share first, then more in steps that start small and double where a
+  -- slot's share runs out, never more than the claim still wants (all of it when no other
+  -- slot has any left): reading an element (its score printed by Redis, parsed back by Lua)
+  -- costs about as much as a call, so a wide margin read up front cost more than the
+  -- refills it saved.
   local n_slots = #slots
-  local members, scores, pos, more, read = {}, {}, {}, {}, {}
+  local wanted = count  -- candidates still to hand out (each is taken: no key rule here)
+  local chunk = math.max(1, math.min(math.ceil(count / n_slots) + 1, count))
+  local step = math.max(2, math.ceil(chunk / 4))
+  local members, scores, pos, more, read, sizes = {}, {}, {}, {}, {}, {}
   local head = {}  -- per slot: the score of its next candidate, math.huge when none is left
   local function refill(i)
     local from = read[i] or 0
-    local got = rcall("ZRANGE", slots[i].ready, from, from + chunk - 1, "WITHSCORES")
+    local size = sizes[i] or chunk
+    sizes[i] = from == 0 and step or 2 * size
+    if from > 0 then
+      local alone = true
+      for s = 1, n_slots do
+        if s ~= i and head[s] ~= math.huge then
+          alone = false
+          break
+        end
+      end
+      size = alone and wanted or math.min(size, wanted)
+    end
+    local got = rcall("ZRANGE", slots[i].ready, from, from + size - 1, "WITHSCORES")
     read[i] = from + #got / 2
     local m, sc = {}, {}
     for j = 1, #got, 2 do
@@ -99,7 +117,7 @@ else
       sc[#sc + 1] = tonumber(got[j + 1])
     end
     members[i], scores[i], pos[i] = m, sc, 1
-    more[i] = #got == 2 * chunk
+    more[i] = #got == 2 * size
     head[i] = sc[1] or math.huge
   end
   for i = 1, n_slots do
@@ -118,10 +136,11 @@ else
     local j = pos[best]
     local member = members[best][j]
     pos[best] = j + 1
+    wanted = wanted - 1
     local following = scores[best][j + 1]
     if following then
       head[best] = following
-    elseif more[best] then
+    elseif more[best] and wanted > 0 then
       refill(best)
     else
       head[best] = math.huge

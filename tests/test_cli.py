@@ -216,6 +216,10 @@ def test_worker_processes_messages_and_on_sigterm_gives_back_unstarted_ones(
         client.send_many("t", ["a", "b", "c"])
         wait_for(lambda: handled.exists() and len(handled.read_text().split()) == 3,
                  30, "the worker to handle a, b, c")
+        # ...and to settle them: a message still held when the next ones arrive would leave
+        # the fixed prefetch (4, claiming once half is free) holding only three of them.
+        wait_for(lambda: client.stats("t").groups["default"].in_flight == 0, 30,
+                 "the worker to acknowledge a, b, c")
         # Highest priority: "block" is claimed and started first; the rest wait behind it.
         client.send_many("t", [{"body": "block", "priority": 255}, "u1", "u2", "u3"])
         wait_for(lambda: (tmp_path / "blocked").exists(), 30, "the handler to block")

@@ -4,6 +4,7 @@ chart, and its counts come out exact. No test here asserts a speed."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -84,6 +85,25 @@ def test_quick_references_are_reported_as_ratios(quick_run: QuickRun) -> None:
     assert any(f["role"] == "reference" for f in send["figures"])
     many = next(f for f in send["figures"] if f["name"] == "send_many, 1 process")
     assert "Streams XADD pipelined, 1 process" in many["ratios"]
+
+
+def test_quick_consume_measures_its_references_before_and_after_and_counts_their_mean(
+        quick_run: QuickRun) -> None:
+    report = quick_run.report("consume")
+    references = [f for f in report["figures"] if f["role"] == "reference"]
+    assert len(references) == 3
+    for figure in references:
+        for when in ("before", "after"):
+            (check,) = [c for c in report["checks"]
+                        if c["what"] == f"{figure['name']} ({when}): read"]
+            assert check["ok"], check
+        before, after = (float(x) for x in re.findall(r"([\d.]+) k/s", figure["note"]))
+        assert figure["value"] / 1000 == pytest.approx((before + after) / 2, abs=0.1)
+    consumer = next(f for f in report["figures"]
+                    if f["name"] == "Consumer threads, no-op handler, default prefetch, 1 process")
+    streams = next(f for f in references if f["name"] == consumer["compare"][0])
+    assert consumer["ratios"][streams["name"]] == pytest.approx(
+        consumer["value"] / streams["value"])
 
 
 def test_quick_scale_out_runs_on_a_cluster_of_its_own_and_reports_the_rate_per_master(

@@ -32,8 +32,8 @@ __all__ = ["open_client", "send_one_job", "send_threads_job", "send_tasks_job", 
 CONSUME_TIMEOUT = 1800.0
 # How often a consumer job adds its count to the shared one. Every wake-up of the counting
 # thread takes the GIL from the consumer's own threads: every millisecond cost the measured
-# Consumer about 15 % of its rate (threads and asyncio alike, 5 alternating rounds each);
-# every 10 ms it is within the noise, and the end of a run is seen at most 10 ms late.
+# Consumer 10-25 % of its rate (threads and asyncio alike, alternating rounds); every 10 ms
+# is within the noise of every 100 ms, and the end of a run is seen at most 10 ms late.
 COUNT_EVERY = 0.01
 
 # The reference for RMQ's enqueue: the least a merging enqueue can do in one Lua call

@@ -32,7 +32,7 @@ __all__ = ["open_client", "send_one_job", "send_threads_job", "send_tasks_job", 
 CONSUME_TIMEOUT = 1800.0
 # How often a consumer job adds its count to the shared one. Every wake-up of the counting
 # thread takes the GIL from the consumer's own threads: every millisecond cost the measured
-# Consumer 10-25 % of its rate (threads and asyncio alike, alternating rounds); every 10 ms
+# Consumer 9-21 % of its rate (threads and asyncio alike, alternating rounds); every 10 ms
 # is within the noise of every 100 ms, and the end of a run is seen at most 10 ms late.
 COUNT_EVERY = 0.01
 

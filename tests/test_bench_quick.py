@@ -106,6 +106,16 @@ def test_quick_consume_measures_its_references_before_and_after_and_counts_their
         consumer["value"] / streams["value"])
 
 
+def test_quick_benchmark_prints_each_figures_note_beside_its_table(quick_run: QuickRun) -> None:
+    """A note (here consume's references: their rates before and after) is on screen, not
+    only in the JSON."""
+    consume = quick_run.stdout.split("== consume ==\n", 1)[1].split("\n== ", 1)[0]
+    noted = [f for f in quick_run.report("consume")["figures"] if f["note"]]
+    assert noted
+    for figure in noted:
+        assert f"note  {figure['name']}: {figure['note']}" in consume.splitlines()
+
+
 def test_quick_scale_out_runs_on_a_cluster_of_its_own_and_reports_the_rate_per_master(
         quick_run: QuickRun) -> None:
     report = quick_run.report("scale-out")

@@ -146,6 +146,11 @@ def format_table(report: Report) -> str:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
+    # A note says how a figure was made (a reference's before/after rates, a figure not
+    # measured here); on screen too, not only in the JSON, so a reader of the log sees it.
+    for fig in report.figures:
+        if fig.note:
+            lines.append(f"note  {fig.name}: {fig.note}")
     for c in report.checks:
         lines.append(f"check {'ok  ' if c.ok else 'FAIL'} {c.what}: {c.detail}")
     return "\n".join(line.rstrip() for line in lines)

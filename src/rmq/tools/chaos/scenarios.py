@@ -183,10 +183,13 @@ def worker_kills(stage: Stage, size: int = 2000, kills: int = 5, workers: int = 
 @stopping_fleets
 def outages(stage: Stage, name: str, size: int, url: str, control_url: str,
             faults: Sequence[tuple[Callable[[], None], Callable[[], None]]],
-            batch: int, tolerate_missing: bool = False) -> Outcome:
+            batch: int, tolerate_missing: bool = False,
+            after_create: Callable[[], None] | None = None) -> Outcome:
     """Producer and consumer processes on ``url`` while each fault of ``faults`` (an
     (inject, repair) pair) strikes at a random point of the sending; measures how long
-    sending and consuming take to resume after each repair."""
+    sending and consuming take to resume after each repair. ``after_create`` runs once the
+    topic is created, before anything else (the failover scenario waits there for the
+    replicas to hold the topic's registry entry)."""
     started, topic = time.monotonic(), f"chaos-{name}"
     client = Client(control_url, registry_ttl=0.5)
 
@@ -194,6 +197,8 @@ def outages(stage: Stage, name: str, size: int, url: str, control_url: str,
         return client.stats(topic).groups["default"].counters["acked"]
 
     client.create_topic(topic, slots=stage.slots, visibility_timeout=LEASE, retry_backoff=0)
+    if after_create is not None:
+        after_create()
     fleet = Fleet(stage.workdir / name, url, topic, concurrency=4, work_ms=1.0)
     for _ in range(2):
         fleet.spawn()

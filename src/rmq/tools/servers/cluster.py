@@ -6,14 +6,60 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import redis
 
 from ...errors import ServerNotFound
-from ...server import INSTALL_HINT, RedisServer, find_server_binary, run_tool, wait_until
+from ...server import (
+    INSTALL_HINT,
+    RedisServer,
+    WaitTimedOut,
+    find_server_binary,
+    run_tool,
+    wait_until,
+)
 
-__all__ = ["Cluster"]
+__all__ = ["Cluster", "NodeReplication", "describe_replication"]
+
+
+@dataclass(frozen=True)
+class NodeReplication:
+    """What one node's ``INFO replication`` says: enough to tell whether a replica holds
+    everything its master has written, and to report it when a failover goes wrong."""
+
+    port: int
+    role: str  # "master", "slave", or "?" for a node that did not answer
+    offset: int = 0  # master_repl_offset on a master, slave_repl_offset on a replica
+    replid: str = ""  # the replication history the offset counts in
+    master_port: int | None = None  # a replica's master
+    link: str | None = None  # a replica's master_link_status: "up" once it has synced
+
+
+def describe_replication(states: Mapping[int, NodeReplication]) -> str:
+    """One part per master: its offset, and each of its replicas' link and lag behind it
+    (bytes of the replication stream the replica lacked when read; "caught up" when it had
+    all the master had when the master was read); then the nodes that fit no live master."""
+    masters = {s.port: s for s in states.values() if s.role == "master"}
+    parts = {port: f"{port} master at {m.offset}" for port, m in masters.items()}
+    others = []
+    for node in states.values():
+        master = masters.get(node.master_port or 0)
+        if node.role == "?":
+            others.append(f"{node.port} did not answer")
+        elif node.role == "slave" and master is None:
+            others.append(f"{node.port} replica of {node.master_port} (no live master) "
+                          f"link {node.link} at {node.offset}")
+        elif node.role == "slave" and master is not None:
+            lag = master.offset - node.offset
+            state = f"{lag} behind" if lag > 0 else "caught up"
+            history = "" if node.replid == master.replid else ", another history"
+            parts[master.port] += (f" <- {node.port} link {node.link} at {node.offset} "
+                                   f"({state}{history})")
+    return "; ".join([*parts.values(), *others])
+
 
 class Cluster:
     """A Redis Cluster of ``masters`` masters with ``replicas`` replicas each, on free ports
@@ -50,7 +96,8 @@ class Cluster:
         raise ServerNotFound(f"building a cluster needs redis-cli; {INSTALL_HINT}")
 
     def start(self) -> Cluster:
-        """Start every node, join them into a cluster and wait until all slots are served."""
+        """Start every node, join them into a cluster and wait until all slots are served
+        and every replica replicates its master."""
         try:
             for node in self.nodes:
                 node.start()
@@ -60,8 +107,7 @@ class Cluster:
             self.wait_ok()
             # A replica that has never synced refuses to fail over (its data is too old to
             # trust), so the cluster is not ready until every replica has synced.
-            wait_until(lambda: all(n.info("replication").get("master_link_status", "up") == "up"
-                                  for n in self.nodes), 30.0, "replicas to sync")
+            self.wait_replicated()
         except BaseException:
             self.stop()
             raise
@@ -88,6 +134,63 @@ class Cluster:
     def wait_ok(self, timeout: float = 30.0) -> None:
         """Wait until every live node reports ``cluster_state:ok`` with all 16384 slots served."""
         wait_until(self._healthy, timeout, "the cluster to serve all 16384 slots")
+
+    def replication(self) -> dict[int, NodeReplication]:
+        """Each live node's replication state now, by port (role "?" if it did not answer
+        within a second: a stopped process must not stall a report). The nodes are read one
+        after another, so a replica read after its master may be further on than the
+        master's offset as read."""
+        states = {}
+        for node in (n for n in self.nodes if n.pid is not None):
+            try:
+                with node.client(socket_timeout=1, socket_connect_timeout=1) as c:
+                    info = c.info("replication")
+            except (redis.ConnectionError, redis.TimeoutError, OSError):
+                states[node.port] = NodeReplication(node.port, "?")
+                continue
+            replica = info["role"] == "slave"
+            states[node.port] = NodeReplication(
+                node.port, info["role"],
+                int(info.get("slave_repl_offset" if replica else "master_repl_offset", 0)),
+                str(info.get("master_replid", "")),
+                int(info["master_port"]) if replica else None,
+                str(info.get("master_link_status")) if replica else None)
+        return states
+
+    def wait_replicated(self, timeout: float = 30.0) -> None:
+        """Wait until every master has its ``replicas`` replicas and each of them holds
+        everything its master had written when this was called: linked
+        (``master_link_status:up``), in its master's replication history, and at least at
+        the offset the master had then. Meant for a whole cluster (every node alive).
+
+        A node whose INFO has no ``master_link_status`` is not a synced replica: it is a
+        master, or a replica-to-be that ``CLUSTER REPLICATE`` has not reached (redis-cli
+        ignores a replica's failed ``CLUSTER REPLICATE``), so the count of masters and of
+        each one's replicas is checked too. The offsets matter once data exists: a link
+        that is up says nothing about how far behind the replica is (replication is
+        asynchronous), and a master that dies before its replica has a write loses it."""
+        targets: dict[int, int] = {}  # each master's offset when first seen here
+        masters_wanted = len(self.nodes) // (1 + self.replicas)
+
+        def replicated() -> bool:
+            states = self.replication()
+            masters = [s for s in states.values() if s.role == "master"]
+            for master in masters:
+                targets.setdefault(master.port, master.offset)
+            if len(states) != len(self.nodes) or len(masters) != masters_wanted:
+                return False
+            for master in masters:
+                replicas = [s for s in states.values() if s.master_port == master.port]
+                if len(replicas) != self.replicas or not all(
+                        r.link == "up" and r.replid == master.replid
+                        and r.offset >= targets[master.port] for r in replicas):
+                    return False
+            return True
+
+        try:
+            wait_until(replicated, timeout, "every replica to hold its master's writes")
+        except WaitTimedOut as exc:
+            raise WaitTimedOut(f"{exc}: {describe_replication(self.replication())}") from None
 
     def masters(self) -> list[RedisServer]:
         """The live nodes that are masters now (roles change on failover)."""

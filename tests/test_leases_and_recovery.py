@@ -10,6 +10,8 @@ import time
 from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
 from helpers import rows, states
 
+from rmq.storage.keys import SlotKeys
+
 
 def test_claimed_message_is_invisible_to_other_claims_while_leased(client, make_client, clock):
     client.create_topic("t")
@@ -166,6 +168,52 @@ def test_extend_of_many_deliveries_reports_each(client, clock):
     client.ack(held[:2])
     assert client.extend(held, 10) == [False, False, True, True, True, True]
     assert {r.lease_until for r in rows(client, "t")} == {clock() + 10_000}
+
+
+def test_extending_one_delivery_of_a_claim_leaves_the_others_lease_as_it_was(client, clock):
+    # a claim's share of a slot has one lease; an extension gives a delivery one of its own
+    client.create_topic("t", slots=1, visibility_timeout=5, retry_backoff=0)
+    client.send_many("t", [b"a", b"b", b"c"])
+    a, b, c = client.claim("t", count=3)
+    clock.advance(4000)
+    assert client.extend(b, 5) == [True]
+    assert {r.body: r.lease_until for r in rows(client, "t")} == {
+        b"a": clock() + 1000, b"b": clock() + 5000, b"c": clock() + 1000}
+    clock.advance(1000)
+    assert client.recover("t") == 2
+    assert states(client, "t")["in_flight"] == [b"b"]
+    assert client.ack([a, b, c]) == 1
+    clock.advance(5000)
+    assert client.recover("t") == 0
+    assert [m.body for m in client.claim("t", count=3)] == [b"a", b"c"]
+
+
+def test_an_extended_delivery_is_recovered_when_its_own_lease_ends(client, clock):
+    client.create_topic("t", slots=1, visibility_timeout=5, retry_backoff=0)
+    client.send_many("t", [b"a", b"b"])
+    a, b = client.claim("t", count=2)
+    assert client.extend(b, 1) == [True]  # shorter than its claim's lease
+    clock.advance(1000)
+    assert client.recover("t") == 1
+    assert states(client, "t") == {"ready": [b"b"], "delayed": [], "in_flight": [b"a"],
+                                   "dead": []}
+    clock.advance(4000)
+    assert client.recover("t") == 1
+    assert client.ack([a, b]) == 0
+
+
+def test_a_settled_claims_lease_is_dropped_once_it_expires(client, make_client, clock):
+    client.create_topic("t", slots=1, visibility_timeout=5)
+    client.send_many("t", [b"a", b"b", b"c"])
+    held = client.claim("t", count=3)
+    client.extend(held[0], 5)
+    assert client.ack(held) == 3
+    leases = make_client(kind="sync").redis
+    key = SlotKeys("t", 0).group("default").leases
+    assert leases.zcard(key) == 2  # the claim's, and the extended delivery's own
+    clock.advance(5000)
+    assert client.recover("t") == 0
+    assert leases.zcard(key) == 0
 
 
 def test_ack_counts_only_deliveries_that_held_their_lease(client):

@@ -59,6 +59,25 @@ def test_peeks_show_due_time_attempts_lease_and_last_error(client: rmq.Client,
                                    "dead": [b"a"]}  # peeking changed nothing
 
 
+def test_a_page_in_flight_shows_the_newest_lease_first(client: rmq.Client,
+                                                       clock: ManualClock) -> None:
+    client.create_topic("t", slots=1)
+    client.send_many("t", [f"m{i}" for i in range(6)])
+    first = client.claim("t", count=3, lease=10)
+    clock.advance(1000)
+    second = client.claim("t", count=3, lease=10)
+    client.ack(second[2])
+    client.extend(first[1], 30)  # a lease of its own, the newest
+    page = client.peek("t", "in_flight", limit=2)
+    assert page.total == 5
+    assert [(r.body, r.lease_until) for r in page.rows] == [
+        (b"m1", clock.now + 30_000), (b"m4", clock.now + 10_000)]
+    rest = client.peek("t", "in_flight", offset=2, limit=10)
+    assert [(r.body, r.lease_until) for r in rest.rows] == [
+        (b"m3", clock.now + 10_000), (b"m2", clock.now + 9_000), (b"m0", clock.now + 9_000)]
+    assert [r.id for r in rest.rows] == [second[0].id, first[2].id, first[0].id]
+
+
 @pytest.mark.parametrize("bad", [
     {"state": "pending"}, {"state": "ready", "slot": 4}, {"state": "ready", "slot": -1},
     {"state": "ready", "offset": -1}, {"state": "ready", "limit": 0},

@@ -8,6 +8,8 @@ scripts wrote through it.
 from __future__ import annotations
 
 import struct
+from bisect import bisect_right
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -19,6 +21,7 @@ __all__ = [
     "delayed_due",
     "delayed_priority",
     "lease_until",
+    "LeaseEnds",
     "InflightRecord",
     "DeadRecord",
     "parse_inflight",
@@ -77,6 +80,35 @@ def delayed_priority(score: float) -> int:
 def lease_until(score: float) -> int:
     """Epoch ms a lease runs until, from its score ``-(until * 1024 + id % 1024)``."""
     return -int(score) // _LEASE_SUB
+
+
+class LeaseEnds:
+    """When each in-flight delivery's lease ends, from one slot's leases (``(member, score)``
+    pairs): a claim's share has one lease, member ``b"first:last"``, and an extended delivery
+    one of its own, its bare id, which decides for it (``lua/includes/leases.lua``)."""
+
+    def __init__(self, pairs: Iterable[tuple[bytes, float]]) -> None:
+        self._own: dict[int, int] = {}
+        ranges: list[tuple[int, int, int]] = []  # first, last, lease end
+        for member, score in pairs:
+            first, colon, last = member.partition(b":")
+            if colon:
+                ranges.append((int(first), int(last), lease_until(score)))
+            else:
+                self._own[int(member)] = lease_until(score)
+        ranges.sort()
+        self._ranges = ranges
+        self._firsts = [first for first, _, _ in ranges]
+
+    def __call__(self, delivery: int) -> int | None:
+        """The end of ``delivery``'s lease, epoch ms; None when no lease covers it."""
+        own = self._own.get(delivery)
+        if own is not None:
+            return own
+        at = bisect_right(self._firsts, delivery) - 1
+        if at >= 0 and delivery <= self._ranges[at][1]:
+            return self._ranges[at][2]
+        return None
 
 
 class InflightRecord(NamedTuple):

@@ -20,11 +20,11 @@ from typing import Any
 from ..errors import InvalidQuery
 from .calls import Call, Op, command
 from .codec import (
+    LeaseEnds,
     decode_member,
     delayed_due,
     delayed_priority,
     encode_member,
-    lease_until,
     parse_dead,
     parse_inflight,
     ready_due,
@@ -55,12 +55,14 @@ class PeekPage:
 
 
 def _index(k: GroupSlotKeys, state: State) -> str:
-    """The sorted set that orders one slot's messages in ``state``."""
-    return {"ready": k.ready, "delayed": k.delayed, "in_flight": k.leases,
-            "dead": k.dead_index}[state]
+    """The sorted set that orders one slot's messages in ``state`` (not in flight: a lease
+    covers a claim's share, so in-flight deliveries are ordered here, ``_read_inflight``)."""
+    return {"ready": k.ready, "delayed": k.delayed, "dead": k.dead_index}[state]
 
 
 def _size(k: GroupSlotKeys, state: State) -> Call:
+    if state == "in_flight":
+        return command("HLEN", k.inflight)
     return command("ZCARD", _index(k, state))
 
 
@@ -102,16 +104,44 @@ def peek(topic: str, group: str, state: str, slots: int, slot: int | None, offse
     return PeekPage(sum(sizes), offset, rows)
 
 
+def _read_inflight(topic: str, group: str, keys: dict[int, GroupSlotKeys],
+                   ranges: list[tuple[int, int, int]], now: int) -> Op[list[SnapshotRow]]:
+    """In flight, newest lease first (then the latest claimed): a slot's ids and leases are
+    read whole to order them, which costs what the slot holds in flight, not the page."""
+    replies = yield [call for s, _, _ in ranges for call in
+                     (command("HKEYS", keys[s].inflight),
+                      command("ZRANGE", keys[s].leases, 0, -1, "WITHSCORES"))]
+    pages: list[tuple[int, list[int], LeaseEnds]] = []
+    for n, (s, first, last) in enumerate(ranges):
+        lease_of = LeaseEnds(scored_pairs(replies[2 * n + 1]))
+
+        def newest_first(delivery: int, lease_of: LeaseEnds = lease_of) -> tuple[int, int]:
+            return -(lease_of(delivery) or 0), -delivery
+
+        ids = sorted((int(name) for name in replies[2 * n]), key=newest_first)
+        pages.append((s, ids[first:last + 1], lease_of))
+    records = yield [command("HMGET", keys[s].inflight, *(ids or [0])) for s, ids, _ in pages]
+    rows: list[SnapshotRow] = []
+    for (s, ids, lease_of), values in zip(pages, records, strict=True):
+        for delivery, value in zip(ids, values, strict=False):
+            row = _row(topic, group, s, "in_flight", b"%d" % delivery, 0.0, value, now,
+                       lease_of(delivery))
+            if row is not None:
+                rows.append(row)
+    return rows
+
+
 def _read_ranges(topic: str, group: str, state: State, keys: dict[int, GroupSlotKeys],
                  ranges: list[tuple[int, int, int]], now: int) -> Op[list[SnapshotRow]]:
+    if state == "in_flight":
+        return (yield from _read_inflight(topic, group, keys, ranges, now))
     replies = yield [command("ZRANGE", _index(keys[s], state), first, last, "WITHSCORES")
                      for s, first, last in ranges]
     entries = [scored_pairs(reply) for reply in replies]
     lookups = []
     for (s, _, _), found in zip(ranges, entries, strict=True):
         names = [name for name, _ in found] or [b""]
-        record = {"ready": keys[s].attempts, "delayed": keys[s].attempts,
-                  "in_flight": keys[s].inflight, "dead": keys[s].dead}[state]
+        record = keys[s].dead if state == "dead" else keys[s].attempts
         lookups.append(command("HMGET", record, *names))
     details = yield lookups
     rows: list[SnapshotRow] = []
@@ -124,7 +154,7 @@ def _read_ranges(topic: str, group: str, state: State, keys: dict[int, GroupSlot
 
 
 def _row(topic: str, group: str, slot: int, state: State, name: bytes, score: float,
-         value: bytes | None, now: int) -> SnapshotRow | None:
+         value: bytes | None, now: int, lease: int | None = None) -> SnapshotRow | None:
     if state in ("ready", "delayed"):
         body, key = decode_member(name)
         if state == "ready":
@@ -139,8 +169,8 @@ def _row(topic: str, group: str, slot: int, state: State, name: bytes, score: fl
         record = parse_inflight(value)
         body, key = decode_member(record.member)
         return SnapshotRow(topic, group, slot, state, record.priority, record.due_at,
-                           record.attempts, key, body, delivery,
-                           lease_until(score) if score else None, holder=record.holder)
+                           record.attempts, key, body, delivery, lease,
+                           holder=record.holder)
     dead = parse_dead(value)
     body, key = decode_member(dead.member)
     return SnapshotRow(topic, group, slot, state, dead.priority, dead.due_at, dead.attempts,
@@ -217,16 +247,18 @@ def find(topic: str, groups: Sequence[str], slots: int, body: bytes | None,
         parse = parse_inflight if state == "in_flight" else parse_dead
         held += [(group, s, state, name, value) for name, value in pairs
                  if matches(parse(value).member)]
+    leased = sorted({(g, s) for g, s, state, _, _ in held if state == "in_flight"})
     extra = yield [command("HGET", SlotKeys(topic, s).group(g).attempts, m)
                    for g, s, _, m, _ in pending] + [
-                  command("ZSCORE", SlotKeys(topic, s).group(g).leases, name)
-                  for g, s, state, name, _ in held if state == "in_flight"]
+                  command("ZRANGE", SlotKeys(topic, s).group(g).leases, 0, -1, "WITHSCORES")
+                  for g, s in leased]
     rows = [_row(topic, g, s, state, m, score, attempts, now)
             for (g, s, state, m, score), attempts in zip(pending, extra, strict=False)]
-    leases = iter(extra[len(pending):])
+    lease_of = {place: LeaseEnds(scored_pairs(reply))
+                for place, reply in zip(leased, extra[len(pending):], strict=True)}
     for g, s, state, name, value in held:
-        lease = next(leases) if state == "in_flight" else 0.0
-        rows.append(_row(topic, g, s, state, name, float(lease or 0), value, now))
+        lease = lease_of[(g, s)](int(name)) if state == "in_flight" else None
+        rows.append(_row(topic, g, s, state, name, 0.0, value, now, lease))
     order = {state: i for i, state in enumerate(STATES)}
     return sorted((r for r in rows if r is not None),
                   key=lambda r: (r.group, order[r.state], r.slot))

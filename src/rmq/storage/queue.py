@@ -399,10 +399,12 @@ def release(messages: Iterable[Message], now: int, heads: Collection[str]) -> Op
 
 
 def extend(messages: Sequence[Message], until_ms: int) -> Op[list[bool]]:
-    """Move the leases of ``messages`` to ``until_ms``; per message, whether it still had one."""
+    """Move the leases of ``messages`` to ``until_ms``; per message, whether it was still in
+    flight."""
     grouped = _by_slot(messages)
     calls = [
-        script_call(script("extend"), [SlotKeys(t, s).group(g).leases],
+        script_call(script("extend"), [SlotKeys(t, s).group(g).inflight,
+                                       SlotKeys(t, s).group(g).leases],
                     [until_ms, *(m.seq for m in ms)])
         for (t, g, s), ms in grouped.items()
     ]

@@ -12,10 +12,10 @@ from typing import Any, Literal
 
 from .calls import Op, command
 from .codec import (
+    LeaseEnds,
     decode_member,
     delayed_due,
     delayed_priority,
-    lease_until,
     parse_dead,
     parse_inflight,
     ready_due,
@@ -78,13 +78,13 @@ def snapshot_slot(topic: str, group: str, slot: int, now: int) -> Op[list[Snapsh
 
     pending("ready", ready, ready_due, ready_priority)
     pending("delayed", delayed, delayed_due, delayed_priority)
-    lease_of = {member: lease_until(score) for member, score in scored_pairs(leases)}
+    lease_of = LeaseEnds(scored_pairs(leases))
     for delivery, raw in inflight.items():
         record = parse_inflight(raw)
         body, key = decode_member(record.member)
         rows.append(SnapshotRow(topic, group, slot, "in_flight", record.priority, record.due_at,
                                 record.attempts, key, body, f"{slot}-{int(delivery)}",
-                                lease_of.get(delivery), holder=record.holder))
+                                lease_of(int(delivery)), holder=record.holder))
     for delivery, raw in dead.items():
         dead_record = parse_dead(raw)
         body, key = decode_member(dead_record.member)

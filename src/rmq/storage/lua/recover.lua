@@ -14,7 +14,7 @@
   ARGV[4]      max_retries
   ARGV[5]      retry backoff before the first retry, ms
   ARGV[6]      retry backoff cap, ms
-  ARGV[7]      at most this many leases per call
+  ARGV[7]      at most this many leases per call (one covers a claim's share of the slot)
 
   Returns {retried, dead}.
 
@@ -26,15 +26,14 @@
 --- @include "group_keys"
 --- @include "heads"
 --- @include "settle"
+--- @include "leases"
 
 local now = tonumber(ARGV[1])
 local k = group_keys(2)
 if ARGV[3] ~= "" then
   attach_heads(k, KEYS[11], KEYS[12], ARGV[3])
 end
--- the longest expired first (leases score negative: scores.lua)
-local expired = rcall("ZREVRANGEBYSCORE", k.leases, "+inf", fmt(expired_from(now)),
-  "LIMIT", 0, tonumber(ARGV[7]))
+local expired = expired_deliveries(k, now, tonumber(ARGV[7]))
 if #expired == 0 then
   return {0, 0}
 end
@@ -43,7 +42,9 @@ local counts = {retried = 0, dead = 0}
 for _, id in ipairs(expired) do
   local outcome = fail(k, id, "lease expired", now, clock,
     tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]))
-  counts[outcome] = counts[outcome] + 1
+  if outcome then  -- nil: a lease of its own outlived its record (settled already)
+    counts[outcome] = counts[outcome] + 1
+  end
 end
 count_outcomes(k, counts)
 finish(clock, ARGV[2])

@@ -1,9 +1,10 @@
 --[[
   Ending an in-flight delivery.
 
-  take_inflight removes the delivery's lease, record and key lock, and returns the record's
-  fields plus whether a key lock was released. It returns nil when the lease is already gone
-  (acknowledged, or expired and recovered), so a late ack or nack changes nothing.
+  take_inflight removes the delivery's record and key lock, and returns the record's fields
+  plus whether a key lock was released. It returns nil when the record is already gone
+  (acknowledged, or expired and recovered), so a late ack or nack changes nothing. Leases
+  stay: one covers a claim's whole share, and recover drops it once it expires (leases.lua).
 
   Provides: take_inflight, take_inflight_many, requeue, fail, count_outcomes.
   Needs: rcall, and the includes below.
@@ -14,10 +15,10 @@
 --- @include "bulk"
 --- @include "pending"
 local function take_inflight(k, id)
-  if rcall("ZREM", k.leases, id) == 0 then
+  local record = rcall("HGET", k.inflight, id)
+  if not record then
     return nil
   end
-  local record = rcall("HGET", k.inflight, id)
   rcall("HDEL", k.inflight, id)
   local p, a, due, member = parse_inflight(record)
   local key = member_key(member)
@@ -29,9 +30,8 @@ local function take_inflight(k, id)
 end
 
 -- take_inflight for a batch of acks, with a few commands for all of them: returns how many
--- still held their lease, and whether a key lock was released. A record exists exactly while
--- its lease does, and ids are never reused, so deleting both for every id is right for ids
--- already settled too: it removes nothing.
+-- were still in flight, and whether a key lock was released. Ids are never reused, so
+-- deleting the record of every id is right for ids already settled too: it removes nothing.
 local function take_inflight_many(k, ids)
   local released = false
   if rcall("EXISTS", k.locks) == 1 then  -- a serial topic: free the keys these deliveries hold
@@ -60,9 +60,8 @@ local function take_inflight_many(k, ids)
   end
   local acked = 0
   for from = 1, #ids, 1000 do  -- bulk() does not sum counts
-    acked = acked + rcall("ZREM", k.leases, unpack(ids, from, math.min(from + 999, #ids)))
+    acked = acked + rcall("HDEL", k.inflight, unpack(ids, from, math.min(from + 999, #ids)))
   end
-  bulk("HDEL", k.inflight, ids)
   return acked, released
 end
 

@@ -1,7 +1,8 @@
 --[[
-  Writing a claim's choice: each chosen message leaves ready and goes into in flight with a
-  lease and its holder (and, on serial topics, its key lock), with a few commands per slot
-  instead of five per message (claim.lua and claim_heads.lua choose, this writes).
+  Writing a claim's choice: each chosen message leaves ready and goes into in flight with its
+  holder (and, on serial topics, its key lock), and each slot's share, a range of delivery
+  ids, gets one lease (scores.lua, "leases"), with a few commands per slot instead of five per
+  message (claim.lua and claim_heads.lua choose, this writes).
 
   new_taken(serial) makes the record of a claim's choice, in claim order, as columns (a
   table per message would cost an allocation per message): taken.n messages, the nth from
@@ -21,6 +22,7 @@
 --- @include "member"
 --- @include "records"
 --- @include "bulk"
+--- @include "leases"
 
 local function new_taken(serial)
   return {n = 0, slot = {}, score = {}, member = {}, serial = serial, keys = {}}
@@ -52,9 +54,10 @@ local function take_chosen(slots, taken, now, lease_until, holder, out)
     members[#members + 1] = taken_member[t]
   end
   local ids, attempts_of = {}, {}  -- per slot: next delivery id; member -> earlier attempts
-  local records, leases, locks = {}, {}, {}  -- per slot: HSET / ZADD arguments
+  local records, locks = {}, {}  -- per slot: HSET arguments
+  local leases = {}  -- per slot: the lease member of its range of delivery ids
   for i, members in pairs(chosen) do
-    records[i], leases[i], locks[i] = {}, {}, {}
+    records[i], locks[i] = {}, {}
     local k = slots[i]
     if serial then
       bulk("ZREM", k.ready, members)
@@ -71,7 +74,10 @@ local function take_chosen(slots, taken, now, lease_until, holder, out)
       end
       bulk("HDEL", k.attempts, members)
     end
-    ids[i] = rcall("INCRBY", k.seq, #members) - #members + 1
+    local first = rcall("INCRBY", k.seq, #members) - #members + 1
+    ids[i] = first
+    leases[i] = {fmt(lease_score(lease_until, first)),
+      lease_member(first, first + #members - 1)}
   end
 
   local o = #out
@@ -83,11 +89,9 @@ local function take_chosen(slots, taken, now, lease_until, holder, out)
     local attempts = (attempts_of[i][member] or 0) + 1
     local p = ready_priority(score)
     local due = math.min(stamp_due(ready_stamp(score)), now)
-    local r, l = records[i], leases[i]
+    local r = records[i]
     r[#r + 1] = id
     r[#r + 1] = inflight_record(p, attempts, due, holder, member)
-    l[#l + 1] = fmt(lease_score(lease_until, n))
-    l[#l + 1] = id
     if serial then
       local lk = locks[i]
       lk[#lk + 1] = member_key(member)
@@ -100,7 +104,7 @@ local function take_chosen(slots, taken, now, lease_until, holder, out)
   for i in pairs(chosen) do
     local k = slots[i]
     bulk("HSET", k.inflight, records[i])
-    bulk("ZADD", k.leases, leases[i])
+    rcall("ZADD", k.leases, leases[i][1], leases[i][2])
     if serial then
       bulk("HSET", k.locks, locks[i])
     end

@@ -202,15 +202,27 @@ def test_an_extended_delivery_is_recovered_when_its_own_lease_ends(client, clock
     assert client.ack([a, b]) == 0
 
 
-def test_a_settled_claims_lease_is_dropped_once_it_expires(client, make_client, clock):
-    client.create_topic("t", slots=1, visibility_timeout=5)
+def test_an_ack_of_a_whole_claim_drops_its_lease_at_once(client, make_client):
+    client.create_topic("t", slots=1)
     client.send_many("t", [b"a", b"b", b"c"])
     held = client.claim("t", count=3)
-    client.extend(held[0], 5)
-    assert client.ack(held) == 3
     leases = make_client(kind="sync").redis
     key = SlotKeys("t", 0).group("default").leases
-    assert leases.zcard(key) == 2  # the claim's, and the extended delivery's own
+    assert leases.zcard(key) == 1  # one lease for the claim's share of the slot
+    assert client.ack(held) == 3
+    assert leases.zcard(key) == 0
+
+
+def test_a_lease_left_by_partial_acks_is_dropped_once_it_expires(client, make_client, clock):
+    client.create_topic("t", slots=1, visibility_timeout=5)
+    client.send_many("t", [b"a", b"b", b"c"])
+    a, b, c = client.claim("t", count=3)
+    client.extend(a, 5)
+    assert client.ack([b]) == 1
+    assert client.ack([a, c]) == 2  # not one run: the claim's lease stays
+    leases = make_client(kind="sync").redis
+    key = SlotKeys("t", 0).group("default").leases
+    assert leases.zcard(key) == 1  # the claim's (a's own went with a)
     clock.advance(5000)
     assert client.recover("t") == 0
     assert leases.zcard(key) == 0

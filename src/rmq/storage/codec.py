@@ -22,6 +22,7 @@ __all__ = [
     "delayed_priority",
     "lease_until",
     "LeaseEnds",
+    "run_leases",
     "InflightRecord",
     "DeadRecord",
     "parse_inflight",
@@ -109,6 +110,24 @@ class LeaseEnds:
         if at >= 0 and delivery <= self._ranges[at][1]:
             return self._ranges[at][2]
         return None
+
+
+def run_leases(seqs: Iterable[int]) -> list[str]:
+    """The lease members (``lua/includes/leases.lua``) of the runs of consecutive delivery ids
+    in ``seqs``, in their order: an ack of a claim's whole share names that share's lease,
+    which the ack then drops (a run that is no share's whole range names no lease)."""
+    members: list[str] = []
+    first = last = -2
+    for seq in seqs:
+        if seq == last + 1:
+            last = seq
+            continue
+        if first >= 0:
+            members.append(f"{first}:{last}" if first != last else f"{first}")
+        first = last = seq
+    if first >= 0:
+        members.append(f"{first}:{last}" if first != last else f"{first}")
+    return members
 
 
 class InflightRecord(NamedTuple):

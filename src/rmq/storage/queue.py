@@ -17,7 +17,7 @@ from ..message import DeadLetter, Message, claimed_message
 from ..settings import TopicSettings
 from .calls import Call, Op, command, script_call, together
 from .cluster_claim import Share, claim_across_slots, head_call
-from .codec import decode_member, parse_dead
+from .codec import decode_member, parse_dead, run_leases
 from .keys import HeadsKeys, SlotKeys, wake_channel
 from .scripts import script
 
@@ -348,7 +348,9 @@ def ack(messages: Iterable[Message], one_call: bool) -> Op[int]:
         args: list[Any] = [wake_channel(topic)]
         for slot, ms in slots:
             keys += _group_keys(topic, slot, group)
-            args += (len(ms), *(m.seq for m in ms))
+            seqs = [m.seq for m in ms]
+            whole = run_leases(seqs)
+            args += (len(seqs), *seqs, len(whole), *whole)
         calls.append(script_call(script("ack"), keys, args))
     results = yield calls
     return sum(results)

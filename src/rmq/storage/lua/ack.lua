@@ -5,7 +5,10 @@
 
   KEYS         per slot, the 9 group keys of includes/group_keys.lua
   ARGV[1]      wake channel
-  ARGV[2..]    per slot, in KEYS order: n, then n delivery ids
+  ARGV[2..]    per slot, in KEYS order: n, then n delivery ids, then r, then r lease
+               members "first:last" (or a bare id) of runs of consecutive ids among them
+               (includes/leases.lua): each run's records are all deleted here, so a claim's
+               share acknowledged whole drops its lease at once
 
   Returns how many were acknowledged; an id whose lease is gone (already acknowledged, or
   expired and returned to pending) is not counted and changes nothing.
@@ -29,7 +32,12 @@ for first = 1, #KEYS, GROUP_KEY_COUNT do
     ids[#ids + 1] = ARGV[i]
   end
   at = at + 1 + n
-  local acked, unlocked = take_inflight_many(k, ids)
+  local whole = {}
+  for i = at + 1, at + tonumber(ARGV[at]) do
+    whole[#whole + 1] = ARGV[i]
+  end
+  at = at + 1 + #whole
+  local acked, unlocked = take_inflight_many(k, ids, whole)
   if acked > 0 then
     rcall("HINCRBY", k.counters, "acked", acked)
   end

@@ -4,7 +4,8 @@
   take_inflight removes the delivery's record and key lock, and returns the record's fields
   plus whether a key lock was released. It returns nil when the record is already gone
   (acknowledged, or expired and recovered), so a late ack or nack changes nothing. Leases
-  stay: one covers a claim's whole share, and recover drops it once it expires (leases.lua).
+  stay: one covers a claim's whole share, and recover drops it once it expires (leases.lua);
+  take_inflight_many drops the lease of a share it settles whole.
 
   Provides: take_inflight, take_inflight_many, requeue, fail, count_outcomes.
   Needs: rcall, and the includes below.
@@ -32,7 +33,9 @@ end
 -- take_inflight for a batch of acks, with a few commands for all of them: returns how many
 -- were still in flight, and whether a key lock was released. Ids are never reused, so
 -- deleting the record of every id is right for ids already settled too: it removes nothing.
-local function take_inflight_many(k, ids)
+-- `whole`: lease members of ranges every id of which is in `ids` (dropped now, not left to
+-- recover).
+local function take_inflight_many(k, ids, whole)
   local released = false
   if rcall("EXISTS", k.locks) == 1 then  -- a serial topic: free the keys these deliveries hold
     local records = bulk("HMGET", k.inflight, ids)
@@ -62,6 +65,8 @@ local function take_inflight_many(k, ids)
   for from = 1, #ids, 1000 do  -- bulk() does not sum counts
     acked = acked + rcall("HDEL", k.inflight, unpack(ids, from, math.min(from + 999, #ids)))
   end
+  -- the leases of claims' shares settled whole (ack.lua): none of their records is left
+  bulk("ZREM", k.leases, whole)
   return acked, released
 end
 

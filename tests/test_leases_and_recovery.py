@@ -209,7 +209,7 @@ def test_an_ack_of_a_whole_claim_drops_its_lease_at_once(client, make_client):
     leases = make_client(kind="sync").redis
     key = SlotKeys("t", 0).group("default").leases
     assert leases.zcard(key) == 1  # one lease for the claim's share of the slot
-    assert client.ack(held) == 3
+    assert client.ack(held[::-1]) == 3  # in any order
     assert leases.zcard(key) == 0
 
 

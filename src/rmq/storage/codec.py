@@ -114,11 +114,11 @@ class LeaseEnds:
 
 def run_leases(seqs: Iterable[int]) -> list[str]:
     """The lease members (``lua/includes/leases.lua``) of the runs of consecutive delivery ids
-    in ``seqs``, in their order: an ack of a claim's whole share names that share's lease,
+    in ``seqs`` (in any order): an ack of a claim's whole share names that share's lease,
     which the ack then drops (a run that is no share's whole range names no lease)."""
     members: list[str] = []
     first = last = -2
-    for seq in seqs:
+    for seq in sorted(seqs):
         if seq == last + 1:
             last = seq
             continue

@@ -2,10 +2,11 @@
   Lease members (docs/storage.md, "Leases"). A claim gives each slot's share one lease: the
   member "first:last" covers the delivery ids first..last (a share of one is the bare id).
   Extending a delivery gives it a lease of its own, the bare id, which then decides for it
-  whatever its range's lease says. Settling a delivery deletes its record, not its lease: a
-  delivery is held exactly while its record exists, and a lease whose deliveries are all
-  settled is dropped by recover once it expires (one entry per claim instead of one written
-  and one removed per message: a tenth of claim+ack's server instructions).
+  whatever its range's lease says. A delivery is held exactly while its record exists.
+  Settling deletes the record; an ack that settles a share whole also drops its lease (the
+  client names the runs of ids it acks, ack.lua), and any other lease is dropped by recover
+  once it expires. One lease per share instead of one written and one removed per message
+  took a seventh off claim(100)+ack's server instructions (docs/storage.md, "Leases").
 
   lease_member(first, last) is the member of a range; expired_deliveries(k, now, limit)
   removes the leases expired by `now` (at most `limit`, the longest expired first) and
@@ -23,6 +24,38 @@ local function lease_member(first, last)
   return fmt(first) .. ":" .. fmt(last)
 end
 
+-- The text of every id from first to last: a prefix formatted once per hundred ids and a
+-- two-digit suffix from this table (a string.format per id cost most of a recovery).
+-- (filled on first use: a library's load may not touch `string`)
+local DIGIT_PAIRS = nil
+
+local function id_texts(first, last)
+  if not DIGIT_PAIRS then
+    DIGIT_PAIRS = {}
+    for n = 0, 99 do
+      DIGIT_PAIRS[n] = string.format("%02d", n)
+    end
+  end
+  local texts = {}
+  local id = first
+  while id <= last do
+    local hundreds = (id - id % 100) / 100
+    local stop = math.min(last, hundreds * 100 + 99)
+    if hundreds == 0 then
+      for n = id, stop do
+        texts[#texts + 1] = fmt(n)
+      end
+    else
+      local prefix = fmt(hundreds)
+      for n = id, stop do
+        texts[#texts + 1] = prefix .. DIGIT_PAIRS[n % 100]
+      end
+    end
+    id = stop + 1
+  end
+  return texts
+end
+
 local function expired_deliveries(k, now, limit)
   -- the longest expired first (leases score negative: scores.lua)
   local expired = rcall("ZREVRANGEBYSCORE", k.leases, "+inf", fmt(expired_from(now)),
@@ -32,6 +65,9 @@ local function expired_deliveries(k, now, limit)
   end
   bulk("ZREM", k.leases, expired)
   local ids, seen = {}, {}
+  if rcall("EXISTS", k.inflight) == 0 then
+    return ids  -- nothing in flight: the expired leases were all settled
+  end
   local function add(id)
     if not seen[id] then  -- its own lease and its range's can expire in one call
       seen[id] = true
@@ -43,10 +79,7 @@ local function expired_deliveries(k, now, limit)
     if not first then
       add(lease)  -- a delivery's own lease (or a share of one)
     else
-      local range = {}
-      for id = tonumber(first), tonumber(last) do
-        range[#range + 1] = fmt(id)
-      end
+      local range = id_texts(tonumber(first), tonumber(last))
       -- still in flight, and not under a lease of its own (an extension)
       local records = bulk("HMGET", k.inflight, range)
       local held = {}

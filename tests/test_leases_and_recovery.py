@@ -228,6 +228,19 @@ def test_a_lease_left_by_partial_acks_is_dropped_once_it_expires(client, make_cl
     assert leases.zcard(key) == 0
 
 
+def test_recover_finds_the_deliveries_still_held_anywhere_in_a_claims_range(client, clock):
+    # recover spells out a range's ids in hundreds (includes/leases.lua): cross two of them
+    client.create_topic("t", slots=1, visibility_timeout=5, retry_backoff=0)
+    client.send_many("t", [f"m{i}" for i in range(1, 251)])
+    held = client.claim("t", count=250)
+    assert [m.seq for m in held] == list(range(1, 251))
+    kept = {5, 99, 100, 101, 199, 200, 250}
+    assert client.ack([m for m in held if m.seq not in kept]) == 250 - len(kept)
+    clock.advance(5000)
+    assert client.recover("t") == len(kept)
+    assert states(client, "t")["ready"] == sorted(f"m{i}".encode() for i in kept)
+
+
 def test_ack_counts_only_deliveries_that_held_their_lease(client):
     client.create_topic("t", slots=4)
     client.send_many("t", [f"m{i}" for i in range(5)])

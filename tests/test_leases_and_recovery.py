@@ -213,6 +213,18 @@ def test_an_ack_of_a_whole_claim_drops_its_lease_at_once(client, make_client):
     assert leases.zcard(key) == 0
 
 
+def test_an_ack_of_two_claims_and_part_of_a_third_drops_the_two_claims_leases(client,
+                                                                             make_client):
+    client.create_topic("t", slots=1)
+    client.send_many("t", [f"m{i}" for i in range(9)])
+    first, second, third = (client.claim("t", count=3) for _ in range(3))
+    leases = make_client(kind="sync").redis
+    key = SlotKeys("t", 0).group("default").leases
+    assert leases.zcard(key) == 3
+    assert client.ack([*second, *third[:1], *first]) == 7
+    assert leases.zcard(key) == 1  # the third claim's: two of its deliveries are held
+
+
 def test_a_lease_left_by_partial_acks_is_dropped_once_it_expires(client, make_client, clock):
     client.create_topic("t", slots=1, visibility_timeout=5)
     client.send_many("t", [b"a", b"b", b"c"])

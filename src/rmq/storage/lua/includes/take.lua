@@ -74,7 +74,9 @@ local function take_chosen(slots, taken, now, lease_until, holder, out)
       end
       bulk("HDEL", k.attempts, members)
     end
-    local first = rcall("INCRBY", k.seq, #members) - #members + 1
+    -- one id more than the share needs, left unused: two shares are then never one run of
+    -- ids, so an ack that takes in a share whole names its lease whatever else it settles
+    local first = rcall("INCRBY", k.seq, #members + 1) - #members
     ids[i] = first
     leases[i] = {fmt(lease_score(lease_until, first)),
       lease_member(first, first + #members - 1)}

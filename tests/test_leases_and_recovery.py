@@ -10,6 +10,7 @@ import time
 from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
 from helpers import rows, states
 
+from rmq.storage import queue
 from rmq.storage.keys import SlotKeys
 
 
@@ -251,6 +252,21 @@ def test_recover_finds_the_deliveries_still_held_anywhere_in_a_claims_range(clie
     clock.advance(5000)
     assert client.recover("t") == len(kept)
     assert states(client, "t")["ready"] == sorted(f"m{i}".encode() for i in kept)
+
+
+def test_a_recover_call_takes_whole_leases_up_to_its_limit_of_deliveries(client, clock):
+    limit = queue.RECOVER_LIMIT
+    client.create_topic("t", slots=1, visibility_timeout=5, retry_backoff=0)
+    share = limit * 3 // 5
+    client.send_many("t", [f"m{i}" for i in range(3 * share)])
+    client.claim("t", count=share)
+    client.claim("t", count=share)
+    clock.advance(5000)
+    assert client.recover("t") == share  # two shares would be more than the limit
+    assert client.recover("t") == share
+    client.claim("t", count=3 * share)  # one lease over the limit: taken whole
+    clock.advance(5000)
+    assert client.recover("t") == 3 * share
 
 
 def test_ack_counts_only_deliveries_that_held_their_lease(client):

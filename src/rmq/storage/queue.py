@@ -105,7 +105,7 @@ def keeps_heads(settings: TopicSettings, one_call: bool) -> bool:
 
 MAX_SCRIPT_BATCH = 500  # messages per script call: keeps each call well under a millisecond
 _PROMOTE_LIMIT = 1000
-_RECOVER_LIMIT = 1000
+RECOVER_LIMIT = 1000  # deliveries a recover call returns per slot and group, in whole leases
 # How deep a serial topic's claim looks past messages of keys in flight, per slot: a busy
 # key's backlog up to this size does not hold back the keys queued behind it.
 _SERIAL_SCAN = 1000
@@ -428,7 +428,7 @@ def recover(topic: str, groups: Sequence[str], settings: TopicSettings,
             calls.append(script_call(
                 script("recover"), _settle_keys(topic, slot, group, heads),
                 [now, wake_channel(topic), slot if heads else "", *_retry_args(settings),
-                 _RECOVER_LIMIT]))
+                 RECOVER_LIMIT]))
     results = yield calls
     return sum(r[0] for r in results), sum(r[1] for r in results)
 

@@ -14,7 +14,8 @@
   ARGV[4]      max_retries
   ARGV[5]      retry backoff before the first retry, ms
   ARGV[6]      retry backoff cap, ms
-  ARGV[7]      at most this many leases per call (one covers a claim's share of the slot)
+  ARGV[7]      at most this many deliveries' leases per call (whole leases, at least one:
+               a lease covers a claim's share of the slot)
 
   Returns {retried, dead}.
 

@@ -9,8 +9,9 @@
   took a seventh off claim(100)+ack's server instructions (docs/storage.md, "Leases").
 
   lease_member(first, last) is the member of a range; expired_deliveries(k, now, limit)
-  removes the leases expired by `now` (at most `limit`, the longest expired first) and
-  returns the ids of the deliveries they held that are still in flight, in that order.
+  removes leases expired by `now`, the longest expired first, whole leases covering at most
+  `limit` ids (at least one lease), and returns the ids of the deliveries they held that are
+  still in flight, in that order.
 
   Provides: lease_member, expired_deliveries.  Needs: rcall, and the includes below.
 ]]
@@ -58,8 +59,20 @@ end
 
 local function expired_deliveries(k, now, limit)
   -- the longest expired first (leases score negative: scores.lua)
-  local expired = rcall("ZREVRANGEBYSCORE", k.leases, "+inf", fmt(expired_from(now)),
+  local read = rcall("ZREVRANGEBYSCORE", k.leases, "+inf", fmt(expired_from(now)),
     "LIMIT", 0, limit)
+  -- whole leases only (a lease removed must have every delivery it held recovered), as many
+  -- as cover at most `limit` ids, at least one: a call's work stays bounded by deliveries
+  local expired, covered = {}, 0
+  for _, lease in ipairs(read) do
+    local first, last = string.match(lease, "^(%d+):(%d+)$")
+    local size = first and tonumber(last) - tonumber(first) + 1 or 1
+    if #expired > 0 and covered + size > limit then
+      break
+    end
+    expired[#expired + 1] = lease
+    covered = covered + size
+  end
   if #expired == 0 then
     return expired
   end

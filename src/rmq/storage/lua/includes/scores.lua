@@ -11,11 +11,11 @@
   delayed: due_ms * 256 + (255 - priority)
            -> earliest due first.
   leases:  -(lease_until_ms * 1024 + id % 1024), id the first of the lease's range
-           (leases.lua) -> the newest lease first. A zset of up to 128 small members is a listpack, and
-           a listpack insert scans from the head to its place: with the newest first, a claim
-           inserts at the head instead of scanning every lease in flight (measured: a third
-           of claim+ack's server instructions). The low bits make scores unique, so an insert
-           never falls back to comparing members among equal scores.
+           (leases.lua) -> the newest lease first. A zset of up to 128 small members is a
+           listpack, and a listpack insert scans from the head to its place: with the newest
+           first, a claim inserts at the head instead of scanning every lease in flight
+           (measured: a third of claim+ack's server instructions). The low bits make scores
+           unique, so an insert never falls back to comparing members among equal scores.
 
   Provides: fmt, ready_score, ready_priority, ready_stamp, stamp_due, due_stamp,
   delayed_score, delayed_due, delayed_priority, lease_score, expired_from.  Needs: nothing.

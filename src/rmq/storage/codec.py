@@ -116,18 +116,13 @@ def run_leases(seqs: Iterable[int]) -> list[str]:
     """The lease members (``lua/includes/leases.lua``) of the runs of consecutive delivery ids
     in ``seqs`` (in any order): an ack of a claim's whole share names that share's lease,
     which the ack then drops (a run that is no share's whole range names no lease)."""
-    members: list[str] = []
-    first = last = -2
+    runs: list[list[int]] = []  # [first, last] of each run
     for seq in sorted(seqs):
-        if seq == last + 1:
-            last = seq
-            continue
-        if first >= 0:
-            members.append(f"{first}:{last}" if first != last else f"{first}")
-        first = last = seq
-    if first >= 0:
-        members.append(f"{first}:{last}" if first != last else f"{first}")
-    return members
+        if runs and seq == runs[-1][1] + 1:
+            runs[-1][1] = seq
+        else:
+            runs.append([seq, seq])
+    return [f"{first}:{last}" if first != last else f"{first}" for first, last in runs]
 
 
 class InflightRecord(NamedTuple):

@@ -55,8 +55,8 @@ class PeekPage:
 
 
 def _index(k: GroupSlotKeys, state: State) -> str:
-    """The sorted set that orders one slot's messages in ``state`` (not in flight: a lease
-    covers a claim's share, so in-flight deliveries are ordered here, ``_read_inflight``)."""
+    """The sorted set that orders one slot's messages in ``state``. Not in flight: a lease
+    covers a claim's share, so ``_read_inflight`` orders in-flight deliveries itself."""
     return {"ready": k.ready, "delayed": k.delayed, "dead": k.dead_index}[state]
 
 

@@ -340,7 +340,7 @@ def _by_slot(messages: Iterable[Message]) -> dict[tuple[str, str, int], list[Mes
 
 
 def ack(messages: Iterable[Message], one_call: bool) -> Op[int]:
-    """Acknowledge deliveries; returns how many still held their lease. ``one_call`` (single
+    """Acknowledge deliveries; returns how many were still in flight. ``one_call`` (single
     node) acks every slot of a topic's group in one script call."""
     calls = []
     for (topic, group), slots in _by_group(messages, one_call):

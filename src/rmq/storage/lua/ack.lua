@@ -10,8 +10,8 @@
                (includes/leases.lua): each run's records are all deleted here, so a claim's
                share acknowledged whole drops its lease at once
 
-  Returns how many were acknowledged; an id whose lease is gone (already acknowledged, or
-  expired and returned to pending) is not counted and changes nothing.
+  Returns how many were acknowledged; an id no longer in flight (already acknowledged, or
+  its lease expired and it was recovered) is not counted and changes nothing.
 
   Flags: allow-oom, since acknowledging frees memory, so that consumers can drain a
   Redis that is out of memory; allow-cross-slot-keys, since on a single node one call

@@ -269,6 +269,41 @@ def test_a_recover_call_takes_whole_leases_up_to_its_limit_of_deliveries(client,
     assert client.recover("t") == 3 * share
 
 
+def test_an_earlier_versions_recover_never_takes_this_versions_leases_for_expired(
+        client, make_client, clock):
+    # An earlier version kept a lease per id and read a score >= -(now * 1024 + 1023) as
+    # expired: had it read a claim's lease so, it would have dropped the lease of a share.
+    client.create_topic("t", slots=1, visibility_timeout=1)
+    client.send_many("t", [b"a", b"b", b"c"])
+    a, b, c = client.claim("t", count=3)
+    client.extend(b, 1)
+    far = clock() + 10**9
+    raw = make_client(kind="sync").redis
+    key = SlotKeys("t", 0).group("default").leases
+    assert raw.zcard(key) == 2
+    assert raw.zrangebyscore(key, -(far * 1024 + 1023), "+inf") == []
+    clock.advance(1000)
+    assert client.recover("t") == 3
+
+
+def test_a_lease_an_earlier_version_wrote_is_still_read_and_recovered(client, make_client,
+                                                                     clock):
+    client.create_topic("t", slots=1, visibility_timeout=60)
+    client.send("t", b"a")
+    (a,) = client.claim("t")
+    raw = make_client(kind="sync").redis
+    key = SlotKeys("t", 0).group("default").leases
+    raw.delete(key)  # as an earlier version wrote it: a lease per id, without the 2^52
+    raw.zadd(key, {str(a.seq): -((clock() + 1000) * 1024 + a.seq % 1024)})
+    (row,) = rows(client, "t")
+    assert row.lease_until == clock() + 1000
+    assert client.extend(a, 5) == [True]  # a lease of this version's now decides
+    clock.advance(1000)
+    assert client.recover("t") == 0
+    clock.advance(4000)
+    assert client.recover("t") == 1
+
+
 def test_ack_counts_only_deliveries_that_held_their_lease(client):
     client.create_topic("t", slots=4)
     client.send_many("t", [f"m{i}" for i in range(5)])

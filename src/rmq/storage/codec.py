@@ -34,6 +34,7 @@ EPOCH_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
 _BAND = 2**46
 _SUB = 32
 _LEASE_SUB = 1024
+_LEASE_SHIFT = 2**52
 _NO_KEY = 0xFFFFFFFF
 _LEN = struct.Struct(">I")
 
@@ -79,8 +80,12 @@ def delayed_priority(score: float) -> int:
 
 
 def lease_until(score: float) -> int:
-    """Epoch ms a lease runs until, from its score ``-(until * 1024 + id % 1024)``."""
-    return -int(score) // _LEASE_SUB
+    """Epoch ms a lease runs until, from its score ``-(until * 1024 + id % 1024) - 2**52``
+    (an earlier version's lease per id: without the ``- 2**52``; ``lua/includes/scores``)."""
+    shifted = -int(score)
+    if shifted >= _LEASE_SHIFT:
+        shifted -= _LEASE_SHIFT
+    return shifted // _LEASE_SUB
 
 
 class LeaseEnds:

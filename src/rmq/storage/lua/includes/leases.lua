@@ -9,7 +9,8 @@
   took a seventh off claim(100)+ack's server instructions (docs/storage.md, "Leases").
 
   lease_member(first, last) is the member of a range; expired_deliveries(k, now, limit)
-  removes leases expired by `now`, the longest expired first, whole leases covering at most
+  removes leases expired by `now`, the longest expired first (then an earlier version's
+  leases of one id each), whole leases covering at most
   `limit` ids (at least one lease), and returns the ids of the deliveries they held that are
   still in flight, in that order.
 
@@ -59,8 +60,14 @@ end
 
 local function expired_deliveries(k, now, limit)
   -- the longest expired first (leases score negative: scores.lua)
-  local read = rcall("ZREVRANGEBYSCORE", k.leases, "+inf", fmt(expired_from(now)),
+  local read = rcall("ZREVRANGEBYSCORE", k.leases, fmt(-LEASE_SHIFT), fmt(expired_from(now)),
     "LIMIT", 0, limit)
+  -- and an earlier version's, a lease per id (scores.lua), if any are left
+  local earlier = rcall("ZREVRANGEBYSCORE", k.leases, "+inf", fmt(earlier_expired_from(now)),
+    "LIMIT", 0, limit)
+  for _, lease in ipairs(earlier) do
+    read[#read + 1] = lease
+  end
   -- whole leases only (a lease removed must have every delivery it held recovered), as many
   -- as cover at most `limit` ids, at least one: a call's work stays bounded by deliveries
   local expired, covered = {}, 0

@@ -10,15 +10,17 @@
            divides the score itself by 2^46: shifting it first would leave [-2^53, 2^53].
   delayed: due_ms * 256 + (255 - priority)
            -> earliest due first.
-  leases:  -(lease_until_ms * 1024 + id % 1024), id the first of the lease's range
-           (leases.lua) -> the newest lease first. A zset of up to 128 small members is a
+  leases:  -(lease_until_ms * 1024 + id % 1024) - 2^52, id the first of the lease's range
+           (leases.lua; an earlier version wrote one lease per id, without the - 2^52)
+           -> the newest lease first. A zset of up to 128 small members is a
            listpack, and a listpack insert scans from the head to its place: with the newest
            first, a claim inserts at the head instead of scanning every lease in flight
            (measured: a third of claim+ack's server instructions). The low bits make scores
            unique, so an insert never falls back to comparing members among equal scores.
 
   Provides: fmt, ready_score, ready_priority, ready_stamp, stamp_due, due_stamp,
-  delayed_score, delayed_due, delayed_priority, lease_score, expired_from.  Needs: nothing.
+  delayed_score, delayed_due, delayed_priority, LEASE_SHIFT, lease_score, expired_from,
+  earlier_expired_from.  Needs: nothing.
 ]]
 local EPOCH = 1704067200000     -- 2024-01-01T00:00:00Z; stamps count from here
 local BAND = 70368744177664     -- 2^46: one priority's share of the ready score range
@@ -61,12 +63,22 @@ local function delayed_priority(score)
 end
 
 local LEASE_SUB = 1024
+-- Leases score 2^52 lower than an earlier version's did (a lease per delivery id): below
+-- every score its recover reads as expired, so a client of that version running beside
+-- this one never takes a claim's lease (leases.lua) for an id's and drops it. Exact while
+-- until_ms * 1024 < 2^52, until the year 2109.
+local LEASE_SHIFT = 4503599627370496
 
 local function lease_score(until_ms, id)
-  return -(until_ms * LEASE_SUB + id % LEASE_SUB)
+  return -(until_ms * LEASE_SUB + id % LEASE_SUB) - LEASE_SHIFT
 end
 
--- Leases that have run out by `now` are those scoring at least this.
+-- This version's leases that have run out by `now` score from this up to -LEASE_SHIFT.
 local function expired_from(now)
+  return -(now * LEASE_SUB + LEASE_SUB - 1) - LEASE_SHIFT
+end
+
+-- An earlier version's leases that have run out by `now` score at least this.
+local function earlier_expired_from(now)
   return -(now * LEASE_SUB + LEASE_SUB - 1)
 end

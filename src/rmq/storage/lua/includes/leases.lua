@@ -70,14 +70,16 @@ local function expired_deliveries(k, now, limit)
   end
   -- whole leases only (a lease removed must have every delivery it held recovered), as many
   -- as cover at most `limit` ids, at least one: a call's work stays bounded by deliveries
-  local expired, covered = {}, 0
+  local expired, ranges, covered = {}, {}, 0  -- ranges[n]: {first, last} of a range lease
   for _, lease in ipairs(read) do
     local first, last = string.match(lease, "^(%d+):(%d+)$")
-    local size = first and tonumber(last) - tonumber(first) + 1 or 1
+    local range = first and {tonumber(first), tonumber(last)}
+    local size = range and range[2] - range[1] + 1 or 1
     if #expired > 0 and covered + size > limit then
       break
     end
     expired[#expired + 1] = lease
+    ranges[#expired] = range
     covered = covered + size
   end
   if #expired == 0 then
@@ -94,12 +96,11 @@ local function expired_deliveries(k, now, limit)
       ids[#ids + 1] = id
     end
   end
-  for _, lease in ipairs(expired) do
-    local first, last = string.match(lease, "^(%d+):(%d+)$")
-    if not first then
+  for n, lease in ipairs(expired) do
+    if not ranges[n] then
       add(lease)  -- a delivery's own lease (or a share of one)
     else
-      local range = id_texts(tonumber(first), tonumber(last))
+      local range = id_texts(ranges[n][1], ranges[n][2])
       -- still in flight, and not under a lease of its own (an extension)
       local records = bulk("HMGET", k.inflight, range)
       local held = {}

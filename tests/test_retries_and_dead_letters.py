@@ -58,6 +58,42 @@ def test_retry_keeps_the_messages_priority(client, clock):
         (b"urgent", 250), (b"normal", 128)]
 
 
+def test_one_claim_counts_attempts_in_the_slots_that_retried_and_not_in_the_others(client,
+                                                                                   clock):
+    # a claim reads attempt counts only where a slot has any (one check for every slot it
+    # takes from): messages of the other slots, claimed in the same call, start at 1
+    client.create_topic("t", retry_backoff=0, slots=8)
+    retried = [b"r%d" % i for i in range(3)]
+    client.send_many("t", retried)
+    for message in client.claim("t", count=3):
+        client.nack(message, "boom")
+    clock.advance(1)
+    fresh = [b"f%d" % i for i in range(40)]
+    client.send_many("t", fresh)
+    claimed = client.claim("t", count=50)
+    assert {m.body: m.attempts for m in claimed} == {
+        **{body: 2 for body in retried}, **{body: 1 for body in fresh}}
+    assert len({m.slot for m in claimed}) > len({m.slot for m in claimed
+                                                 if m.body in retried})
+    assert client.ack(claimed) == 43
+
+
+def test_a_claim_reports_the_next_due_time_held_by_one_slot_of_many(client, clock):
+    # the next due time is looked up only when some slot has delayed messages
+    client.create_topic("t", slots=8)
+    client.send("t", b"later", delay_ms=5000)
+    client.send("t", b"now")
+    claimed = client.claim_due("t", count=10)
+    assert [m.body for m in claimed.messages] == [b"now"]
+    assert claimed.next_due_at == clock() + 5000
+    client.ack(claimed.messages)
+    assert client.claim_due("t", count=10) == ([], clock() + 5000)
+    clock.advance(5000)
+    (later,) = client.claim("t", count=10)
+    assert (later.body, later.attempts, later.due_at) == (b"later", 1, clock())
+    assert client.claim_due("t", count=10) == ([], None)
+
+
 def test_message_is_delivered_exactly_one_plus_max_retries_times(client, clock):
     client.create_topic("t", max_retries=3, retry_backoff=0.5)
     client.send("t", b"poison")

@@ -54,12 +54,20 @@ local window = tonumber(ARGV[6])
 local holder = holder_part(ARGV[8])
 local lowest = tonumber(ARGV[9])
 
-local slots = {}
+local slots, delayed = {}, {}
 for first = 2, #KEYS, 1 + GROUP_KEY_COUNT do
   local k = group_keys(first + 1)
   k.seq = KEYS[first]
   slots[#slots + 1] = k
-  promote_due(k.ready, k.delayed, now, promote_limit)
+  delayed[#delayed + 1] = k.delayed
+end
+-- One EXISTS over every slot's delayed zset: most topics have none, and then no slot needs
+-- a call to promote or to find the next due time.
+local any_delayed = rcall("EXISTS", unpack(delayed)) > 0
+if any_delayed then
+  for _, k in ipairs(slots) do
+    promote_due(k.ready, k.delayed, now, promote_limit)
+  end
 end
 
 local candidates = {}
@@ -163,7 +171,7 @@ local out = {-1}
 take_chosen(slots, taken, now, lease_until, holder, out)
 local claimed = taken.n
 
-if claimed < count then
+if claimed < count and any_delayed then
   for _, k in ipairs(slots) do
     local head = rcall("ZRANGE", k.delayed, 0, 0, "WITHSCORES")
     if head[2] then

@@ -14,7 +14,9 @@
   `limit` ids (at least one lease), and returns the ids of the deliveries they held that are
   still in flight, in that order.
 
-  Provides: lease_member, expired_deliveries.  Needs: rcall, and the includes below.
+  id_texts(first, last) spells the ids first..last (a claim's share, a range recovered).
+
+  Provides: lease_member, id_texts, expired_deliveries.  Needs: rcall, and the includes below.
 ]]
 --- @include "scores"
 --- @include "bulk"

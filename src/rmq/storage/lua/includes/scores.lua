@@ -18,7 +18,7 @@
            (measured: a third of claim+ack's server instructions). The low bits make scores
            unique, so an insert never falls back to comparing members among equal scores.
 
-  Provides: fmt, ready_score, ready_priority, ready_stamp, stamp_due, due_stamp,
+  Provides: fmt, SUB, ready_score, ready_priority, ready_stamp, stamp_due, due_stamp,
   delayed_score, delayed_due, delayed_priority, LEASE_SHIFT, lease_score, expired_from,
   earlier_expired_from.  Needs: nothing.
 ]]

@@ -43,20 +43,29 @@ end
 local function take_chosen(slots, taken, now, lease_until, holder, out)
   local serial = taken.serial
   local taken_slot, taken_score, taken_member = taken.slot, taken.score, taken.member
-  local chosen = {}  -- per slot index: its members, in claim order
+  local chosen, order = {}, {}  -- per slot index: its members, in claim order; the indexes
   for t = 1, taken.n do
     local i = taken_slot[t]
     local members = chosen[i]
     if not members then
       members = {}
       chosen[i] = members
+      order[#order + 1] = i
     end
     members[#members + 1] = taken_member[t]
   end
-  local ids, attempts_of = {}, {}  -- per slot: next delivery id; member -> earlier attempts
+  -- Attempt counts exist only for messages that ran before: one EXISTS over every share's
+  -- slot says whether any of them must be read (most claims: none).
+  local counted = {}
+  for n, i in ipairs(order) do
+    counted[n] = slots[i].attempts
+  end
+  local any_counted = #order > 0 and rcall("EXISTS", unpack(counted)) > 0
+  local id_text, next_id, attempts_of = {}, {}, {}  -- per slot: its share's ids as text, ...
   local records, locks = {}, {}  -- per slot: HSET arguments
   local leases = {}  -- per slot: the lease member of its range of delivery ids
-  for i, members in pairs(chosen) do
+  for _, i in ipairs(order) do
+    local members = chosen[i]
     records[i], locks[i] = {}, {}
     local k = slots[i]
     if serial then
@@ -66,34 +75,49 @@ local function take_chosen(slots, taken, now, lease_until, holder, out)
       -- the members back into Redis
       rcall("ZREMRANGEBYRANK", k.ready, 0, #members - 1)
     end
-    attempts_of[i] = {}
-    if rcall("EXISTS", k.attempts) == 1 then  -- only messages that ran before have a count
+    if any_counted and rcall("EXISTS", k.attempts) == 1 then
       local counts = bulk("HMGET", k.attempts, members)
+      local earlier = {}
       for j, member in ipairs(members) do
-        attempts_of[i][member] = tonumber(counts[j])
+        earlier[member] = tonumber(counts[j])
       end
+      attempts_of[i] = earlier
       bulk("HDEL", k.attempts, members)
     end
     -- one id more than the share needs, left unused: two shares are then never one run of
     -- ids, so an ack that takes in a share whole names its lease whatever else it settles
     local first = rcall("INCRBY", k.seq, #members + 1) - #members
-    ids[i] = first
-    leases[i] = {fmt(lease_score(lease_until, first)),
-      lease_member(first, first + #members - 1)}
+    local last = first + #members - 1
+    id_text[i], next_id[i] = id_texts(first, last), 1  -- spelled a hundred at a time
+    leases[i] = {fmt(lease_score(lease_until, first)), lease_member(first, last)}
   end
 
+  -- Per message: its id, its record and six reply fields. The messages of a claim mostly
+  -- share a priority, a due millisecond and an attempt count, so a record's header is made
+  -- once per run of them: `score - score % SUB` is the priority and due millisecond.
   local o = #out
+  local run_base, run_attempts, p, due, header
+  local sizes = {}  -- per slot: the length of its records table
   for t = 1, taken.n do
     local i, score, member = taken_slot[t], taken_score[t], taken_member[t]
-    local n = ids[i]
-    ids[i] = n + 1
-    local id = string.format("%d", n)  -- once, not each time Redis would turn it into text
-    local attempts = (attempts_of[i][member] or 0) + 1
-    local p = ready_priority(score)
-    local due = math.min(stamp_due(ready_stamp(score)), now)
-    local r = records[i]
-    r[#r + 1] = id
-    r[#r + 1] = inflight_record(p, attempts, due, holder, member)
+    local j = next_id[i]
+    next_id[i] = j + 1
+    local id = id_text[i][j]
+    local attempts = 1
+    local earlier = attempts_of[i]
+    if earlier then
+      attempts = (earlier[member] or 0) + 1
+    end
+    local base = score - score % SUB
+    if base ~= run_base or attempts ~= run_attempts then
+      run_base, run_attempts = base, attempts
+      p = ready_priority(score)
+      due = math.min(stamp_due(ready_stamp(score)), now)
+      header = inflight_header(p, attempts, due, holder)
+    end
+    local r, size = records[i], (sizes[i] or 0) + 2
+    sizes[i] = size
+    r[size - 1], r[size] = id, header .. member
     if serial then
       local lk = locks[i]
       lk[#lk + 1] = member_key(member)
@@ -103,7 +127,7 @@ local function take_chosen(slots, taken, now, lease_until, holder, out)
       i, id, member, p, attempts, due
     o = o + 6
   end
-  for i in pairs(chosen) do
+  for _, i in ipairs(order) do
     local k = slots[i]
     bulk("HSET", k.inflight, records[i])
     rcall("ZADD", k.leases, leases[i][1], leases[i][2])

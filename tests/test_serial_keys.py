@@ -38,6 +38,20 @@ def test_different_keys_are_claimed_together(client):
     assert sorted(bodies(client.claim("t", count=10))) == [b"a-0", b"b-0", b"c-0"]
 
 
+def test_one_ack_across_slots_frees_the_keys_of_every_slot_it_settles(client):
+    # ack checks once whether any of its slots holds key locks, then frees them slot by slot
+    client.create_topic("t", serial_keys=True, slots=8)
+    keys = [f"k{i}" for i in range(12)]
+    client.send_many("t", [{"body": f"{key}-{n}", "key": key} for n in range(2) for key in keys])
+    first = client.claim("t", count=100)
+    assert sorted(bodies(first)) == sorted(f"{key}-0".encode() for key in keys)
+    assert len({m.slot for m in first}) > 1
+    assert client.claim("t", count=100) == []
+    assert client.ack(first) == len(keys)
+    assert sorted(bodies(client.claim("t", count=100))) == sorted(
+        f"{key}-1".encode() for key in keys)
+
+
 def test_messages_of_one_key_run_in_send_order(client):
     client.create_topic("t", serial_keys=True, slots=8)
     sent = [f"order-{i}".encode() for i in range(12)]

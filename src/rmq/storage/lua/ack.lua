@@ -23,9 +23,17 @@
 local acked_in_all = 0
 local unlocked_any = false
 local ready_left = false
-local at = 2
+local slots, locks = {}, {}
 for first = 1, #KEYS, GROUP_KEY_COUNT do
   local k = group_keys(first)
+  slots[#slots + 1] = k
+  locks[#locks + 1] = k.locks
+end
+-- Only a serial topic has key locks: one EXISTS over every slot's says whether any slot
+-- must look for locks to free (most topics: none, and no slot pays a call to find out).
+local serial = rcall("EXISTS", unpack(locks)) > 0
+local at = 2
+for _, k in ipairs(slots) do
   local n = tonumber(ARGV[at])
   local ids = {}
   for i = at + 1, at + n do
@@ -37,7 +45,7 @@ for first = 1, #KEYS, GROUP_KEY_COUNT do
     whole[#whole + 1] = ARGV[i]
   end
   at = at + 1 + #whole
-  local acked, unlocked = take_inflight_many(k, ids, whole)
+  local acked, unlocked = take_inflight_many(k, ids, whole, serial)
   if acked > 0 then
     rcall("HINCRBY", k.counters, "acked", acked)
   end

@@ -34,10 +34,11 @@ end
 -- were still in flight, and whether a key lock was released. Ids are never reused, so
 -- deleting the record of every id is right for ids already settled too: it removes nothing.
 -- `whole`: lease members of ranges every id of which is in `ids` (dropped now, not left to
--- recover).
-local function take_inflight_many(k, ids, whole)
+-- recover). `serial`: false when no slot of the call has key locks (one check for all).
+local function take_inflight_many(k, ids, whole, serial)
   local released = false
-  if rcall("EXISTS", k.locks) == 1 then  -- a serial topic: free the keys these deliveries hold
+  -- a serial topic: free the keys these deliveries hold
+  if serial and rcall("EXISTS", k.locks) == 1 then
     local records = bulk("HMGET", k.inflight, ids)
     local keys, holders_of = {}, {}
     for j, record in ipairs(records) do

@@ -20,12 +20,13 @@ __all__ = ["Holdings"]
 
 
 class Holdings:
-    """Held messages by (slot, seq), under one condition that signals freed room; and each
-    one's lease as (end, length), in ms of the client's clock (the server's)."""
+    """Held messages by (slot, seq), under one condition that signals freed room; and for
+    each one the time by which a worker may still start it (below, ``start_by``), in ms of
+    the client's clock (the server's)."""
 
     def __init__(self) -> None:
         self._held: dict[tuple[int, int], Message] = {}
-        self._leases: dict[tuple[int, int], tuple[int, int]] = {}
+        self._start_by: dict[tuple[int, int], float] = {}  # the same keys as _held
         self._changed = threading.Condition()
 
     def __len__(self) -> int:
@@ -33,11 +34,13 @@ class Holdings:
 
     def add(self, messages: Iterable[Message], now: int) -> None:
         """Hold ``messages``, claimed at ``now`` (their leases end at ``lease_until``)."""
+        held, start_by = self._held, self._start_by
         with self._changed:
             for message in messages:
                 key = (message.slot, message.seq)
-                self._held[key] = message
-                self._leases[key] = (message.lease_until, message.lease_until - now)
+                held[key] = message
+                until = message.lease_until
+                start_by[key] = until - (until - now) / 3
 
     def holds(self, message: Message) -> bool:
         return (message.slot, message.seq) in self._held
@@ -48,22 +51,23 @@ class Holdings:
             for message in messages:
                 key = (message.slot, message.seq)
                 if key in self._held:
-                    self._leases[key] = (until, length)
+                    self._start_by[key] = until - length / 3
 
-    def lease_lasts(self, message: Message, now: int) -> bool:
-        """Whether the lease of a held ``message`` has at least a third of its length left
-        at ``now``. The keeper extends every third of a lease, so a live consumer's leases
-        always have two thirds left; less means extensions were missed (the consumer was
-        frozen or cut off) and the lease has run out, or may before the next one."""
-        until, length = self._leases.get((message.slot, message.seq), (0, 0))
-        return until - now >= length / 3
+    def start_by(self, message: Message) -> float | None:
+        """The time by which a worker may still start ``message`` (None: not held): while
+        its lease has at least a third of its length left. The keeper extends every third
+        of a lease, so a live consumer's leases always have two thirds left; less means
+        extensions were missed (the consumer was frozen or cut off) and the lease has run
+        out, or may before the next one. One look-up: workers ask it once a message."""
+        return self._start_by.get((message.slot, message.seq))
 
     def forget(self, messages: Iterable[Message]) -> None:
+        held, start_by = self._held, self._start_by
         with self._changed:
             for message in messages:
                 key = (message.slot, message.seq)
-                self._held.pop(key, None)
-                self._leases.pop(key, None)
+                if held.pop(key, None) is not None:
+                    del start_by[key]
             self._changed.notify_all()
 
     def all(self) -> list[Message]:

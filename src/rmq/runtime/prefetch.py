@@ -124,10 +124,10 @@ class Prefetch:
         self._claim_seconds = _moving(self._claim_seconds, seconds)
         if not messages:
             return
-        highest = max(message.priority for message in messages)
-        if self._lowest_claimed is not None and highest > self._lowest_claimed:
+        priorities = [message.priority for message in messages]
+        if self._lowest_claimed is not None and max(priorities) > self._lowest_claimed:
             self._largest_batch = PRIORITY_BATCH
-        self._lowest_claimed = min(message.priority for message in messages)
+        self._lowest_claimed = min(priorities)
 
 
 def _moving(average: float | None, sample: float) -> float:

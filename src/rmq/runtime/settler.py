@@ -56,31 +56,48 @@ class Settler:
         self._finished.put(_STOP)
 
     def _settle_loop(self) -> None:
+        finished = self._finished
         while True:
-            batch = [self._finished.get()]
+            batch = [finished.get()]
             while len(batch) < MAX_BATCH:
                 try:
-                    batch.append(self._finished.get_nowait())
+                    batch.append(finished.get_nowait())
                 except queue.Empty:
                     break
-            stop = any(item is _STOP for item in batch)
-            done = [item for item in batch if item is not _STOP]
-            ran = [seconds for _, error, seconds in done if error is not _GIVE_BACK]
-            self.prefetch.handled(sum(ran), len(ran))
+            # One pass sorts the batch (it runs once a message: keep it plain).
+            stop = False
+            done: list[Message] = []
+            succeeded: list[Message] = []
+            unstarted: list[Message] = []
+            failures: list[tuple[Message, BaseException]] = []
+            ran, runs = 0.0, 0
+            for item in batch:
+                if item is _STOP:
+                    stop = True
+                    continue
+                message, error, seconds = item
+                done.append(message)
+                if error is None:
+                    succeeded.append(message)
+                elif error is _GIVE_BACK:
+                    unstarted.append(message)
+                    continue
+                else:
+                    failures.append((message, error))
+                ran += seconds
+                runs += 1
+            self.prefetch.handled(ran, runs)
             # Forget them before settling: the keeper must not extend (and then report as
             # lost) a lease this ack is ending, and the fetcher may claim again meanwhile.
-            self.holdings.forget(message for message, _, _ in done)
-            succeeded = [message for message, error, _ in done if error is None]
+            self.holdings.forget(done)
             if succeeded:
                 guarded(self.consumer_id, partial(self.client.ack, succeeded))
-            unstarted = [message for message, error, _ in done if error is _GIVE_BACK]
             if unstarted:
                 self._give_back(unstarted)
-            for message, error, _ in done:
-                if error is not None and error is not _GIVE_BACK:
-                    self._fail(message, error)
+            for message, error in failures:
+                self._fail(message, error)
             self.handled += len(succeeded)
-            if stop and self._finished.empty():
+            if stop and finished.empty():
                 return
 
     def _give_back(self, messages: list[Message]) -> None:

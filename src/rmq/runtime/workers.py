@@ -37,9 +37,10 @@ class Starts:
         self.holdings, self.now, self.give_back = holdings, now, give_back
 
     def allowed(self, message: Message) -> bool:
-        if not self.holdings.holds(message):
+        start_by = self.holdings.start_by(message)
+        if start_by is None:
             return False  # its lease was lost while it waited: another consumer has it
-        if self.holdings.lease_lasts(message, self.now()):
+        if self.now() <= start_by:
             return True
         self.give_back(message)
         return False

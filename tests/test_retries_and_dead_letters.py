@@ -78,6 +78,30 @@ def test_one_claim_counts_attempts_in_the_slots_that_retried_and_not_in_the_othe
     assert client.ack(claimed) == 43
 
 
+def test_each_message_of_a_claim_across_runs_of_headers_names_its_own_delivery(client,
+                                                                            clock):
+    # a claim's reply gives each slot's first delivery id and then the messages in runs that
+    # share priority, attempts and due time: with runs of every kind interleaved across the
+    # slots, every message still carries the id, body and header of its own delivery
+    client.create_topic("t", retry_backoff=0, slots=8)
+    client.send_many("t", [b"r%d" % i for i in range(6)])
+    for message in client.claim("t", count=3):
+        client.nack(message, "boom")
+    for step in range(4):
+        clock.advance(3)
+        priority = rmq.Priority.HIGH if step % 2 else rmq.Priority.MEDIUM
+        client.send_many("t", [{"body": b"p%d-%d" % (step, i), "priority": priority}
+                               for i in range(7)])
+    claimed = client.claim("t", count=40)
+    assert len(claimed) == 34
+    assert len({(m.priority, m.attempts, m.due_at) for m in claimed}) >= 5
+    held = {row.id: (row.body, row.priority, row.attempts, row.due_at)
+            for row in client.snapshot("t") if row.state == "in_flight"}
+    assert {m.id: (m.body, m.priority, m.attempts, m.due_at) for m in claimed} == held
+    assert client.ack(claimed) == 34
+    assert not [row for row in client.snapshot("t") if row.state == "in_flight"]
+
+
 def test_a_claim_reports_the_next_due_time_held_by_one_slot_of_many(client, clock):
     # the next due time is looked up only when some slot has delayed messages
     client.create_topic("t", slots=8)

@@ -207,15 +207,24 @@ def _claim_keys(topic: str, group: str, slots: tuple[int, ...]) -> tuple[str, ..
 
 def _claimed(topic: str, group: str, slots: Sequence[int], reply: list[Any],
              lease_until: int) -> list[Message]:
+    """The messages of a claim's reply (take.lua's take_chosen), after its first field."""
+    shares = reply[1]
+    at = 2 + 2 * shares
+    seqs = dict(zip(reply[2:at:2], reply[3:at:2]))  # slot index -> its next delivery id
     out = []
-    fields = iter(reply)
-    next(fields)  # next_due
-    # six fields per message; zip over one iterator takes them in order without slicing
-    for index, delivery, member, priority, attempts, due in zip(*[fields] * 6, strict=True):
-        # most members are the bare body (codec.encode_member): no call for those
-        body, key = decode_member(member) if member[:1] == b"\x00" else (member, None)
-        out.append(claimed_message(topic, group, slots[index - 1], int(delivery), body,
-                                   priority, attempts, due, key, lease_until))
+    while at < len(reply):
+        # a run of messages that share priority, attempts and due time
+        n, priority, attempts, due = reply[at:at + 4]
+        at += 4
+        fields = iter(reply[at:at + 2 * n])
+        at += 2 * n
+        for index, member in zip(fields, fields):
+            seq = seqs[index]
+            seqs[index] = seq + 1
+            # most members are the bare body (codec.encode_member): no call for those
+            body, key = decode_member(member) if member[:1] == b"\x00" else (member, None)
+            out.append(claimed_message(topic, group, slots[index - 1], seq, body, priority,
+                                       attempts, due, key, lease_until))
     return out
 
 

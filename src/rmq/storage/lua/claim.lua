@@ -19,9 +19,12 @@
   ARGV[9]      optional: the lowest priority to claim (a cluster claim's bound to the bands
                it chose from the slots' heads)
 
-  Returns {next_due, then per claimed message: slot index (1-based, in KEYS order),
-  delivery id, member, priority, attempts (including this one), due_ms}. next_due is the
-  earliest delayed due time when fewer than `count` were claimed (-1 if none or not asked).
+  Returns {next_due, then the claimed messages as take.lua's take_chosen writes them: the
+  number of slots claimed from, each one's slot index (1-based, in KEYS order) and first
+  delivery id, then runs of messages that share priority, attempts (including this one)
+  and due_ms: the run's length, those three, and per message its slot index and member}.
+  next_due is the earliest delayed due time when fewer than `count` were claimed (-1 if
+  none or not asked).
   When the topic is gone, claims nothing and returns the integer GONE_UNKNOWN or GONE_STALE:
   checking the first slot is enough, as delete_topic removes the slots' generations in
   slot order before any data, and a single-node call starts at slot 0.

@@ -40,8 +40,8 @@
   ARGV[12]     how many messages to read from a slot at a time
   ARGV[13..]   the window: the slot number of each slot in KEYS, in KEYS order
 
-  Returns {next_due, needed, window, then per claimed message: slot index (1-based, in
-  KEYS order), delivery id, member, priority, attempts (including this one), due_ms}.
+  Returns {next_due, needed, window, then the claimed messages as in claim.lua (take.lua's
+  take_chosen: the shares' first delivery ids, then runs of messages that share a header)}.
   next_due: the earliest delayed due time when fewer than `count` were claimed, else -1
   (or when the slot that may hold it is outside the window: then it is asked for). needed: slots outside the window to call again with (empty when the
   claim is complete). window: the slots at the head of the index afterwards, for the next

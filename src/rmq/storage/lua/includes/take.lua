@@ -12,9 +12,13 @@
 
   take_chosen(slots, taken, now, lease_until, holder, out): `slots` the group key tables
   (with `seq`), `taken` the choice (on a non-serial topic each slot's share is a prefix of
-  its ready zset: removed by rank), `holder` the text from holder_part. Appends to `out`,
-  per message: slot index, delivery id, member, priority, attempts (this one included),
-  due_ms.
+  its ready zset: removed by rank), `holder` the text from holder_part. Appends to `out`
+  the shares, then the messages in claim order as runs that share a header:
+    number of shares, then per share: slot index, its first delivery id;
+    per run: its length n, priority, attempts (this one included), due_ms, then per
+    message: slot index, member.
+  A slot's messages have its share's ids in the order they come (the first, the next...):
+  two reply fields a message instead of six, which Redis converts and the client parses.
 
   Provides: new_taken, take, take_chosen.  Needs: rcall, and the includes below.
 ]]
@@ -64,6 +68,7 @@ local function take_chosen(slots, taken, now, lease_until, holder, out)
   local id_text, next_id, attempts_of = {}, {}, {}  -- per slot: its share's ids as text, ...
   local records, locks = {}, {}  -- per slot: HSET arguments
   local leases = {}  -- per slot: the lease member of its range of delivery ids
+  local firsts = {}  -- per slot: its first delivery id
   for _, i in ipairs(order) do
     local members = chosen[i]
     records[i], locks[i] = {}, {}
@@ -90,13 +95,22 @@ local function take_chosen(slots, taken, now, lease_until, holder, out)
     local last = first + #members - 1
     id_text[i], next_id[i] = id_texts(first, last), 1  -- spelled a hundred at a time
     leases[i] = {fmt(lease_score(lease_until, first)), lease_member(first, last)}
+    firsts[i] = first
   end
 
-  -- Per message: its id, its record and six reply fields. The messages of a claim mostly
-  -- share a priority, a due millisecond and an attempt count, so a record's header is made
-  -- once per run of them: `score - score % SUB` is the priority and due millisecond.
-  local o = #out
+  local o = #out + 1
+  out[o] = #order
+  for _, i in ipairs(order) do
+    out[o + 1], out[o + 2] = i, firsts[i]
+    o = o + 2
+  end
+
+  -- Per message: its id, its record and two reply fields. The messages of a claim mostly
+  -- share a priority, a due millisecond and an attempt count, so a record's header (and a
+  -- run in the reply) is made once per run of them: `score - score % SUB` is the priority
+  -- and due millisecond.
   local run_base, run_attempts, p, due, header
+  local run_at, run_n = nil, 0  -- where the current run's length goes in `out`; the length
   local sizes = {}  -- per slot: the length of its records table
   for t = 1, taken.n do
     local i, score, member = taken_slot[t], taken_score[t], taken_member[t]
@@ -114,7 +128,14 @@ local function take_chosen(slots, taken, now, lease_until, holder, out)
       p = ready_priority(score)
       due = math.min(stamp_due(ready_stamp(score)), now)
       header = inflight_header(p, attempts, due, holder)
+      if run_at then
+        out[run_at] = run_n
+      end
+      run_at, run_n = o + 1, 0
+      out[o + 2], out[o + 3], out[o + 4] = p, attempts, due
+      o = o + 4
     end
+    run_n = run_n + 1
     local r, size = records[i], (sizes[i] or 0) + 2
     sizes[i] = size
     r[size - 1], r[size] = id, header .. member
@@ -123,9 +144,11 @@ local function take_chosen(slots, taken, now, lease_until, holder, out)
       lk[#lk + 1] = member_key(member)
       lk[#lk + 1] = id
     end
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] =
-      i, id, member, p, attempts, due
-    o = o + 6
+    out[o + 1], out[o + 2] = i, member
+    o = o + 2
+  end
+  if run_at then
+    out[run_at] = run_n
   end
   for _, i in ipairs(order) do
     local k = slots[i]

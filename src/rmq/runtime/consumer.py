@@ -108,7 +108,8 @@ class Consumer:
         self._stopped = threading.Event()
         self._holdings = Holdings()
         self._settler = Settler(client, self._holdings, self._prefetch, self.id, topic)
-        starts = Starts(self._holdings, client.now, self._settler.give_back)
+        # the clock itself, not client.now(): workers read it once a message
+        starts = Starts(self._holdings, client.clock, self._settler.give_back)
         self._workers = workers_for(handler, concurrency, starts, self._settler.finished, topic)
         self._keeper = Keeper(client, topic, self._holdings, self.id, self._state,
                               self._stopped, lease=lease, heartbeat_interval=heartbeat_interval,

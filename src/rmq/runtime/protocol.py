@@ -7,7 +7,7 @@ layers importing each other.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from ..message import Claimed, Message
@@ -26,6 +26,8 @@ class WakeUps(Protocol):
 
 class QueueClient(Protocol):
     """The client methods a consumer calls (see :class:`rmq.Client` for each promise)."""
+
+    clock: Callable[[], int]  # what now() reads: the server's time, epoch ms
 
     def now(self) -> int: ...
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -17,6 +18,8 @@ from .protocol import QueueClient
 from .threads import guarded, log, spawn
 
 __all__ = ["Settler"]
+
+Outcome = tuple[Message, BaseException | None, float]  # what a worker reports of a run
 
 _STOP: Any = object()
 _GIVE_BACK: Any = object()  # in place of a handler's outcome: the message never started
@@ -34,15 +37,15 @@ class Settler:
         self.handled = 0
         self.failed = 0
         self._finished: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        # (message, error, seconds): the handler returned (error None) or raised error on
+        # message, after running seconds. The queue's own put: workers call it once a
+        # message, and a method around it would cost them a Python call each time.
+        self.finished: Callable[[Outcome], None] = self._finished.put
         self.thread: threading.Thread | None = None
 
     def start(self) -> None:
         self.thread = spawn("settler", self.topic, self._settle_loop)
 
-    def finished(self, message: Message, error: BaseException | None, seconds: float) -> None:
-        """The handler returned (``error`` None) or raised ``error`` on ``message``, after
-        running ``seconds``."""
-        self._finished.put((message, error, seconds))
 
     def give_back(self, message: Message) -> None:
         """A worker did not start ``message``: its lease ran out (or nearly) while it waited,

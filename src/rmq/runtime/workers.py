@@ -23,7 +23,8 @@ from .threads import spawn
 
 __all__ = ["Workers", "ThreadWorkers", "AsyncioWorkers", "Starts", "workers_for"]
 
-Finished = Callable[[Message, BaseException | None, float], None]  # outcome, seconds
+# what a worker reports of a run: (message, error or None, seconds)
+Finished = Callable[[tuple[Message, BaseException | None, float]], None]
 _STOP: Any = object()
 
 
@@ -81,19 +82,23 @@ class ThreadWorkers:
             self._waiting.put(_STOP)
 
     def _work(self) -> None:
+        # once a message: names bound here, not looked up on self each time
+        get, allowed, handler, finished = (self._waiting.get, self.starts.allowed,
+                                           self.handler, self.finished)
+        clock = time.perf_counter
         while True:
-            message = self._waiting.get()
+            message = get()
             if message is _STOP:
                 return
-            if not self.starts.allowed(message):
+            if not allowed(message):
                 continue
-            began = time.perf_counter()
+            began = clock()
             try:
-                self.handler(message)
+                handler(message)
             except Exception as exc:  # noqa: BLE001 - any handler failure is a retry
-                self.finished(message, exc, time.perf_counter() - began)
+                finished((message, exc, clock() - began))
             else:
-                self.finished(message, None, time.perf_counter() - began)
+                finished((message, None, clock() - began))
 
 
 class AsyncioWorkers:
@@ -150,9 +155,9 @@ class AsyncioWorkers:
                 try:
                     await self.handler(message)
                 except Exception as exc:  # noqa: BLE001 - any handler failure is a retry
-                    self.finished(message, exc, time.perf_counter() - began)
+                    self.finished((message, exc, time.perf_counter() - began))
                 else:
-                    self.finished(message, None, time.perf_counter() - began)
+                    self.finished((message, None, time.perf_counter() - began))
 
         tasks = [loop.create_task(work()) for _ in range(self.concurrency)]
         loop.run_forever()

@@ -210,7 +210,7 @@ def _claimed(topic: str, group: str, slots: Sequence[int], reply: list[Any],
     """The messages of a claim's reply (take.lua's take_chosen), after its first field."""
     shares = reply[1]
     at = 2 + 2 * shares
-    seqs = dict(zip(reply[2:at:2], reply[3:at:2]))  # slot index -> its next delivery id
+    seqs = dict(zip(reply[2:at:2], reply[3:at:2], strict=True))  # slot index -> next id
     out = []
     while at < len(reply):
         # a run of messages that share priority, attempts and due time
@@ -218,7 +218,7 @@ def _claimed(topic: str, group: str, slots: Sequence[int], reply: list[Any],
         at += 4
         fields = iter(reply[at:at + 2 * n])
         at += 2 * n
-        for index, member in zip(fields, fields):
+        for index, member in zip(fields, fields, strict=True):
             seq = seqs[index]
             seqs[index] = seq + 1
             # most members are the bare body (codec.encode_member): no call for those

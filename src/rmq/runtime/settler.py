@@ -46,7 +46,6 @@ class Settler:
     def start(self) -> None:
         self.thread = spawn("settler", self.topic, self._settle_loop)
 
-
     def give_back(self, message: Message) -> None:
         """A worker did not start ``message``: its lease ran out (or nearly) while it waited,
         the consumer having been frozen or cut off. Released, it goes back to pending

@@ -131,8 +131,8 @@ local function take_chosen(slots, taken, now, lease_until, holder, out)
       if run_at then
         out[run_at] = run_n
       end
-      run_at, run_n = o + 1, 0
-      out[o + 2], out[o + 3], out[o + 4] = p, attempts, due
+      run_at, run_n = o + 1, 0  -- its length is written when the run ends (0 until then)
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, p, attempts, due
       o = o + 4
     end
     run_n = run_n + 1

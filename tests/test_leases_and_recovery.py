@@ -9,8 +9,11 @@ import time
 
 from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
 from helpers import rows, states
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rmq.storage import queue
+from rmq.storage.codec import run_leases
 from rmq.storage.keys import SlotKeys
 
 
@@ -212,6 +215,25 @@ def test_an_ack_of_a_whole_claim_drops_its_lease_at_once(client, make_client):
     assert leases.zcard(key) == 1  # one lease for the claim's share of the slot
     assert client.ack(held[::-1]) == 3  # in any order
     assert leases.zcard(key) == 0
+
+
+@given(st.lists(st.integers(min_value=0, max_value=60), max_size=40))
+def test_the_runs_an_ack_names_are_exactly_the_runs_of_consecutive_ids_it_settles(seqs):
+    # an ack drops the lease of every run it names, so a run must never take in an id the
+    # ack does not settle (its delivery would be left in flight under no lease), and a
+    # share acknowledged whole must be named whole (its lease dropped now, not left to
+    # recover): whatever the order and repeats, every name is a run of settled ids, and
+    # every maximal run of them is named
+    ids = set(seqs)
+    spans = []
+    for run in run_leases(seqs):
+        first, _, last = run.partition(":")
+        spans.append((int(first), int(last or first)))
+    assert all(set(range(first, last + 1)) <= ids for first, last in spans)
+    maximal = [(first, last) for first in sorted(ids) if first - 1 not in ids
+               for last in [next(n for n in range(first, first + 62) if n + 1 not in ids)]]
+    assert set(maximal) <= set(spans)
+    assert {n for first, last in spans for n in range(first, last + 1)} == ids
 
 
 def test_an_ack_of_two_claims_and_part_of_a_third_drops_the_two_claims_leases(client,

@@ -9,7 +9,7 @@ import time
 
 from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
 from helpers import rows, states
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from rmq.storage import queue
@@ -217,7 +217,19 @@ def test_an_ack_of_a_whole_claim_drops_its_lease_at_once(client, make_client):
     assert leases.zcard(key) == 0
 
 
+def test_an_ack_naming_a_delivery_twice_still_drops_its_whole_claims_lease(client,
+                                                                          make_client):
+    client.create_topic("t", slots=1)
+    client.send_many("t", [b"a", b"b", b"c"])
+    a, b, c = client.claim("t", count=3)
+    leases = make_client(kind="sync").redis
+    key = SlotKeys("t", 0).group("default").leases
+    assert client.ack([a, b, b, c]) == 3
+    assert leases.zcard(key) == 0  # not left for recover to find expired
+
+
 @given(st.lists(st.integers(min_value=0, max_value=60), max_size=40))
+@example([30, 31, 31, 32])  # a repeated id split the share 30:32 into 30:31 and 31:32
 def test_the_runs_an_ack_names_are_exactly_the_runs_of_consecutive_ids_it_settles(seqs):
     # an ack drops the lease of every run it names, so a run must never take in an id the
     # ack does not settle (its delivery would be left in flight under no lease), and a

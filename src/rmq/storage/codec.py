@@ -123,7 +123,10 @@ def run_leases(seqs: Iterable[int]) -> list[str]:
     which the ack then drops (a run that is no share's whole range names no lease)."""
     runs: list[list[int]] = []  # [first, last] of each run
     for seq in sorted(seqs):
-        if runs and seq == runs[-1][1] + 1:
+        # sorted: the next id either repeats the last (an ack naming a delivery twice: the
+        # run goes on, so a share acknowledged whole is still named whole), follows it, or
+        # starts a new run
+        if runs and seq - runs[-1][1] <= 1:
             runs[-1][1] = seq
         else:
             runs.append([seq, seq])

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -16,10 +15,9 @@ from .holdings import Holdings
 from .prefetch import Prefetch
 from .protocol import QueueClient
 from .threads import guarded, log, spawn
+from .workers import Finished
 
 __all__ = ["Settler"]
-
-Outcome = tuple[Message, BaseException | None, float]  # what a worker reports of a run
 
 _STOP: Any = object()
 _GIVE_BACK: Any = object()  # in place of a handler's outcome: the message never started
@@ -40,7 +38,7 @@ class Settler:
         # (message, error, seconds): the handler returned (error None) or raised error on
         # message, after running seconds. The queue's own put: workers call it once a
         # message, and a method around it would cost them a Python call each time.
-        self.finished: Callable[[Outcome], None] = self._finished.put
+        self.finished: Finished = self._finished.put
         self.thread: threading.Thread | None = None
 
     def start(self) -> None:

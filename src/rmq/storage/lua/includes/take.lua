@@ -68,7 +68,8 @@ local function take_chosen(slots, taken, now, lease_until, holder, out)
   local id_text, next_id, attempts_of = {}, {}, {}  -- per slot: its share's ids as text, ...
   local records, locks = {}, {}  -- per slot: HSET arguments
   local leases = {}  -- per slot: the lease member of its range of delivery ids
-  local firsts = {}  -- per slot: its first delivery id
+  local o = #out + 1  -- the reply: the shares first (slot index, first delivery id)
+  out[o] = #order
   for _, i in ipairs(order) do
     local members = chosen[i]
     records[i], locks[i] = {}, {}
@@ -95,13 +96,7 @@ local function take_chosen(slots, taken, now, lease_until, holder, out)
     local last = first + #members - 1
     id_text[i], next_id[i] = id_texts(first, last), 1  -- spelled a hundred at a time
     leases[i] = {fmt(lease_score(lease_until, first)), lease_member(first, last)}
-    firsts[i] = first
-  end
-
-  local o = #out + 1
-  out[o] = #order
-  for _, i in ipairs(order) do
-    out[o + 1], out[o + 2] = i, firsts[i]
+    out[o + 1], out[o + 2] = i, first
     o = o + 2
   end
 

@@ -42,6 +42,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..errors import AccessDenied, InvalidURL, RedisOutOfMemory, RedisUnavailable
 from ..storage.calls import Call
+from .packing import Packer, pack_async
 
 __all__ = ["resolve_url", "check_url", "connect", "open_async", "open_async_node", "Executor",
            "AsyncExecutor", "AsyncRedis", "map_errors", "retry_policy", "async_retry_policy",
@@ -232,8 +233,10 @@ def connect(url: str | None = None, **kwargs: Any) -> redis.Redis | redis.RedisC
     url = resolve_url(url)
     try:
         kind: Any = redis.RedisCluster if _is_cluster(url, kwargs) else redis.Redis
-        client: redis.Redis | redis.RedisCluster = kind.from_url(
-            url, **_options(url, kwargs, retry_policy()))
+        options = _options(url, kwargs, retry_policy())
+        if kind is redis.Redis:
+            options.setdefault("command_packer", Packer())  # packing.py: why
+        client: redis.Redis | redis.RedisCluster = kind.from_url(url, **options)
         _warn_if_unsafe(client)
     except ResponseError as exc:
         if not str(exc).startswith(_DATABASE_REFUSALS):
@@ -253,7 +256,10 @@ async def open_async(url: str | None, **kwargs: Any) -> tuple[str, AsyncRedis]:
     probe = await asyncio.to_thread(connect, resolved, **sync_options)
     kind: Any = aredis.RedisCluster if isinstance(probe, redis.RedisCluster) else aredis.Redis
     probe.close()
-    return resolved, kind.from_url(resolved, **_options(resolved, kwargs, async_retry_policy()))
+    client = kind.from_url(resolved, **_options(resolved, kwargs, async_retry_policy()))
+    if kind is aredis.Redis:
+        pack_async(client.connection_pool)  # packing.py: why
+    return resolved, client
 
 
 def open_async_node(url: str, **kwargs: Any) -> aredis.Redis:

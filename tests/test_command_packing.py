@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from redis.connection import HiredisRespSerializer
 
 import rmq
-from rmq.client.packing import Packer, pack_async
+from rmq.client.packing import Packer, pack_async, packs_alike
 
 NAMES = st.sampled_from(["FCALL", "EVALSHA", "HSET", "PING", "CLUSTER SLOTS", "CONFIG GET",
                          b"FCALL", b"CLIENT SETINFO", "fcall"])
@@ -109,3 +109,31 @@ def test_an_asyncio_client_packs_its_commands_so_and_they_reach_redis_whole(
         kind, acked, counted = asyncio.run(_claim_and_ack(url, **options))
         assert issubclass(kind, redis_kind) and kind.__module__ == "rmq.client.packing", url
         assert acked == counted == 300, url
+
+
+@pytest.mark.parametrize(("options", "alike"), [
+    ({}, True), ({"encoding": "UTF8"}, True), ({"encoding": "utf_8"}, True),
+    ({"encoding": "latin-1"}, False), ({"encoding_errors": "replace"}, False)])
+def test_an_asyncio_client_given_another_text_encoding_keeps_redis_pys_packing(
+        options: dict[str, str], alike: bool):
+    # hiredis encodes text as strict UTF-8, redis-py's asyncio connection as it is told
+    assert packs_alike(options) is alike
+
+
+@pytest.mark.single_node
+def test_text_reaches_redis_encoded_as_redis_py_would_encode_it(redis_url: str):
+    # redis-py's sync client packs with hiredis (UTF-8) whatever its `encoding`; its asyncio
+    # client encodes with it
+    with rmq.Client(redis_url, encoding="latin-1") as client:
+        client.redis.execute_command("SET", "packed:sync", "é")
+        assert client.redis.get("packed:sync") == "é".encode()
+
+    async def set_async() -> type:
+        async with rmq.AsyncClient(redis_url, encoding="latin-1") as client:
+            assert client.redis is not None
+            await client.redis.execute_command("SET", "packed:async", "é")
+            return client.redis.connection_pool.connection_class
+
+    assert asyncio.run(set_async()) is aredis.Connection
+    with redis.Redis.from_url(redis_url) as plain:
+        assert plain.get("packed:async") == "é".encode("latin-1")

@@ -42,7 +42,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..errors import AccessDenied, InvalidURL, RedisOutOfMemory, RedisUnavailable
 from ..storage.calls import Call
-from .packing import Packer, pack_async
+from .packing import Packer, pack_async, packs_alike
 
 __all__ = ["resolve_url", "check_url", "connect", "open_async", "open_async_node", "Executor",
            "AsyncExecutor", "AsyncRedis", "map_errors", "retry_policy", "async_retry_policy",
@@ -256,8 +256,9 @@ async def open_async(url: str | None, **kwargs: Any) -> tuple[str, AsyncRedis]:
     probe = await asyncio.to_thread(connect, resolved, **sync_options)
     kind: Any = aredis.RedisCluster if isinstance(probe, redis.RedisCluster) else aredis.Redis
     probe.close()
-    client = kind.from_url(resolved, **_options(resolved, kwargs, async_retry_policy()))
-    if kind is aredis.Redis:
+    options = _options(resolved, kwargs, async_retry_policy())
+    client = kind.from_url(resolved, **options)
+    if kind is aredis.Redis and packs_alike(options):
         pack_async(client.connection_pool)  # packing.py: why
     return resolved, client
 

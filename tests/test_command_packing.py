@@ -114,19 +114,17 @@ def test_an_asyncio_client_packs_its_commands_so_and_they_reach_redis_whole(
 @pytest.mark.parametrize(("options", "alike"), [
     ({}, True), ({"encoding": "UTF8"}, True), ({"encoding": "utf_8"}, True),
     ({"encoding": "latin-1"}, False), ({"encoding_errors": "replace"}, False)])
-def test_an_asyncio_client_given_another_text_encoding_keeps_redis_pys_packing(
+def test_a_client_given_another_text_encoding_keeps_redis_pys_packing(
         options: dict[str, str], alike: bool):
-    # hiredis encodes text as strict UTF-8, redis-py's asyncio connection as it is told
+    # hiredis encodes text as strict UTF-8; redis-py's asyncio connection (and its sync one
+    # without hiredis) as it is told
     assert packs_alike(options) is alike
 
 
 @pytest.mark.single_node
-def test_text_reaches_redis_encoded_as_redis_py_would_encode_it(redis_url: str):
-    # redis-py's sync client packs with hiredis (UTF-8) whatever its `encoding`; its asyncio
-    # client encodes with it
+def test_a_client_told_to_encode_text_as_latin_1_is_left_to_redis_py(redis_url: str):
     with rmq.Client(redis_url, encoding="latin-1") as client:
-        client.redis.execute_command("SET", "packed:sync", "é")
-        assert client.redis.get("packed:sync") == "é".encode()
+        assert "command_packer" not in client.redis.connection_pool.connection_kwargs
 
     async def set_async() -> type:
         async with rmq.AsyncClient(redis_url, encoding="latin-1") as client:

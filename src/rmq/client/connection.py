@@ -234,7 +234,7 @@ def connect(url: str | None = None, **kwargs: Any) -> redis.Redis | redis.RedisC
     try:
         kind: Any = redis.RedisCluster if _is_cluster(url, kwargs) else redis.Redis
         options = _options(url, kwargs, retry_policy())
-        if kind is redis.Redis:
+        if kind is redis.Redis and packs_alike(options):
             options.setdefault("command_packer", Packer())  # packing.py: why
         client: redis.Redis | redis.RedisCluster = kind.from_url(url, **options)
         _warn_if_unsafe(client)

@@ -14,11 +14,9 @@ would. Client instructions under callgrind, per message of ``claim(100)`` + ``ac
 
 A command whose name is not one word (redis-py's own ``"CLUSTER SLOTS"``, which it splits)
 or with an argument hiredis refuses takes redis-py's own path, so what reaches Redis is
-unchanged. hiredis encodes text as strict UTF-8, as redis-py's sync serializer does whatever
-the client's ``encoding``; its asyncio connection encodes with that ``encoding``, so an
-asyncio client given another (or other ``encoding_errors``) keeps redis-py's packing.
-Single-node clients only: redis-py's cluster clients take neither a packer nor a connection
-class of ours.
+unchanged. hiredis encodes text as strict UTF-8, redis-py's default: a client given another
+``encoding`` (or ``encoding_errors``) keeps redis-py's packing, which may honour it. Single-node
+clients only: redis-py's cluster clients take neither a packer nor a connection class of ours.
 """
 
 from __future__ import annotations
@@ -35,8 +33,7 @@ __all__ = ["Packer", "pack_async", "packs_alike"]
 
 
 def packs_alike(options: Mapping[str, Any]) -> bool:
-    """Whether packing as here sends what redis-py's asyncio connection would for a client of
-    these options."""
+    """Whether packing as here sends what redis-py would for a client of these options."""
     return (codecs.lookup(options.get("encoding", "utf-8")).name == "utf-8"
             and options.get("encoding_errors", "strict") == "strict")
 

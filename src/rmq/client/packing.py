@@ -63,20 +63,10 @@ class _AsyncPacking:
         return _packed(args) or super().pack_command(*args)  # type: ignore[misc]
 
 
-class _TCP(_AsyncPacking, aredis.Connection):
-    pass
-
-
-class _TLS(_AsyncPacking, aredis.SSLConnection):
-    pass
-
-
-class _Unix(_AsyncPacking, aredis.UnixDomainSocketConnection):
-    pass
-
-
-_PACKING: dict[type[Any], type[Any]] = {aredis.Connection: _TCP, aredis.SSLConnection: _TLS,
-                                        aredis.UnixDomainSocketConnection: _Unix}
+# redis-py's three kinds of asyncio connection, each with the packing above ahead of it
+_PACKING: dict[type[Any], type[Any]] = {
+    kind: type(kind.__name__, (_AsyncPacking, kind), {})
+    for kind in (aredis.Connection, aredis.SSLConnection, aredis.UnixDomainSocketConnection)}
 
 
 def pack_async(pool: aredis.ConnectionPool) -> None:

@@ -3,11 +3,14 @@ and the highest priority; a body in flight never absorbs a send."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import zlib
 
 from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
 from helpers import drain, rows, states
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import rmq
 
@@ -258,3 +261,41 @@ def test_a_separate_producer_client_merges_into_the_same_message(client, make_cl
     other = make_client(clock=clock)
     client.send("t", b"shared")
     assert other.send("t", b"shared").merged
+
+
+_SENDS = st.tuples(st.sampled_from([b"a", b"b", b"c"]), st.integers(0, 3),
+                   st.sampled_from([None, 5_000, 10_000]))  # body, priority, delay_ms
+_topics = itertools.count()
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(held=st.lists(_SENDS, max_size=4), sends=st.lists(_SENDS, min_size=2, max_size=8))
+def test_a_single_send_stores_what_the_same_send_in_a_batch_stores(client, clock, held, sends):
+    """enqueue.lua takes a lone message through put_pending and a batch through
+    put_pending_run: the same messages, one send at a time or in one batch at the same
+    moment, into the same pending state, leave the same state, counters and claim order."""
+    n = next(_topics)
+    singly, batched = f"singly{n}", f"batched{n}"
+    for topic in (singly, batched):
+        client.create_topic(topic, slots=2)
+        for group in ("g1", "g2"):
+            client.bind(topic, group)
+        if held:
+            client.send_many(topic, [{"body": b, "priority": p, "delay_ms": d}
+                                     for b, p, d in held])
+    merged = sum(client.send(singly, b, priority=p, delay_ms=d).merged for b, p, d in sends)
+    counts = client.send_many(batched, [{"body": b, "priority": p, "delay_ms": d}
+                                        for b, p, d in sends])
+    assert merged == counts.merged
+
+    def stored(topic):
+        return sorted((r.group, r.state, r.body, r.priority, r.due_at)
+                      for r in client.snapshot(topic))
+
+    assert stored(singly) == stored(batched)
+    clock.advance(10_000)
+    for group in ("g1", "g2"):
+        assert counters(client, singly, group) == counters(client, batched, group)
+        assert ([(m.body, m.priority) for m in drain(client, singly, group)]
+                == [(m.body, m.priority) for m in drain(client, batched, group)])

@@ -53,6 +53,15 @@ def _store(batch: list[_Ticket]) -> Op[None]:
     """Send the batch, one ``queue_ops.send`` per topic, all in one round trip; each ticket
     gets its ``merged``, or the TopicGone of its topic (the others are stored all the
     same)."""
+    if len(batch) == 1:  # a lone sender: nothing to group
+        (ticket,) = batch
+        try:
+            (ticket.merged,) = yield from queue_ops.send(
+                ticket.topic, ticket.generation, ticket.groups, [ticket.message], ticket.now,
+                ticket.heads)
+        except TopicGone as gone:
+            ticket.error = gone
+        return
     by_topic: dict[tuple[str, str, tuple[str, ...], bool], list[_Ticket]] = defaultdict(list)
     for ticket in batch:
         by_topic[(ticket.topic, ticket.generation, ticket.groups, ticket.heads)].append(ticket)

@@ -126,6 +126,14 @@ def send(topic: str, generation: str, groups: Sequence[str], batch: Sequence[Out
     Raises TopicGone if the topic is not at ``generation`` any more; if so, no slot stored
     anything (each slot's call checks, and every slot shares the generation; a slot that
     stored before a delete reached it has its data removed by that delete)."""
+    if len(batch) == 1:  # a single send, the hottest path: none of a batch's bookkeeping
+        slot, member, priority, due = batch[0]
+        keys = _enqueue_keys(topic, slot, tuple(groups), heads)
+        (reply,) = yield [script_call(script("enqueue"), keys,
+                                      (generation, now, wake_channel(topic),
+                                       slot if heads else "", priority, due, 1, member))]
+        _check_stored(topic, reply)
+        return [bool(reply[0])]
     by_slot: dict[int, list[int]] = defaultdict(list)
     for index, message in enumerate(batch):
         by_slot[message.slot].append(index)

@@ -119,9 +119,9 @@ def _one_at_a_time_references(bench: Bench, report: Report, when: str) -> dict[s
         enqueue = time_inline(enqueue_one_job, url, topic,
                               Bodies(b"lua-" + when.encode(), s.body_size, 0, s.send_single))
     report.expect_equal(f"XADD one at a time ({when}) stored each", bench.redis.xlen(stream),
-                      xadd.count)
+                        xadd.count)
     report.expect_equal(f"enqueue.lua one at a time ({when}) merged nothing",
-                      enqueue.results[0][1], 0)
+                        enqueue.results[0][1], 0)
     report.expect_equal(f"enqueue.lua one at a time ({when}) stored each",
-                      bench.client.stats(topic).groups["default"].ready, enqueue.count)
+                        bench.client.stats(topic).groups["default"].ready, enqueue.count)
     return {XADD_ONE: xadd.rate, ENQUEUE_ONE: enqueue.rate}

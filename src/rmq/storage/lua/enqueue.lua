@@ -56,7 +56,7 @@ local function open_group(first)
 end
 
 -- A single send: put_pending itself, which put_pending_run is defined to equal message by
--- message, without the batch path's tables and closures (a fifth of a single send's
+-- message, without the batch path's tables and closures (a sixth of a single send's
 -- server instructions, docs/benchmarks.md).
 if total == 1 then
   local priority, due, member = runs[1][1], runs[1][2], ARGV[runs[1][3]]

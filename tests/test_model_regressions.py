@@ -75,3 +75,27 @@ def test_release_merging_into_a_later_duplicate_keeps_its_old_place(client, cloc
     assert client.release([first]) == 1
     assert [(m.body, m.due_at) for m in client.claim("t", count=2)] == [
         (b"x", due), (b"y", due + 1)]
+
+
+def test_an_extended_delivery_is_recovered_in_the_order_of_its_own_lease(client, clock):
+    """docs/semantics.md: a failed message that is pending again keeps the pending one's
+    attempt count, and recover takes the longest expired lease first. x, on its second
+    delivery, shares a claim's lease with y and is then extended past a later delivery of
+    x (its first). Once every lease has run out, one recover must requeue the later
+    delivery first (its lease ran out first): the pending x keeps attempts 1. It took x's
+    second delivery in its claim's place, as its own lease expired in the same call."""
+    client.create_topic("t", slots=1, visibility_timeout=3.0, retry_backoff=0, max_retries=5)
+    client.send("t", b"x")
+    (first,) = client.claim("t")
+    assert client.nack(first, "boom") == "retried"
+    client.send("t", b"y")
+    extended, _ = client.claim("t", count=2)  # one share, one lease: x (attempts 2), y
+    assert (extended.body, extended.attempts) == (b"x", 2)
+    assert client.extend([extended], 10.0) == [True]
+    client.send("t", b"x")  # pending again while in flight
+    (later,) = client.claim("t")
+    assert (later.body, later.attempts) == (b"x", 1)
+    clock.advance(11_000)
+    client.recover("t")
+    rows = {(r.body, r.state): r.attempts for r in client.snapshot("t")}
+    assert rows == {(b"x", "ready"): 1, (b"y", "ready"): 1}

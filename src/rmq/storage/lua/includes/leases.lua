@@ -92,8 +92,16 @@ local function expired_deliveries(k, now, limit)
   if rcall("EXISTS", k.inflight) == 0 then
     return ids  -- nothing in flight: the expired leases were all settled
   end
+  -- A delivery's own lease and its range's can expire by one call: it is recovered in its
+  -- own lease's place, which the ZREM above has already taken out of the zset.
+  local own = {}
+  for n, lease in ipairs(expired) do
+    if not ranges[n] then
+      own[lease] = true
+    end
+  end
   local function add(id)
-    if not seen[id] then  -- its own lease and its range's can expire in one call
+    if not seen[id] then
       seen[id] = true
       ids[#ids + 1] = id
     end
@@ -112,9 +120,9 @@ local function expired_deliveries(k, now, limit)
         end
       end
       if #held > 0 then
-        local own = bulk("ZMSCORE", k.leases, held)
+        local leased = bulk("ZMSCORE", k.leases, held)
         for j, id in ipairs(held) do
-          if not own[j] then
+          if not (leased[j] or own[id]) then
             add(id)
           end
         end

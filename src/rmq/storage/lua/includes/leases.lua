@@ -101,7 +101,7 @@ local function expired_deliveries(k, now, limit)
     end
   end
   local function add(id)
-    if not seen[id] then
+    if not seen[id] then  -- a guard: each delivery is failed once whatever its leases say
       seen[id] = true
       ids[#ids + 1] = id
     end

@@ -54,36 +54,27 @@ def _store(batch: list[_Ticket]) -> Op[None]:
     gets its ``merged``, or the TopicGone of its topic (the others are stored all the
     same)."""
     if len(batch) == 1:  # a lone sender: nothing to group
-        (ticket,) = batch
-        try:
-            (ticket.merged,) = yield from queue_ops.send(
-                ticket.topic, ticket.generation, ticket.groups, [ticket.message], ticket.now,
-                ticket.heads)
-        except TopicGone as gone:
-            ticket.error = gone
-        return
+        return (yield from _store_topic(batch))
     by_topic: dict[tuple[str, str, tuple[str, ...], bool], list[_Ticket]] = defaultdict(list)
     for ticket in batch:
         by_topic[(ticket.topic, ticket.generation, ticket.groups, ticket.heads)].append(ticket)
-    # One `now` per script call: the latest, so that every message in it is due by then.
-    merged = yield from together([
-        _gone_as_value(queue_ops.send(topic, generation, groups, [t.message for t in tickets],
-                                      max(t.now for t in tickets), heads))
-        for (topic, generation, groups, heads), tickets in by_topic.items()])
-    for tickets, flags in zip(by_topic.values(), merged, strict=True):
-        if isinstance(flags, TopicGone):
-            for ticket in tickets:
-                ticket.error = TopicGone(flags.topic, flags.stale)  # one each: raised apart
-            continue
-        for ticket, flag in zip(tickets, flags, strict=True):
-            ticket.merged = flag
+    yield from together([_store_topic(tickets) for tickets in by_topic.values()])
 
 
-def _gone_as_value(op: Op[list[bool]]) -> Op[list[bool] | TopicGone]:
+def _store_topic(tickets: list[_Ticket]) -> Op[None]:
+    """One ``queue_ops.send`` of tickets that share topic, generation, groups and index."""
+    first = tickets[0]
     try:
-        return (yield from op)
+        # One `now` per script call: the latest, so that every message in it is due by then.
+        flags = yield from queue_ops.send(
+            first.topic, first.generation, first.groups, [t.message for t in tickets],
+            max(t.now for t in tickets), first.heads)
     except TopicGone as gone:
-        return gone
+        for ticket in tickets:
+            ticket.error = TopicGone(gone.topic, gone.stale)  # one each: raised apart
+        return
+    for ticket, flag in zip(tickets, flags, strict=True):
+        ticket.merged = flag
 
 
 class SendCoalescer:

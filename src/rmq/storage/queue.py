@@ -128,10 +128,8 @@ def send(topic: str, generation: str, groups: Sequence[str], batch: Sequence[Out
     stored before a delete reached it has its data removed by that delete)."""
     if len(batch) == 1:  # a single send, the hottest path: none of a batch's bookkeeping
         slot, member, priority, due = batch[0]
-        keys = _enqueue_keys(topic, slot, tuple(groups), heads)
-        (reply,) = yield [script_call(script("enqueue"), keys,
-                                      (generation, now, wake_channel(topic),
-                                       slot if heads else "", priority, due, 1, member))]
+        (reply,) = yield [_enqueue_call(topic, generation, groups, slot, heads, now,
+                                        (priority, due, 1, member))]
         _check_stored(topic, reply)
         return [bool(reply[0])]
     by_slot: dict[int, list[int]] = defaultdict(list)
@@ -140,12 +138,10 @@ def send(topic: str, generation: str, groups: Sequence[str], batch: Sequence[Out
     calls: list[Call] = []
     order: list[list[int]] = []
     for slot, indexes in by_slot.items():
-        keys = _enqueue_keys(topic, slot, tuple(groups), heads)
         for start in range(0, len(indexes), MAX_SCRIPT_BATCH):
             chunk = indexes[start : start + MAX_SCRIPT_BATCH]
-            calls.append(script_call(script("enqueue"), keys,
-                                     [generation, now, wake_channel(topic),
-                                      slot if heads else "", *_runs(batch, chunk)]))
+            calls.append(_enqueue_call(topic, generation, groups, slot, heads, now,
+                                       _runs(batch, chunk)))
             order.append(chunk)
     results = yield calls
     for reply in results:
@@ -155,6 +151,13 @@ def send(topic: str, generation: str, groups: Sequence[str], batch: Sequence[Out
         for i, flag in zip(chunk, flags, strict=True):
             merged[i] = bool(flag)
     return merged
+
+
+def _enqueue_call(topic: str, generation: str, groups: Sequence[str], slot: int, heads: bool,
+                  now: int, runs: Sequence[Any]) -> Call:
+    """One enqueue.lua call into ``slot``; ``runs`` as ``_runs`` makes them."""
+    return script_call(script("enqueue"), _enqueue_keys(topic, slot, tuple(groups), heads),
+                       (generation, now, wake_channel(topic), slot if heads else "", *runs))
 
 
 def _runs(batch: Sequence[Outgoing], chunk: list[int]) -> list[Any]:

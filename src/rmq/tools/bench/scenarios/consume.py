@@ -22,6 +22,8 @@ from ..workload import Bodies
 __all__ = ["run", "check_consumed"]
 
 CLAIM = 100
+CLAIM_RATIO = 0.6  # issue 11, point 1: claim + ack against XREADGROUP + XACK, same run
+CLAIM_PIPE_RATIO = 0.8  # issue 11, point 1: claim(ack=previous) against pipelined Streams
 DEFAULT_RATIO = 0.5  # issue 11: the default Consumer against a Streams consumer, same run
 SLOTS_RATIO = 0.9  # issue 11: claim + ack on 64 or 1024 slots against 8, same run
 CLAIM_ACK_1 = "claim+ack, 1 process"
@@ -71,9 +73,9 @@ def run(bench: Bench) -> Report:
     # figure compared, if it is a target; slots: the topic's.
     variants: list[tuple[str, int, str, int | None, list[str], int | None, float | None,
                          int]] = [
-        (CLAIM_ACK_1, 1, "claim", None, [XREAD_1], 100_000, None, 8),
+        (CLAIM_ACK_1, 1, "claim", None, [XREAD_1], 100_000, CLAIM_RATIO, 8),
         ("claim acking the previous batch, 1 process", 1, "claim+ack", None, [XREAD_PIPE],
-         100_000, None, 8),
+         100_000, CLAIM_PIPE_RATIO, 8),
         (f"claim+ack, {n} processes", n, "claim", None, [XREAD_N.format(n=n)], None, None, 8),
         ("claim+ack, 1 process, 64 slots", 1, "claim", None, [CLAIM_ACK_1], None,
          SLOTS_RATIO, 64),

@@ -68,6 +68,17 @@ class Report:
         self.figures.append(figure)
         return figure
 
+    def add_bracketing(self, before: dict[str, float], after: dict[str, float],
+                       between: str) -> None:
+        """Add each reference (label -> msg/s) measured before and after ``between`` as the
+        mean of the two: this VM's speed drifts within the minutes a scenario takes, and a
+        reference taken on one side only would carry that drift into every ratio."""
+        for label, rate in after.items():
+            first = before[label]
+            self.add(Figure(label, (first + rate) / 2, "msg/s", role="reference",
+                            note=f"mean of {first / 1000:.1f} k/s before {between} "
+                                 f"and {rate / 1000:.1f} k/s after"))
+
     def figure(self, name: str) -> Figure:
         return next(f for f in self.figures if f.name == name)
 

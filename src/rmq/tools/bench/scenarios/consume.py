@@ -122,11 +122,8 @@ def run(bench: Bench) -> Report:
         check_consumed(report, bench, label, topic, span, bodies)
         bench.fresh()
 
-    for label, after in _references(bench, report, "after", 1).items():
-        before = references[label]
-        report.add(Figure(label, (before + after) / 2, "msg/s", role="reference",
-                          note=f"mean of {before / 1000:.1f} k/s before the RMQ figures "
-                               f"and {after / 1000:.1f} k/s after"))
+    report.add_bracketing(references, _references(bench, report, "after", 1),
+                          "the RMQ figures")
     for figure, reference, factor in ratio_targets:
         ratio_at_least(report, figure, reference, factor)
     return report

@@ -62,11 +62,8 @@ def run(bench: Bench) -> Report:
                                          compare=[XADD_ONE, ENQUEUE_ONE],
                                          targets=[at_least(40_000, "msg/s")(span.rate)])))
 
-    for label, after in _one_at_a_time_references(bench, report, "after").items():
-        before = references[label]
-        report.add(Figure(label, (before + after) / 2, "msg/s", role="reference",
-                          note=f"mean of {before / 1000:.1f} k/s before the single sends "
-                               f"and {after / 1000:.1f} k/s after"))
+    report.add_bracketing(references, _one_at_a_time_references(bench, report, "after"),
+                          "the single sends")
     ratio_at_least(report, figures[0], XADD_ONE, 0.8)  # one thread's (issue 11, point 5)
 
     with step(f"send_many, 1 process, {s.send} messages"):

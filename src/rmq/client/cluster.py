@@ -5,7 +5,7 @@ pipeline on that master's own connection, and every master's pipeline is sent be
 reply is read (``Client``) or all are awaited together (``AsyncClient``). A batch costs one
 round trip per master it touches, the masters in parallel, where calling them one by one
 cost a round trip per call. redis-py's ``ClusterPipeline`` is not used: redis-py 8.1 refuses
-``evalsha`` in it outright, and issue 11 reports ~135 µs per command.
+``evalsha`` in it outright, and it costs about 135 µs per command.
 
 The cluster's answers are handled per call (:class:`ClusterBatch`, the logic without I/O):
 

@@ -9,8 +9,7 @@ asyncio connection encodes and joins them one by one in Python. RMQ sends only `
 ``bytes`` and ``int`` (``outgoing.py`` turns a ``bytearray`` or ``memoryview`` body into
 ``bytes``), which ``hiredis.pack_command`` packs as they are, byte for byte as redis-py
 would. Client instructions under callgrind, per message of ``claim(100)`` + ``ack``: 30.0 k
--> 25.8 k with the sync client, 51.5 k -> 30.5 k with the asyncio one (docs/benchmarks.md,
-"Where a claim + ack's cost lies, and packing commands").
+-> 25.8 k with the sync client, 51.5 k -> 30.5 k with the asyncio one (CHANGELOG.md).
 
 A command whose name is not one word (redis-py's own ``"CLUSTER SLOTS"``, which it splits)
 or with an argument hiredis refuses takes redis-py's own path, so what reaches Redis is

@@ -34,8 +34,9 @@ under way and the next one. That matters only where a message can overtake those
 pending, by a higher priority: once a claim brings a higher priority than the claim before
 it held, the consumer claims at most ``PRIORITY_BATCH`` at a time from then on, so a
 high-priority message sent into a large low-priority backlog starts within a couple of
-milliseconds, as with the former default of 2 x concurrency (docs/benchmarks.md, "The
-default prefetch"). A backlog drained highest priority first keeps the large claims.
+milliseconds, about as soon as with a fixed prefetch of 2 x concurrency
+(bench/priority_under_prefetch.py measures both). A backlog drained highest priority first
+keeps the large claims.
 
 Until the first handler returns nothing is known, and the consumer holds ``concurrency``.
 The estimates are moving averages (``_WEIGHT`` per update), so a slow claim now and then or
@@ -52,7 +53,7 @@ from ..message import Message
 __all__ = ["Prefetch", "MAX_BATCH", "PRIORITY_BATCH"]
 
 # Messages an adaptive claim takes at most: two no-op consumers ran fastest with 500 here
-# (beside 128 and 256, and a fixed prefetch of 1000; docs/benchmarks.md).
+# (beside 128 and 256, and a fixed prefetch of 1000; CHANGELOG.md has the figures).
 MAX_BATCH = 500
 PRIORITY_BATCH = 16  # at most, once higher priorities have come in behind lower ones
 _WEIGHT = 0.25  # of each new measurement in the moving averages

@@ -10,7 +10,7 @@ include named twice by one file stops the load with a :class:`ScriptSourceError`
 the files.
 
 Why a library: a script sent by ``EVALSHA`` runs its whole chunk on every call, so every
-include's local functions were defined again for each call (measured: one send took 36.9 µs
+include's local functions would be defined again for each call (measured: one send took 36.9 µs
 of server time as a script, 32.4 µs as a function; 183 k against 151 k instructions). The
 library defines them once, when it
 loads; each script is a function of it, called by ``FCALL``. The library is named by the

@@ -57,7 +57,7 @@ end
 
 -- A single send: put_pending itself, which put_pending_run is defined to equal message by
 -- message, without the batch path's tables and closures (a sixth of a single send's
--- server instructions, docs/benchmarks.md).
+-- server instructions, CHANGELOG.md).
 if total == 1 then
   local priority, due, member = runs[1][1], runs[1][2], ARGV[runs[1][3]]
   local merged_everywhere = 1

@@ -16,7 +16,7 @@ __all__ = ["Target", "verdict", "Figure", "Check", "Report", "at_least", "at_mos
 
 @dataclass(frozen=True)
 class Target:
-    """One target of the benchmark issue, judged on a figure of this run; ``met`` is None
+    """One target of the benchmark, judged on a figure of this run; ``met`` is None
     when it was not judged (``--quick``: tiny sizes say nothing about full-size targets)."""
 
     text: str

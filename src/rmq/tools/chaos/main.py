@@ -4,7 +4,7 @@ one's ledger (every message sent accounted for as acknowledged, pending, in flig
 Each scenario starts real processes and breaks them for real (see ``rmq.tools.chaos``); the
 servers live in a temporary directory and are stopped at the end. ``--size`` sets the
 number of messages of the large scenarios (default ``$RMQ_CHAOS_SIZE``, else 2000); the
-issue's full run is ``rmq chaos --size 100000``. Exits 1 if any promise was broken.
+full run is ``rmq chaos --size 100000``. Exits 1 if any promise was broken.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
   Settling deletes the record; an ack that settles a share whole also drops its lease (the
   client names the runs of ids it acks, ack.lua), and any other lease is dropped by recover
   once it expires. One lease per share instead of one written and one removed per message
-  took a seventh off claim(100)+ack's server instructions (docs/storage.md, "Leases").
+  saves a seventh of claim(100)+ack's server instructions (docs/storage.md, "Leases").
 
   lease_member(first, last) is the member of a range; expired_deliveries(k, now, limit)
   removes leases expired by `now`, the longest expired first (then an earlier version's

@@ -1,9 +1,9 @@
 """``consume``: the low-level claim + ack loop and the worker runtime (``Consumer``) with a
 no-op handler, threaded and async, against Redis Streams XREADGROUP + XACK. The Consumer runs
-untuned (its default, adaptive prefetch: what users run), and once more with the former
-default prefetch of 2 x concurrency, so the change shows within one run. The claim + ack
-loop runs on topics of 64 and 1024 slots too, against the same loop on the default 8 (issue
-11: a claim's cost should not grow with the slot count)."""
+untuned (its default, adaptive prefetch: what users run), and once more with a fixed
+prefetch of 2 x concurrency, so what the adaptive one buys shows within one run. The claim +
+ack loop runs on topics of 64 and 1024 slots too, against the same loop on the default 8 (a
+claim's cost should not grow with the slot count)."""
 
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ from ..workload import Bodies
 __all__ = ["run", "check_consumed"]
 
 CLAIM = 100
-CLAIM_RATIO = 0.6  # issue 11, point 1: claim + ack against XREADGROUP + XACK, same run
-CLAIM_PIPE_RATIO = 0.8  # issue 11, point 1: claim(ack=previous) against pipelined Streams
-DEFAULT_RATIO = 0.5  # issue 11: the default Consumer against a Streams consumer, same run
-SLOTS_RATIO = 0.9  # issue 11: claim + ack on 64 or 1024 slots against 8, same run
+CLAIM_RATIO = 0.6  # claim + ack against XREADGROUP + XACK, same run
+CLAIM_PIPE_RATIO = 0.8  # claim(ack=previous) against pipelined Streams
+DEFAULT_RATIO = 0.5  # the default Consumer against a Streams consumer, same run
+SLOTS_RATIO = 0.9  # claim + ack on 64 or 1024 slots against 8, same run
 CLAIM_ACK_1 = "claim+ack, 1 process"
 XREAD_1, XREAD_N = ("Streams XREADGROUP+XACK, 1 consumer",
                     "Streams XREADGROUP+XACK, {n} consumers")
@@ -62,14 +62,14 @@ def _fill(bench: Bench, topic: str, bodies: Bodies, slots: int) -> None:
 def run(bench: Bench) -> Report:
     s, url, step = bench.sizes, bench.url, bench.progress.step
     n, ctx = s.processes, process_context()
-    former = 2 * s.concurrency  # the default prefetch before it adapted
+    former = 2 * s.concurrency  # a fixed prefetch beside the adaptive one
     report = Report("consume", {"messages": s.consume, "claim_count": CLAIM,
                                 "concurrency": s.concurrency, "processes": n,
                                 "body_size": s.body_size, "prefetch": "default (adaptive)",
                                 "former_default_prefetch": former}, chart=bar_chart)
     # how: "claim" (claim, then ack: two round trips a batch), "claim+ack" (each claim
     # acknowledges the previous batch: one round trip), "threads" or "async" (Consumer);
-    # prefetch: the Consumer's (None: its default); ratio: the issue's ratio to the first
+    # prefetch: the Consumer's (None: its default); ratio: the target's ratio to the first
     # figure compared, if it is a target; slots: the topic's.
     variants: list[tuple[str, int, str, int | None, list[str], int | None, float | None,
                          int]] = [

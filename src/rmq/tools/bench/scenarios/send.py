@@ -64,7 +64,7 @@ def run(bench: Bench) -> Report:
 
     report.add_bracketing(references, _one_at_a_time_references(bench, report, "after"),
                           "the single sends")
-    ratio_at_least(report, figures[0], XADD_ONE, 0.8)  # one thread's (issue 11, point 5)
+    ratio_at_least(report, figures[0], XADD_ONE, 0.8)  # one thread's
 
     with step(f"send_many, 1 process, {s.send} messages"):
         span = time_inline(send_many_job, url, TOPIC, Bodies(b"many", s.body_size, 0, s.send),

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ...server import RedisServer
-from ..servers.cluster import Cluster
+from ...server.cluster import Cluster
 from .failover import master_failover
 from .scenarios import (
     Outcome,

@@ -22,7 +22,8 @@ import time
 import zlib
 from pathlib import Path
 
-from ...server.cluster import Cluster, NodeReplication, describe_replication
+from rmq.server.cluster import Cluster, NodeReplication, describe_replication
+
 from .scenarios import Outcome, Stage, outages
 
 __all__ = ["master_failover"]

@@ -56,7 +56,7 @@ def test_demo_without_pillow_names_the_spark_extra_too(tmp_path: Path) -> None:
 
 
 def test_bench_without_matplotlib_fails_before_running_a_scenario(tmp_path: Path) -> None:
-    for entry in (COMMAND + ["bench"], [sys.executable, "-m", "rmq.tools.bench"]):
+    for entry in (COMMAND + ["bench"], [sys.executable, "-m", "rmq.bench"]):
         done = subprocess.run([*entry, "--quick", "--out", str(tmp_path / "out")],
                               capture_output=True, text=True, timeout=120,
                               env=without(tmp_path, "matplotlib"))

@@ -27,8 +27,8 @@ __all__ = ["main", "build_parser"]
 
 # Subcommand -> (module, what it does); the module is imported only when used.
 PASS_THROUGH = {
-    "demo": ("rmq.tools.demo", "run the founding-case demo (SPEC §8)"),
-    "bench": ("rmq.tools.bench", "run the benchmark"),
+    "demo": ("rmq.demo", "run the founding-case demo (SPEC §8)"),
+    "bench": ("rmq.bench", "run the benchmark"),
 }
 
 

@@ -49,8 +49,7 @@ def run(bench: Bench) -> Report:
         (f"send, one at a time, {TASKS} asyncio tasks", b"tasks", send_tasks_job, (TASKS,)),
     ]
     # The one-at-a-time references run before and after the single sends and count as their
-    # mean, as consume.py's do: this VM's speed drifts within the minute between them (one run
-    # measured XADD one at a time at half its rate of the runs around it).
+    # mean (Report.add_bracketing says why).
     references = _one_at_a_time_references(bench, report, "before")
     figures = []
     for label, tag, job, extra in singles:
@@ -64,7 +63,7 @@ def run(bench: Bench) -> Report:
 
     report.add_bracketing(references, _one_at_a_time_references(bench, report, "after"),
                           "the single sends")
-    ratio_at_least(report, figures[0], XADD_ONE, 0.8)  # one thread's (issue 11, point 5)
+    ratio_at_least(report, figures[0], XADD_ONE, 0.8)  # one thread's
 
     with step(f"send_many, 1 process, {s.send} messages"):
         span = time_inline(send_many_job, url, TOPIC, Bodies(b"many", s.body_size, 0, s.send),

@@ -16,7 +16,7 @@ __all__ = ["Target", "verdict", "Figure", "Check", "Report", "at_least", "at_mos
 
 @dataclass(frozen=True)
 class Target:
-    """One target of the benchmark issue, judged on a figure of this run; ``met`` is None
+    """One target of the benchmark, judged on a figure of this run; ``met`` is None
     when it was not judged (``--quick``: tiny sizes say nothing about full-size targets)."""
 
     text: str
@@ -71,8 +71,8 @@ class Report:
     def add_bracketing(self, before: dict[str, float], after: dict[str, float],
                        between: str) -> None:
         """Add each reference (label -> msg/s) measured before and after ``between`` as the
-        mean of the two: this VM's speed drifts within the minutes a scenario takes, and a
-        reference taken on one side only would carry that drift into every ratio."""
+        mean of the two: a machine's speed can drift within the minutes a scenario takes,
+        and a reference taken on one side only would carry that drift into every ratio."""
         for label, rate in after.items():
             first = before[label]
             self.add(Figure(label, (first + rate) / 2, "msg/s", role="reference",

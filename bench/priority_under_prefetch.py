@@ -18,9 +18,9 @@ import threading
 import time
 
 import rmq
+from rmq.bench.jobs import open_client
+from rmq.bench.workload import make_bodies, percentile
 from rmq.server import RedisServer
-from rmq.tools.bench.jobs import open_client
-from rmq.tools.bench.workload import make_bodies, percentile
 
 CONCURRENCY = 8
 

@@ -26,9 +26,9 @@ from typing import Any
 import redis
 
 import rmq
+from rmq.bench.jobs import open_client
+from rmq.bench.workload import make_bodies
 from rmq.server import RedisServer
-from rmq.tools.bench.jobs import open_client
-from rmq.tools.bench.workload import make_bodies
 
 
 def _commandstats(r: redis.Redis) -> str:

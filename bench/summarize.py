@@ -14,8 +14,8 @@ import json
 import sys
 from pathlib import Path
 
-from rmq.tools.bench.report import format_value
-from rmq.tools.bench.scenarios import SCENARIOS
+from rmq.bench.report import format_value
+from rmq.bench.scenarios import SCENARIOS
 
 
 def _ratios(figure: dict) -> str:

@@ -1,4 +1,4 @@
-"""Shared fixtures: real Redis servers from ``tests/servers.py``.
+"""Shared fixtures: real Redis servers from ``tests/support/servers.py``.
 
 Every test that takes ``redis_url`` runs twice: on one Redis node (``[single]``) and on the
 session's 3-master Redis Cluster (``[cluster]``), each emptied before the test. Left out of
@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from servers import (
+from support.servers import (
     cluster,
     cluster_url,
     fresh_server,

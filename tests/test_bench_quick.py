@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from rmq.tools.bench import main
-from rmq.tools.bench.report import Report
-from rmq.tools.bench.scenarios import SCENARIOS
+from rmq.bench import main
+from rmq.bench.report import Report
+from rmq.bench.scenarios import SCENARIOS
 
 CONSUMING = ("consume", "priority", "delay", "headline", "scale-out")
 
@@ -32,7 +32,7 @@ class QuickRun:
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory: pytest.TempPathFactory) -> QuickRun:
     out = tmp_path_factory.mktemp("bench-results")
-    done = subprocess.run([sys.executable, "-m", "rmq.tools.bench", "--quick", "--out", str(out)],
+    done = subprocess.run([sys.executable, "-m", "rmq.bench", "--quick", "--out", str(out)],
                           capture_output=True, text=True, timeout=240)
     return QuickRun(done, out)
 

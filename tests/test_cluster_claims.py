@@ -25,8 +25,8 @@ from core_fixtures import clock_fixture  # noqa: F401
 from helpers import ManualClock, wait_for
 
 import rmq
+from rmq.server.cluster import Cluster
 from rmq.storage.keys import SlotKeys
-from rmq.tools.servers.cluster import Cluster
 
 
 @pytest.fixture

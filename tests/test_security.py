@@ -12,10 +12,10 @@ import pytest
 import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.tls import make_tls_files
 
 import rmq
 from rmq.errors import AccessDenied, InvalidGroupName, InvalidTopicName, RedisUnavailable
-from rmq.tools.servers.tls import make_tls_files
 
 NAME_CHARS = "ABCXYZabcxyz0189._-"
 HOSTILE_CHARS = "{}:*?[]\\ \n\t\x00/é" + NAME_CHARS

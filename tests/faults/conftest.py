@@ -1,8 +1,9 @@
-"""Fixtures of the fault-injection suite: a ``Stage`` for each scenario of ``rmq.tools.chaos``.
+"""Fixtures of the fault-injection suite: a ``Stage`` for each scenario of ``chaos``.
 
 ``RMQ_CHAOS_SIZE`` sets the number of messages of the large scenarios (default 1500 here, to
-keep the suite within a couple of minutes; ``rmq chaos --size 100000`` is the full run), and
-``RMQ_CHAOS_SEED`` fixes the random fault points (each test prints the seed it used).
+keep the suite within a couple of minutes; ``python -m chaos --size 100000`` is the full
+run), and ``RMQ_CHAOS_SEED`` fixes the random fault points (each test prints the seed it
+used).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from chaos.scenarios import Stage
 from rmq.server import RedisServer
-from rmq.tools.chaos.scenarios import Stage
 
 
 @pytest.fixture

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 
-from rmq.tools.chaos.scenarios import Outcome
+from chaos.scenarios import Outcome
 
 __all__ = ["SIZE", "kept_its_promises"]
 
 # Messages of the large scenarios: small enough for the suite to take a couple of minutes;
-# ``rmq chaos --size 100000`` is the full run.
+# ``python -m chaos --size 100000`` is the full run.
 SIZE = int(os.environ.get("RMQ_CHAOS_SIZE") or 1500)
 
 

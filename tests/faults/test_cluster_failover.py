@@ -11,10 +11,10 @@ from collections.abc import Iterator
 import pytest
 from fault_helpers import SIZE, kept_its_promises
 
-from rmq.tools.chaos.failover import master_failover
-from rmq.tools.chaos.main import scale
-from rmq.tools.chaos.scenarios import SEND_BOUND, Stage
-from rmq.tools.servers.cluster import Cluster
+from chaos.failover import master_failover
+from chaos.main import scale
+from chaos.scenarios import SEND_BOUND, Stage
+from rmq.server.cluster import Cluster
 
 # How long the second test holds a replica back: longer than the scenario takes from
 # creating its topic to killing the master (about 4 s for 300 messages here), shorter than

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from fault_helpers import SIZE, kept_its_promises
 
-from rmq.tools.chaos.main import scale
-from rmq.tools.chaos.scenarios import frozen_consumer, worker_kills
+from chaos.main import scale
+from chaos.scenarios import frozen_consumer, worker_kills
 
 
 def test_workers_killed_at_random_points_lose_nothing_and_repeat_only_what_they_held(stage):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fault_helpers import kept_its_promises
 
-from rmq.tools.chaos.scenarios import clock_skew
+from chaos.scenarios import clock_skew
 
 
 def test_clients_ten_minutes_apart_handle_everything_once_and_on_time(stage):

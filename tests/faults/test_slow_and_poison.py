@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fault_helpers import kept_its_promises
 
-from rmq.tools.chaos.scenarios import poison_messages, slow_handler
+from chaos.scenarios import poison_messages, slow_handler
 
 
 def test_a_live_handler_slower_than_its_lease_is_not_duplicated(stage):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from rmq.tools.demo import app as demo
+from rmq.demo import app as demo
 
 
 def test_demo_renders_every_changed_product_with_its_latest_price(spark, tmp_path, capsys):

@@ -1,8 +1,8 @@
 """The ``rmq`` command (SPEC §5).
 
 Subcommands: ``server [start|status|stop]``, ``topic ...``, ``send``, ``worker``, ``stats``,
-``dead ...``, ``consumers``, ``console``, ``metrics``, and ``demo``, ``bench``, ``chaos``,
-which hand their arguments to ``main(argv)`` of the module of that name. Errors end the
+``dead ...``, ``consumers``, ``console``, ``metrics``, and ``demo`` and ``bench``, which
+hand their arguments to ``main(argv)`` of the module of that name. Errors end the
 command with one line on stderr and a non-zero status: 1 for a failure, 2 for bad arguments.
 """
 
@@ -27,9 +27,8 @@ __all__ = ["main", "build_parser"]
 
 # Subcommand -> (module, what it does); the module is imported only when used.
 PASS_THROUGH = {
-    "demo": ("rmq.tools.demo", "run the founding-case demo (SPEC §8)"),
-    "bench": ("rmq.tools.bench", "run the benchmark"),
-    "chaos": ("rmq.tools.chaos", "run fault-injection scenarios"),
+    "demo": ("rmq.demo", "run the founding-case demo (SPEC §8)"),
+    "bench": ("rmq.bench", "run the benchmark"),
 }
 
 

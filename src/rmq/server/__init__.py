@@ -1,5 +1,6 @@
 """Redis server processes RMQ runs itself: the embedded default server (``rmq server``,
-``Client()`` with no URL) and the servers the tools and tests start."""
+``Client()`` with no URL), single servers and clusters (``rmq.server.cluster``) that the
+benchmark and the tests start."""
 
 from .embedded import (
     EmbeddedStatus,

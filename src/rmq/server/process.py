@@ -4,8 +4,7 @@
 - :class:`RedisServer` runs one server process with append-only persistence and ``noeviction``.
 - The embedded server RMQ uses when no Redis URL is configured is ``embedded.py``.
 
-A Redis Cluster of such servers is ``rmq.tools.servers.cluster``; TLS certificates for
-test servers are made by ``rmq.tools.servers.tls``.
+A Redis Cluster of such servers is ``cluster.py``.
 """
 
 from __future__ import annotations

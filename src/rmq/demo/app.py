@@ -17,7 +17,7 @@ changes. Prices change all the time, from many systems at once; rendering is slo
    and writes it as ``summary.json`` next to the images (``prices.json`` holds the table).
 
 The price table is a Redis hash of the demo's own, beside the topic (the topic and the table
-are removed at the end unless ``--keep``). ``python -m rmq.tools.demo --help`` lists the options.
+are removed at the end unless ``--keep``). ``python -m rmq.demo --help`` lists the options.
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ...client import Client
-from ...extras import require
-from ...message import Message, Priority
+from ..client import Client
+from ..extras import require
+from ..message import Message, Priority
 
 __all__ = ["main", "DemoConfig", "run"]
 
@@ -86,7 +86,7 @@ def price_changes(url: str, prices_key: str, config: DemoConfig, wave: int, inde
     """One Spark task: a price-change event per input id, as (source, body = the product id,
     merchant, priority, price in cents). Each chunk's new prices are stored before its events
     leave the task, so a render triggered by one of them reads that price or a later one."""
-    from ...spark.clients import client_for
+    from ..spark.clients import client_for
 
     redis = client_for(url).redis
     rng = random.Random(f"{config.seed}-{wave}-{index}")
@@ -210,9 +210,9 @@ def run(config: DemoConfig) -> dict[str, Any]:
     """Run the demo and return its summary (also written to ``out/summary.json``)."""
     from pyspark.sql import SparkSession
 
-    from ...runtime import Consumer
-    from ...spark import publish, spark_session
-    from ...spark.clients import resolve
+    from ..runtime import Consumer
+    from ..spark import publish, spark_session
+    from ..spark.clients import resolve
 
     started = time.monotonic()
     url = resolve(config.url)
@@ -358,7 +358,7 @@ def parse_args(argv: Sequence[str] | None) -> DemoConfig:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``rmq demo`` / ``python -m rmq.tools.demo``: run and print the summary; 1 if an image
+    """``rmq demo`` / ``python -m rmq.demo``: run and print the summary; 1 if an image
     is stale."""
     config = parse_args(argv)
     require("spark")  # before Spark or Redis is touched

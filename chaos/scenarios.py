@@ -1,8 +1,8 @@
-"""The fault scenarios behind ``rmq chaos`` and ``tests/faults``.
+"""The fault scenarios behind ``python -m chaos`` and ``tests/faults``.
 
 Each one injects real faults into real processes (consumer processes SIGKILLed or SIGSTOPped,
 Redis SIGKILLed and restarted, the network cut by a TCP proxy), lets the system recover by
-itself, and ends with a :class:`~rmq.tools.chaos.ledger.Ledger` plus the figures that matter for
+itself, and ends with a :class:`~chaos.ledger.Ledger` plus the figures that matter for
 it (duplicates and their bound, recovery times). A scenario never asserts: it returns an
 :class:`Outcome` whose ``problems`` say what broke a promise, so the test suite and the
 command line judge the same way.
@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...client import Client, ServerClock
-from ...server import RedisServer, wait_until
+from rmq.client import Client, ServerClock
+from rmq.server import RedisServer, wait_until
+
 from .fleet import Fleet, stopping_fleets
 from .ledger import Ledger, account
 from .producer import Producer

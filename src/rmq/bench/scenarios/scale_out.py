@@ -21,7 +21,7 @@ from typing import Any
 
 import rmq
 from rmq.server import RedisServer
-from rmq.tools.servers.cluster import Cluster
+from rmq.server.cluster import Cluster
 
 from ..context import Bench
 from ..jobs import claim_ack_job, consumer_job, open_client, send_many_job, xadd_job, xconsume_job

@@ -15,8 +15,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ...client import Client
-from ...errors import RedisUnavailable
+from rmq.client import Client
+from rmq.errors import RedisUnavailable
 
 __all__ = ["Producer"]
 

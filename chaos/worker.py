@@ -1,4 +1,4 @@
-"""A consumer process for fault tests: ``python -m rmq.tools.chaos.worker --url ... --topic ...``.
+"""A consumer process for fault tests: ``python -m chaos.worker --url ... --topic ...``.
 
 It runs an :class:`rmq.Consumer` whose handler appends one line per completed handling to
 ``--log`` (``ok <body> <attempts> <late>``, or ``fail ...`` for a poison message it raises
@@ -20,9 +20,9 @@ import sys
 import threading
 import time
 
-from ...client import Client, ServerClock
-from ...message import Message
-from ...runtime import Consumer
+from rmq.client import Client, ServerClock
+from rmq.message import Message
+from rmq.runtime import Consumer
 
 __all__ = ["PoisonError", "main"]
 
@@ -32,7 +32,7 @@ class PoisonError(Exception):
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m rmq.tools.chaos.worker")
+    parser = argparse.ArgumentParser(prog="python -m chaos.worker")
     parser.add_argument("--url", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--group", default="default")

@@ -49,8 +49,7 @@ def run(bench: Bench) -> Report:
         (f"send, one at a time, {TASKS} asyncio tasks", b"tasks", send_tasks_job, (TASKS,)),
     ]
     # The one-at-a-time references run before and after the single sends and count as their
-    # mean, as consume.py's do: this VM's speed drifts within the minute between them (one run
-    # measured XADD one at a time at half its rate of the runs around it).
+    # mean (Report.add_bracketing says why).
     references = _one_at_a_time_references(bench, report, "before")
     figures = []
     for label, tag, job, extra in singles:

@@ -71,8 +71,8 @@ class Report:
     def add_bracketing(self, before: dict[str, float], after: dict[str, float],
                        between: str) -> None:
         """Add each reference (label -> msg/s) measured before and after ``between`` as the
-        mean of the two: this VM's speed drifts within the minutes a scenario takes, and a
-        reference taken on one side only would carry that drift into every ratio."""
+        mean of the two: a machine's speed can drift within the minutes a scenario takes,
+        and a reference taken on one side only would carry that drift into every ratio."""
         for label, rate in after.items():
             first = before[label]
             self.add(Figure(label, (first + rate) / 2, "msg/s", role="reference",

@@ -14,7 +14,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ...client import Client
+from rmq.client import Client
+
 from .fleet import Handled
 
 __all__ = ["Ledger", "account"]

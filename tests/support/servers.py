@@ -14,8 +14,9 @@ import pytest
 
 from rmq.errors import RMQError
 from rmq.server import RedisServer, embedded_server
-from rmq.tools.servers.cluster import Cluster
-from rmq.tools.servers.tls import make_tls_files
+from rmq.server.cluster import Cluster
+
+from .tls import make_tls_files
 
 __all__ = ["isolated_environment", "redis_server", "redis_url", "cluster", "cluster_url",
            "tls_acl_server", "fresh_server", "TLSACLServer"]

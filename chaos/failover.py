@@ -22,7 +22,8 @@ import time
 import zlib
 from pathlib import Path
 
-from ..servers.cluster import Cluster, NodeReplication, describe_replication
+from rmq.server.cluster import Cluster, NodeReplication, describe_replication
+
 from .scenarios import Outcome, Stage, outages
 
 __all__ = ["master_failover"]
@@ -94,7 +95,7 @@ def master_failover(stage: Stage, cluster: Cluster, size: int = 3000, batch: int
 
     def promote() -> None:
         began = time.monotonic()
-        cluster.failover_wait()
+        cluster.wait_ok()  # until the replica serves the victim's slots
         detected.append(time.monotonic() - began)
 
     def what_happened() -> str:

@@ -1,5 +1,6 @@
-"""A Redis Cluster on loopback, built from :class:`rmq.server.RedisServer` nodes with
-``redis-cli --cluster create``: for tests, the chaos suite and the benchmark."""
+"""A throwaway Redis Cluster on loopback, built from :class:`RedisServer` nodes with
+``redis-cli --cluster create``: the clusters ``rmq bench``'s scale-out scenario measures, and
+a local cluster (with replicas, if asked) to try an application on."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from pathlib import Path
 
 import redis
 
-from ...errors import ServerNotFound
-from ...server import (
+from ..errors import ServerNotFound
+from .process import (
     INSTALL_HINT,
     RedisServer,
     WaitTimedOut,
@@ -132,7 +133,8 @@ class Cluster:
         return bool(live)
 
     def wait_ok(self, timeout: float = 30.0) -> None:
-        """Wait until every live node reports ``cluster_state:ok`` with all 16384 slots served."""
+        """Wait until every live node reports ``cluster_state:ok`` with all 16384 slots served
+        by live masters (after a master died: until a replica has taken over its slots)."""
         wait_until(self._healthy, timeout, "the cluster to serve all 16384 slots")
 
     def replication(self) -> dict[int, NodeReplication]:
@@ -196,16 +198,6 @@ class Cluster:
         """The live nodes that are masters now (roles change on failover)."""
         return [n for n in self.nodes
                 if n.pid is not None and n.info("replication")["role"] == "master"]
-
-    def kill_master(self, i: int = 0) -> RedisServer:
-        """SIGKILL the ``i``-th live master, as a crash would; return its node."""
-        node = self.masters()[i]
-        node.kill()
-        return node
-
-    def failover_wait(self, timeout: float = 30.0) -> None:
-        """Wait until replicas have taken over every dead master's slots."""
-        self.wait_ok(timeout)
 
     def stop(self) -> None:
         """Kill every node (their data is throwaway) and delete the data if we created it."""

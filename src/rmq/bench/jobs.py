@@ -1,4 +1,4 @@
-"""The measured work, as jobs for :mod:`rmq.tools.bench.parallel`: RMQ through its public API, and
+"""The measured work, as jobs for :mod:`rmq.bench.parallel`: RMQ through its public API, and
 the references (Redis Streams and a raw merge-enqueue Lua call through redis-py)."""
 
 from __future__ import annotations
@@ -31,9 +31,8 @@ __all__ = ["open_client", "send_one_job", "send_threads_job", "send_tasks_job", 
 
 CONSUME_TIMEOUT = 1800.0
 # How often a consumer job adds its count to the shared one. Every wake-up of the counting
-# thread takes the GIL from the consumer's own threads: every millisecond cost the measured
-# Consumer 9-21 % of its rate (threads and asyncio alike, alternating rounds); every 10 ms
-# is within the noise of every 100 ms, and the end of a run is seen at most 10 ms late.
+# thread takes the GIL from the consumer's own threads and slows what is measured; every
+# 10 ms keeps that within the noise, and the end of a run is seen at most 10 ms late.
 COUNT_EVERY = 0.01
 
 # The reference for RMQ's enqueue: the least a merging enqueue can do in one Lua call
@@ -137,7 +136,7 @@ def send_many_job(url: str, topic: str, bodies: Bodies, batch: int,
     """``send_many`` ``batch`` bodies at a time (as option dicts when a priority is given)."""
     client, items = open_client(url), bodies.build()
     if priority is not None:
-        # send_many takes bodies and option dicts alike; the list was typed as bodies only.
+        # send_many takes bodies and option dicts alike; the list is typed as bodies only.
         items = [{"body": body, "priority": priority} for body in items]  # type: ignore[misc]
     chunks = _chunks(items, batch)
 

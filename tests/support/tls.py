@@ -1,4 +1,4 @@
-"""Throwaway TLS material for test and demo servers: a CA, a server certificate for
+"""Throwaway TLS material for the test servers: a CA, a server certificate for
 127.0.0.1/localhost and a client certificate, made with the ``openssl`` command line tool
 (chosen over the ``cryptography`` package: it ships with every Redis host)."""
 
@@ -8,8 +8,8 @@ import shutil
 import time
 from pathlib import Path
 
-from ...errors import RMQError
-from ...server import TLSFiles, run_tool
+from rmq.errors import RMQError
+from rmq.server import TLSFiles, run_tool
 
 __all__ = ["TLSFiles", "make_tls_files"]
 

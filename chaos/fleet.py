@@ -1,6 +1,6 @@
 """Consumer processes for fault scenarios: started, killed, frozen, and what they handled.
 
-Each worker (``rmq.tools.chaos.worker``) is a real Python process with its own connections; each
+Each worker (``chaos.worker``) is a real Python process with its own connections; each
 appends what it handled to its own log file in the fleet's directory, and those logs outlive
 the process, so a SIGKILLed worker's work is still counted.
 """
@@ -21,11 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from ...runtime.prefetch import Prefetch
+from rmq.runtime.prefetch import Prefetch
 
 __all__ = ["Worker", "Fleet", "Handled", "stopping_fleets"]
 
 READY_TIMEOUT = 30.0
+# The checkout that holds this package: first on each worker's PYTHONPATH, so that
+# ``python -m chaos.worker`` finds it whatever directory the scenario runs in.
+CHECKOUT = str(Path(__file__).resolve().parent.parent)
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -82,6 +85,11 @@ class Handled:
         return self.handlings - len(self.ok)
 
 
+def _worker_environment() -> dict[str, str]:
+    path = os.pathsep.join(filter(None, [CHECKOUT, os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path}
+
+
 class Fleet:
     """Worker processes consuming ``topic`` from ``url``; ``options`` are worker flags
     (``concurrency``, ``prefetch``, ``lease``, ``work_ms``, ``poison``, ...).
@@ -102,14 +110,14 @@ class Fleet:
         options = {**self.options, **overrides}
         n = len(self.workers)
         log, stderr = self.directory / f"worker-{n}.log", self.directory / f"worker-{n}.err"
-        argv = [sys.executable, "-m", "rmq.tools.chaos.worker", "--url", self.url,
+        argv = [sys.executable, "-m", "chaos.worker", "--url", self.url,
                 "--topic", self.topic, "--log", str(log)]
         for name, value in options.items():
             if value is not None:
                 argv += [f"--{name.replace('_', '-')}", str(value)]
         with open(stderr, "ab") as err:
             process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err,
-                                       stdin=subprocess.DEVNULL)
+                                       stdin=subprocess.DEVNULL, env=_worker_environment())
         concurrency = int(options.get("concurrency") or 4)
         given = options.get("prefetch")
         # the most the worker's Consumer may hold: its prefetch, or the adaptive default's cap

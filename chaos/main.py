@@ -1,10 +1,11 @@
-"""``rmq chaos``: run the fault-injection scenarios on throwaway Redis servers and print each
-one's ledger (every message sent accounted for as acknowledged, pending, in flight or dead).
+"""``python -m chaos`` (``./dev chaos``): run the fault-injection scenarios on throwaway Redis
+servers and print each one's ledger (every message sent accounted for as acknowledged,
+pending, in flight or dead).
 
-Each scenario starts real processes and breaks them for real (see ``rmq.tools.chaos``); the
+Each scenario starts real processes and breaks them for real (see ``chaos``); the
 servers live in a temporary directory and are stopped at the end. ``--size`` sets the
 number of messages of the large scenarios (default ``$RMQ_CHAOS_SIZE``, else 2000); the
-full run is ``rmq chaos --size 100000``. Exits 1 if any promise was broken.
+full run is ``python -m chaos --size 100000``. Exits 1 if any promise was broken.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ...server import RedisServer
-from ..servers.cluster import Cluster
+from rmq.server import RedisServer
+from rmq.server.cluster import Cluster
+
 from .failover import master_failover
 from .scenarios import (
     Outcome,
@@ -93,7 +95,7 @@ def _run_cluster(names: list[str], size: int, rng: random.Random, root: Path,
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="rmq chaos", description="Inject real faults (killed workers, a killed Redis, "
+        prog="python -m chaos", description="Inject real faults (killed workers, a killed Redis, "
         "network cuts, frozen consumers, poison messages, clients whose clocks are 10 minutes "
         "apart) and account for every message.")
     parser.add_argument("--size", type=int, default=default_size(),
@@ -116,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the chosen scenarios; print each ledger; 0 if every promise held, else 1."""
     args = _parse(argv)
     if args.size < 100:
-        print("rmq chaos: --size must be at least 100", file=sys.stderr)
+        print("chaos: --size must be at least 100", file=sys.stderr)
         return 2
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
@@ -128,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         outcomes.append(outcome)
         print(outcome.report(), flush=True)
 
-    print(f"rmq chaos: size {args.size}, seed {seed}, work in {root}", flush=True)
+    print(f"chaos: size {args.size}, seed {seed}, work in {root}", flush=True)
     started = time.monotonic()
     try:
         for name in names:

@@ -39,7 +39,7 @@ def process_context() -> Any:
     """Processes fork from a clean server process that has the benchmark's modules loaded:
     no inherited threads or connections, and no re-import on every start."""
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["rmq.tools.bench.jobs", "numpy"])
+    ctx.set_forkserver_preload(["rmq.bench.jobs", "numpy"])
     return ctx
 
 

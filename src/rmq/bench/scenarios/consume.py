@@ -1,9 +1,9 @@
 """``consume``: the low-level claim + ack loop and the worker runtime (``Consumer``) with a
 no-op handler, threaded and async, against Redis Streams XREADGROUP + XACK. The Consumer runs
 untuned (its default, adaptive prefetch: what users run), and once more with a fixed
-prefetch of 2 x concurrency, so what the adaptive one buys shows within one run. The claim +
-ack loop runs on topics of 64 and 1024 slots too, against the same loop on the default 8 (a
-claim's cost should not grow with the slot count)."""
+prefetch of 2 x concurrency, to show what the adaptation gains. The claim + ack loop runs on
+topics of 64 and 1024 slots too, against the same loop on the default 8 (a claim's cost
+should not grow with the slot count)."""
 
 from __future__ import annotations
 
@@ -22,10 +22,11 @@ from ..workload import Bodies
 __all__ = ["run", "check_consumed"]
 
 CLAIM = 100
-CLAIM_RATIO = 0.6  # claim + ack against XREADGROUP + XACK, same run
+# Targets, each a ratio to a figure of the same run:
+CLAIM_RATIO = 0.6  # claim + ack against XREADGROUP + XACK
 CLAIM_PIPE_RATIO = 0.8  # claim(ack=previous) against pipelined Streams
-DEFAULT_RATIO = 0.5  # the default Consumer against a Streams consumer, same run
-SLOTS_RATIO = 0.9  # claim + ack on 64 or 1024 slots against 8, same run
+DEFAULT_RATIO = 0.5  # the default Consumer against a Streams consumer
+SLOTS_RATIO = 0.9  # claim + ack on 64 or 1024 slots against 8
 CLAIM_ACK_1 = "claim+ack, 1 process"
 XREAD_1, XREAD_N = ("Streams XREADGROUP+XACK, 1 consumer",
                     "Streams XREADGROUP+XACK, {n} consumers")
@@ -62,14 +63,14 @@ def _fill(bench: Bench, topic: str, bodies: Bodies, slots: int) -> None:
 def run(bench: Bench) -> Report:
     s, url, step = bench.sizes, bench.url, bench.progress.step
     n, ctx = s.processes, process_context()
-    former = 2 * s.concurrency  # a fixed prefetch beside the adaptive one
+    fixed = 2 * s.concurrency  # a static prefetch, beside the adaptive default
     report = Report("consume", {"messages": s.consume, "claim_count": CLAIM,
                                 "concurrency": s.concurrency, "processes": n,
                                 "body_size": s.body_size, "prefetch": "default (adaptive)",
-                                "former_default_prefetch": former}, chart=bar_chart)
+                                "fixed_prefetch": fixed}, chart=bar_chart)
     # how: "claim" (claim, then ack: two round trips a batch), "claim+ack" (each claim
     # acknowledges the previous batch: one round trip), "threads" or "async" (Consumer);
-    # prefetch: the Consumer's (None: its default); ratio: the target's ratio to the first
+    # prefetch: the Consumer's (None: its default); ratio: the target ratio to the first
     # figure compared, if it is a target; slots: the topic's.
     variants: list[tuple[str, int, str, int | None, list[str], int | None, float | None,
                          int]] = [
@@ -87,15 +88,13 @@ def run(bench: Bench) -> Report:
          [XREAD_1], None, None, 8),
         (f"Consumer threads, no-op handler, default prefetch, {n} processes", n, "threads",
          None, [XREAD_N.format(n=n)], None, DEFAULT_RATIO, 8),
-        (f"Consumer threads, no-op handler, prefetch {former} (the former default), 1 process",
-         1, "threads", former, [XREAD_1], None, None, 8),
-        (f"Consumer threads, no-op handler, prefetch {former} (the former default), "
-         f"{n} processes", n, "threads", former, [XREAD_N.format(n=n)], None, None, 8),
+        (f"Consumer threads, no-op handler, fixed prefetch {fixed}, 1 process",
+         1, "threads", fixed, [XREAD_1], None, None, 8),
+        (f"Consumer threads, no-op handler, fixed prefetch {fixed}, {n} processes",
+         n, "threads", fixed, [XREAD_N.format(n=n)], None, None, 8),
     ]
-    # The references run before and after the RMQ variants, and count as their mean: this
-    # VM's speed drifts within the minutes the variants take (a Streams reference measured
-    # 230 and 314 k/s in two runs of this scenario minutes apart), and a reference taken on
-    # one side only would carry that drift into every ratio.
+    # The references run before and after the RMQ variants and count as their mean
+    # (Report.add_bracketing says why).
     references = _references(bench, report, "before", 0)
     ratio_targets: list[tuple[Figure, str, float]] = []
     for i, (label, procs, how, prefetch, compare, target, ratio, slots) in enumerate(variants):

@@ -1,7 +1,0 @@
-"""``python -m rmq.tools.bench``: the same as ``rmq bench`` (errors in one line)."""
-
-import sys
-
-from rmq.cli import main
-
-sys.exit(main(["bench", *sys.argv[1:]]))

@@ -1,0 +1,2 @@
+"""What the tests run beside RMQ: fixtures of real Redis servers (``servers.py``) and the TLS
+material of the TLS server (``tls.py``). A Redis Cluster comes from ``rmq.server.cluster``."""

@@ -19,7 +19,7 @@ import pytest
 import redis
 from core_fixtures import make_client_fixture  # noqa: F401
 
-from rmq.client.connection import functions_refused
+from rmq.client.fallback import functions_refused
 from rmq.storage.scripts import ScriptSourceError, load_scripts, script
 
 SHIPPED = resources.files("rmq.storage").joinpath("lua")
@@ -264,8 +264,8 @@ def test_out_of_memory_redis_refuses_exactly_the_shipped_scripts_that_do_not_all
     growing = {name for name in SCRIPT_NAMES if "allow-oom" not in declared_flags(name)}
     assert refused == {"FCALL": growing, "EVALSHA": growing}
     # sends and requeues grow memory (docs/reliability.md, "Out of memory"); a history
-    # sample or a heartbeat is not worth memory Redis does not have
-    assert growing == {"enqueue", "requeue_dead", "history", "heartbeat"}
+    # sample is not worth memory Redis does not have
+    assert growing == {"enqueue", "requeue_dead", "history"}
 
 
 # The client's use of the library.

@@ -21,6 +21,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 import rmq
 from rmq.client.cluster import ClusterBatch
+from rmq.errors import AccessDenied
 from rmq.storage.calls import command, script_call
 from rmq.storage.cluster_claim import Band, Choice, Share, SlotHead, choose, claim_across_slots
 from rmq.storage.scripts import script
@@ -204,6 +205,20 @@ def test_when_functions_are_refused_the_scripts_serve_from_then_on(refusal):
     assert batch.next_round()
     ((_, _, (sent,)),) = plan(batch)
     assert sent[:2] == ("EVAL", script("head").source)
+
+
+def test_when_scripts_are_refused_too_the_call_says_how_to_load_the_library():
+    # a tenant: no FUNCTION LOAD, no EVALSHA (docs/reliability.md, "Security")
+    call = script_call(script("head"), [key_on("A")], [1])
+    batch = ClusterBatch([call], functions=False)
+    ((_, indexes, _),) = plan(batch)
+    batch.settle(indexes, [NoPermissionError(
+        "User t has no permissions to run the 'evalsha' command")])
+    assert not batch.next_round()
+    assert batch.functions  # the next batch calls the library again: it may be loaded by then
+    with pytest.raises(AccessDenied, match=script("head").library.name) as refused:
+        batch.values()
+    assert "FUNCTION LOAD" in str(refused.value) and "EVALSHA" in str(refused.value)
 
 
 def test_a_script_the_node_lacks_is_sent_again_with_its_source():

@@ -19,7 +19,7 @@ import pytest
 import redis
 from core_fixtures import make_client_fixture  # noqa: F401
 
-from rmq.client.connection import functions_refused
+from rmq.client.fallback import functions_refused, scripts_refused
 from rmq.storage.scripts import ScriptSourceError, load_scripts, script
 
 SHIPPED = resources.files("rmq.storage").joinpath("lua")
@@ -264,8 +264,8 @@ def test_out_of_memory_redis_refuses_exactly_the_shipped_scripts_that_do_not_all
     growing = {name for name in SCRIPT_NAMES if "allow-oom" not in declared_flags(name)}
     assert refused == {"FCALL": growing, "EVALSHA": growing}
     # sends and requeues grow memory (docs/reliability.md, "Out of memory"); a history
-    # sample or a heartbeat is not worth memory Redis does not have
-    assert growing == {"enqueue", "requeue_dead", "history", "heartbeat"}
+    # sample is not worth memory Redis does not have
+    assert growing == {"enqueue", "requeue_dead", "history"}
 
 
 # The client's use of the library.
@@ -336,3 +336,19 @@ def test_per_call_state_does_not_outlive_its_call_in_the_library(make_client, re
 ])
 def test_the_client_tells_a_refusal_of_functions_from_other_errors(reply, refused):
     assert functions_refused(reply) is refused
+
+
+@pytest.mark.parametrize(("reply", "refused"), [
+    (redis.exceptions.NoPermissionError(
+        "User t has no permissions to run the 'evalsha' command"), True),
+    (redis.exceptions.NoPermissionError(
+        "User t has no permissions to run the 'eval' command"), True),
+    (redis.exceptions.NoPermissionError(
+        "User t has no permissions to run the 'fcall' command"), False),
+    # a refusal inside RMQ's script (a key this user may not touch) is the user's answer
+    (redis.exceptions.NoPermissionError(
+        "No permissions to access a key script: f, on @user_script:3."), False),
+    (redis.exceptions.NoScriptError("No matching script"), False),
+])
+def test_the_client_tells_a_refusal_of_scripts_from_other_errors(reply, refused):
+    assert scripts_refused(reply) is refused

@@ -4,6 +4,8 @@ another site."""
 
 from __future__ import annotations
 
+import html
+import re
 import subprocess
 import sys
 
@@ -99,11 +101,96 @@ def test_opening_the_console_with_its_token_sets_a_strict_cookie(guarded: TestCl
     assert guarded.get("/api/overview").status_code == 200
 
 
-def test_the_login_page_sends_the_token_only_to_this_console(guarded: TestClient) -> None:
-    for target in ("//evil.example/x", "https://evil.example/", "/\\evil.example"):
-        page = guarded.get("/login", params={"next": target}).text
-        assert 'action="/"' in page
-    assert 'action="/dead"' in guarded.get("/login", params={"next": "/dead"}).text
+# ``next`` as the console receives it (its query already decoded once): each would take the
+# browser, and the token the login form sends, to another site, read as a browser reads a URL
+# (WHATWG: tab, CR and LF dropped anywhere, "\\" read as "/", leading spaces stripped), or
+# once decoded again.
+HOSTILE_NEXT = [
+    "//evil.example/steal",
+    "/\\evil.example/steal",
+    "\\\\evil.example/steal",
+    "/\\/evil.example/steal",
+    "/\t/evil.example/steal",  # /%09/evil.example/steal in the attacker's link
+    "/\n/evil.example/steal",
+    "/\r/evil.example/steal",
+    "/%09/evil.example/steal",  # the same, encoded twice
+    "/%5Cevil.example/steal",
+    "/%2F/evil.example/steal",
+    " //evil.example/steal",
+    "/\x00/evil.example",
+    "/\x85/evil.example",
+    "https://evil.example/steal",
+    "http:evil.example/steal",
+    "javascript:alert(document.cookie)",
+    "evil.example/steal",
+    "",
+]
+
+
+def login_form(guarded: TestClient, target: str) -> str:
+    """The ``next`` the login page's form will post, after checking the form posts."""
+    page = guarded.get("/login", params={"next": target})
+    assert page.status_code == 200
+    assert '<form class="inline" method="post" action="/login">' in page.text
+    (posted,) = re.findall(r'name="next" value="([^"]*)"', page.text)
+    return html.unescape(posted)
+
+
+def sign_in(guarded: TestClient, target: str, token: str = TOKEN,
+            **headers: str) -> httpx.Response:
+    return guarded.post("/login", data={"token": token, "next": target},
+                        headers=headers, follow_redirects=False)
+
+
+@pytest.mark.parametrize("target", HOSTILE_NEXT)
+def test_the_login_form_sends_the_token_only_to_a_page_of_this_console(
+        guarded: TestClient, target: str) -> None:
+    assert login_form(guarded, target) == "/"
+    signed_in = sign_in(guarded, target)
+    assert signed_in.status_code == 303 and signed_in.headers["location"] == "/"
+
+
+def test_the_login_form_posts_the_token_and_opens_the_page_asked_for(
+        guarded: TestClient) -> None:
+    target = "/consumers?topic=t"
+    assert login_form(guarded, target) == target
+    signed_in = sign_in(guarded, target, **{"Origin": "http://console.example:8270",
+                                            "Sec-Fetch-Site": "same-origin"})
+    assert signed_in.status_code == 303 and signed_in.headers["location"] == target
+    cookie = signed_in.headers["set-cookie"].lower()
+    assert "httponly" in cookie and "samesite=strict" in cookie
+    assert guarded.get("/consumers").status_code == 200  # the cookie now travels
+
+
+def test_the_login_form_with_a_wrong_token_says_so_and_sets_nothing(
+        guarded: TestClient) -> None:
+    refused = sign_in(guarded, "/dead", token="nope")
+    assert refused.status_code == 303 and "set-cookie" not in refused.headers
+    assert refused.headers["location"] == "/login?failed=1&next=%2Fdead"
+    again = guarded.get(refused.headers["location"])
+    assert again.status_code == 401 and "not the console's token" in again.text
+    assert guarded.get("/api/overview").status_code == 401
+
+
+@pytest.mark.parametrize("headers", [
+    {"Origin": "http://evil.example"},
+    {"Sec-Fetch-Site": "cross-site"},
+    {"Origin": "null"},
+])
+def test_a_login_from_another_site_is_refused(guarded: TestClient, headers: dict) -> None:
+    refused = sign_in(guarded, "/", **headers)
+    assert refused.status_code == 403 and "set-cookie" not in refused.headers
+    assert guarded.get("/api/overview").status_code == 401
+
+
+def test_the_login_form_is_the_one_form_the_console_accepts(guarded: TestClient,
+                                                           client: rmq.Client) -> None:
+    client.create_topic("t")
+    as_json = guarded.post("/login", json={"token": TOKEN, "next": "/"})
+    assert as_json.status_code == 415 and "set-cookie" not in as_json.headers
+    as_form = guarded.post("/api/topics/t/pause", data={"token": TOKEN})
+    assert as_form.status_code == 415
+    assert not client.topic("t", fresh=True).paused
 
 
 def run_console(url: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -130,3 +217,33 @@ def test_beyond_loopback_the_console_asks_every_request_for_its_token(
     authorized = {**headers, "Authorization": f"Bearer {TOKEN}"}
     (topic,) = httpx.get(f"{base}/api/overview", headers=authorized).json()["topics"]
     assert topic["name"] == "t"
+
+
+@pytest.mark.parametrize("hostile", ["/%09/evil.example/steal", "/%0A/evil.example/steal",
+                                     "/%0D/evil.example/steal"])
+def test_in_a_browser_the_login_form_keeps_the_token_on_the_console(
+        browser, console_process, hostile: str) -> None:
+    """The attack end to end: a link to the login page whose ``next`` a browser reads as
+    another site; the user types the token and submits."""
+    base = console_process("--token", TOKEN)
+    context = browser.new_context()
+    elsewhere: list[str] = []
+    # Every request to another origin is answered here, so a leak would land and show.
+    context.route(lambda url: not url.startswith(base + "/"),
+                  lambda route: (elsewhere.append(route.request.url),
+                                 route.fulfill(status=200, body="stolen")))
+    try:
+        page = context.new_page()
+        page.set_default_timeout(30_000)
+        sent: list[str] = []
+        page.on("request", lambda request: sent.append(request.url))
+        page.goto(f"{base}/login?next={hostile}")
+        page.fill("input[name=token]", TOKEN)
+        with page.expect_navigation():
+            page.click("button[type=submit]")
+        page.wait_for_load_state()
+        assert elsewhere == [] and page.url == f"{base}/"
+        assert sent and not [url for url in sent if TOKEN in url]
+        assert page.title().startswith("Topics")  # signed in: the cookie is set
+    finally:
+        context.close()

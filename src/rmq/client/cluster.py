@@ -14,7 +14,8 @@ The cluster's answers are handled per call (:class:`ClusterBatch`, the logic wit
 - no such function (that node lacks RMQ's library): send ``FUNCTION LOAD`` before the call;
   if the call still finds none, or the ACL refuses this user functions, the scripts serve
   from then on (``storage/scripts.py`` says why both), and ``NOSCRIPT`` (that node lacks the
-  script) sends it as ``EVAL``, which also caches it;
+  script) sends it as ``EVAL``, which also caches it; if the ACL refuses the scripts too,
+  the call's answer is ``fallback.no_code_runs`` and the next batch tries ``FCALL`` again;
 - a lost connection, ``TRYAGAIN``, ``CLUSTERDOWN``, an uncovered slot (a failover under
   way): the calls still unanswered are tried again under the one reconnect policy
   (``connection.retry_policy``: its backoff, the slot map refreshed before each try), then
@@ -51,13 +52,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..storage.calls import Call, routing_key
-from .connection import (
-    async_retry_policy,
-    functions_refused,
-    is_code_missing,
-    map_errors,
-    retry_policy,
-)
+from .connection import async_retry_policy, map_errors, retry_policy
+from .fallback import functions_refused, is_code_missing, no_code_runs, scripts_refused
 
 __all__ = ["ClusterBatch", "ClusterExecutor", "AsyncClusterExecutor"]
 
@@ -156,6 +152,9 @@ class ClusterBatch:
                 self.loading.add(i)
             else:  # refused, or loaded and still missing: the scripts serve from now on
                 self.functions = False
+        elif scripts_refused(reply):  # no form of RMQ's code runs for this user (fallback.py)
+            self.results[i] = no_code_runs(self.calls[i], reply)
+            self.functions = True  # the library may be loaded by the next batch
         elif isinstance(reply, MovedError):  # before AskError, of which redis-py makes it a kind
             self.stale_map = True
         elif isinstance(reply, AskError):

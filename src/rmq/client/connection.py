@@ -42,11 +42,19 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..errors import AccessDenied, InvalidURL, RedisOutOfMemory, RedisUnavailable
 from ..storage.calls import Call
+from .fallback import (
+    functions_refused,
+    is_code_missing,
+    loaded_anyway,
+    no_code_runs,
+    not_run,
+    scripts_refused,
+)
 from .packing import Packer, pack_async, packs_alike
 
 __all__ = ["resolve_url", "check_url", "connect", "open_async", "open_async_node", "Executor",
            "AsyncExecutor", "AsyncRedis", "map_errors", "retry_policy", "async_retry_policy",
-           "is_permanent", "is_code_missing", "functions_refused"]
+           "is_permanent"]
 
 AsyncRedis = aredis.Redis | aredis.RedisCluster
 T = TypeVar("T")
@@ -358,65 +366,13 @@ def _queue(pipe: Any, batch: list[Call], functions: bool) -> None:
             pipe.execute_command(*(_fcall_args(call) if functions else _evalsha_args(call)))
 
 
-def is_code_missing(result: Any) -> bool:
-    """Whether a call's reply says the server lacks its code: ``NOSCRIPT``, or no such
-    function (first use on this server, a restart that kept nothing, a ``FUNCTION FLUSH``)."""
-    return isinstance(result, NoScriptError) or (
-        isinstance(result, ResponseError) and str(result).startswith("Function not found"))
-
-
-# The command a refusal names, quoted ('fcall' on Redis 7, `fcall` before): a refusal inside a
-# function names the function's code as "@user_function", which this does not match.
-_NAMES_FUNCTIONS = re.compile(r"['`](fcall|function)")
-
-
-def functions_refused(error: BaseException) -> bool:
-    """Whether Redis will not let this user call or load functions (an ACL without
-    ``FCALL`` or ``FUNCTION LOAD``, or a server without functions): the scripts serve."""
-    text = str(error).lower()
-    return ("noperm" in text or isinstance(error, NoPermissionError)
-            or "unknown command" in text) and _NAMES_FUNCTIONS.search(text) is not None
-
-
-def load_refused(error: BaseException) -> bool:
-    """Whether a ``FUNCTION LOAD`` failed for good reasons to run the plain scripts instead:
-    the ACL refuses it, or Redis is out of memory (it refuses every load then, where the
-    plain scripts that only move messages, ``allow-oom``, still run: consumers drain a full
-    Redis even when their library is missing from it)."""
-    return functions_refused(error) or isinstance(error, OutOfMemoryError) or str(
-        error).startswith("OOM")
-
-
-def _loaded_anyway(error: ResponseError) -> bool:
-    """After ``FUNCTION LOAD`` failed with ``error``: True when the library is there all the
-    same (another client loaded it meanwhile), False when the load is refused
-    (:func:`load_refused`: the plain scripts serve); any other error is raised."""
-    if load_refused(error):
-        return False
-    if "already exists" in str(error):
-        return True
-    raise error
-
-
-def _not_run(results: list[Any]) -> list[int]:
-    """Indexes of a pipeline's calls that did not run because the server lacked their code
-    or refused this user functions; any other error is raised."""
-    missing = []
-    for i, result in enumerate(results):
-        if is_code_missing(result) or (isinstance(result, Exception)
-                                       and functions_refused(result)):
-            missing.append(i)
-        elif isinstance(result, Exception):
-            raise result
-    return missing
-
-
 class Executor:
     """Executes batches of :class:`Call` on a single node's redis-py client: one pipeline.
 
     Scripts run as functions of RMQ's library (``FCALL``), loaded on first use; once Redis
     refuses this user functions (``functions`` False), as scripts (``EVALSHA``, then
-    ``EVAL`` where the server lacks one): ``storage/scripts.py`` says why both."""
+    ``EVAL`` where the server lacks one): ``fallback.py`` tells the ladder's steps,
+    ``storage/scripts.py`` why both forms."""
 
     def __init__(self, client: redis.Redis):
         self.client = client
@@ -429,7 +385,7 @@ class Executor:
             pipe = self.client.pipeline(transaction=False)
             _queue(pipe, batch, self.functions)
             results: list[Any] = pipe.execute(raise_on_error=False)
-            for i in _not_run(results):
+            for i in not_run(results):
                 results[i] = self._one(batch[i])
             return results
 
@@ -446,9 +402,15 @@ class Executor:
             if self.functions:
                 return self.client.execute_command(*_fcall_args(call))
         try:
-            return self.client.execute_command(*_evalsha_args(call))
-        except NoScriptError:  # EVAL also caches the script for next time
-            return self.client.execute_command(*_eval_args(call))
+            try:
+                return self.client.execute_command(*_evalsha_args(call))
+            except NoScriptError:  # EVAL also caches the script for next time
+                return self.client.execute_command(*_eval_args(call))
+        except ResponseError as error:
+            if not scripts_refused(error):
+                raise
+            self.functions = True  # the library may be loaded by the next call (fallback.py)
+            raise no_code_runs(call, error) from error
 
     def _load(self, call: Call) -> bool:
         """Load RMQ's library; False when Redis will not (:func:`load_refused`)."""
@@ -456,7 +418,7 @@ class Executor:
         try:
             self.client.execute_command("FUNCTION", "LOAD", call.script.library.source)
         except ResponseError as error:
-            return _loaded_anyway(error)
+            return loaded_anyway(error)
         return True
 
 
@@ -474,7 +436,7 @@ class AsyncExecutor:
             pipe = self.client.pipeline(transaction=False)
             _queue(pipe, batch, self.functions)
             results: list[Any] = await pipe.execute(raise_on_error=False)
-            for i in _not_run(results):
+            for i in not_run(results):
                 results[i] = await self._one(batch[i])
             return results
 
@@ -491,14 +453,20 @@ class AsyncExecutor:
             if self.functions:
                 return await self.client.execute_command(*_fcall_args(call))
         try:
-            return await self.client.execute_command(*_evalsha_args(call))
-        except NoScriptError:  # EVAL also caches the script for next time
-            return await self.client.execute_command(*_eval_args(call))
+            try:
+                return await self.client.execute_command(*_evalsha_args(call))
+            except NoScriptError:  # EVAL also caches the script for next time
+                return await self.client.execute_command(*_eval_args(call))
+        except ResponseError as error:
+            if not scripts_refused(error):
+                raise
+            self.functions = True  # the library may be loaded by the next call (fallback.py)
+            raise no_code_runs(call, error) from error
 
     async def _load(self, call: Call) -> bool:
         assert call.script is not None
         try:
             await self.client.execute_command("FUNCTION", "LOAD", call.script.library.source)
         except ResponseError as error:
-            return _loaded_anyway(error)
+            return loaded_anyway(error)
         return True

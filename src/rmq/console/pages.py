@@ -13,6 +13,8 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 import rmq
 from rmq.errors import InputError
 
+from .security import console_page
+
 __all__ = ["router"]
 
 router = APIRouter(include_in_schema=False)
@@ -60,9 +62,8 @@ def find(request: Request) -> HTMLResponse:
 @router.get("/login", response_class=HTMLResponse)
 def login(request: Request) -> HTMLResponse:
     failed = request.query_params.get("failed") is not None
-    target = request.query_params.get("next", "/")
-    if not target.startswith("/") or target.startswith(("//", "/\\")):
-        target = "/"  # only a page of this console: the token must not travel elsewhere
+    # only a page of this console: the form sends the token on to it (security.py)
+    target = console_page(request.query_params.get("next"), str(request.base_url))
     return templates.TemplateResponse(request, "login.html", {
         "page": "login", "failed": failed, "next": target,
         "refresh_ms": 0, "topics": []}, status_code=401 if failed else 200)

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from ..errors import AccessDenied
 from ..storage.registry import ConsumerState
 from .holdings import Holdings
 from .protocol import QueueClient
@@ -30,6 +31,7 @@ class Keeper:
         self.lease, self.heartbeat_interval = lease, heartbeat_interval
         self.recover_interval = recover_interval
         self._visibility_timeout = 30.0  # the topic's, refreshed whenever the registry answers
+        self._samples_history = True  # until the ACL refuses it (a one-topic tenant)
         self.thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -48,13 +50,24 @@ class Keeper:
             extended = self._extend_held()
             self.heartbeat()
             # history for the console, even when none runs: one sample per 5 s, shared
-            guarded(self.consumer_id, lambda: self.client.record_history(self.topic))
+            if self._samples_history:
+                guarded(self.consumer_id, self._sample_history)
             # Recover only right after our own leases were extended: after an outage, an
             # extend that failed just before Redis came back would let recovery take back
             # the messages this consumer is still running.
             if extended and time.monotonic() - last_recover >= self.recover_interval:
                 last_recover = time.monotonic()
                 guarded(self.consumer_id, lambda: self.client.recover(self.topic))
+
+    def _sample_history(self) -> None:
+        try:
+            self.client.record_history(self.topic)
+        except AccessDenied as exc:
+            # A one-topic tenant may not write the topic's history (docs/reliability.md,
+            # "Security"): a console's own sampler records it; said once, not every round.
+            self._samples_history = False
+            log.info("%s: this consumer records no history samples (a console does): %s",
+                     self.consumer_id, exc)
 
     def lease_seconds(self) -> float:
         """The lease this consumer's claims and extensions take."""

@@ -13,9 +13,8 @@ from typing import Any
 
 from ..errors import CorruptRegistry, TopicConflict, UnknownTopic
 from ..settings import DEFAULT_GROUP, TopicSettings, check_group_name, check_topic_name
-from .calls import Op, command, script_call
+from .calls import Op, command
 from .keys import TOPICS, HeadsKeys, RegistryKeys, SlotKeys
-from .scripts import script
 
 __all__ = [
     "TopicInfo",
@@ -270,13 +269,21 @@ def set_paused(name: str, paused: bool) -> Op[None]:
 
 
 def heartbeat(state: ConsumerState, now: int) -> Op[None]:
-    """Record ``state`` as seen at ``now`` (epoch ms), unless the topic does not exist (a
-    consumer of a deleted topic: nothing is written, heartbeat.lua)."""
+    """Record ``state`` as seen at ``now`` (epoch ms), unless the topic does not exist: a
+    consumer that outlives its topic leaves no consumers hash behind.
+
+    Plain commands, not a script: Redis asks write access to every key a script names, and a
+    one-topic tenant may only read its settings (docs/reliability.md, "Security"). The record
+    goes first and the settings are read after it, in one pipeline; ``delete_topic`` removes
+    the settings before the consumers hash, so a record written after that hash was removed
+    finds the settings gone and is removed again."""
     record = {**asdict(state), "last_seen": now}
     del record["id"], record["topic"]
     keys = RegistryKeys(state.topic)
-    yield [script_call(script("heartbeat"), [keys.settings, keys.consumers],
-                       [state.id, json.dumps(record)])]
+    _, exists = yield [command("HSET", keys.consumers, state.id, json.dumps(record)),
+                       command("EXISTS", keys.settings)]
+    if not exists:
+        yield [command("HDEL", keys.consumers, state.id)]
 
 
 def forget_consumer(name: str, consumer_id: str) -> Op[None]:

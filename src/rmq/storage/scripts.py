@@ -17,11 +17,12 @@ loads; each script is a function of it, called by ``FCALL``. The library is name
 SHA1 of its source (``rmq_<12 hex>``), so two RMQ versions on one server each call their
 own, as ``EVALSHA`` names a script by its content.
 
-Why plain scripts too: anyone allowed ``FUNCTION LOAD`` can replace a library, so a server
-shared by tenants who must not reach each other's topics grants them ``EVALSHA``/``EVAL``
-instead (docs/reliability.md, "Security"); the client falls back to the scripts when Redis
-refuses it the load, by ACL or because it is out of memory (where the scripts that only move
-messages still run).
+Why plain scripts too: a user may be refused functions (``FCALL`` or ``FUNCTION LOAD``) but
+granted ``EVALSHA``, a Redis out of memory refuses every load (where the scripts that only
+move messages still run), and a server may predate functions; the client falls back to the
+scripts then (``client/fallback.py``). A one-topic tenant gets neither: it calls the library
+an administrator loaded (``FCALL``), since whoever may load a library may replace RMQ's and
+whoever may ``EVAL`` may stall the server (docs/reliability.md, "Security").
 
 The two forms differ only in their first lines. In the library, ``KEYS``, ``ARGV``, ``CALL``
 (a fresh table per call: what an include keeps for the length of one call) and ``rcall``

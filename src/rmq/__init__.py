@@ -9,7 +9,7 @@ from .message import DeadLetter, Message, Priority, SendCounts, SendResult
 from .settings import TopicSettings
 from .storage.history import HistorySample, TopicHistory
 from .storage.peek import PeekPage
-from .storage.registry import ConsumerInfo, TopicInfo
+from .storage.registry import ConsumerInfo, PerTopic, TopicInfo
 from .storage.snapshot import SnapshotRow
 from .storage.stats import GroupStats, SlotStats, TopicStats
 
@@ -27,6 +27,7 @@ __all__ = [
     "HistorySample",
     "Message",
     "PeekPage",
+    "PerTopic",
     "Priority",
     "RMQError",
     "SendCounts",

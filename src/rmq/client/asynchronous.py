@@ -16,12 +16,20 @@ from typing import Any, TypeVar
 
 import redis.asyncio as aredis
 
+from ..errors import UnknownTopic
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
 from ..runtime import Consumer
 from ..settings import DEFAULT_GROUP, TopicSettings, check_topic_name
 from ..storage.history import TopicHistory
 from ..storage.peek import PeekPage
-from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
+from ..storage.registry import (
+    TOPIC_PROBLEMS,
+    ConsumerInfo,
+    ConsumerState,
+    PerTopic,
+    TopicInfo,
+    problem_of,
+)
 from ..storage.snapshot import SnapshotRow
 from ..storage.stats import TopicStats
 from .base import MISSING, BaseClient, Commit, Flow, Load, Sleep, Subscribe
@@ -167,6 +175,20 @@ class AsyncClient(BaseClient):
     async def topic(self, name: str, *, fresh: bool = False) -> TopicInfo:
         """See :meth:`rmq.Client.topic`."""
         return await self._run(self._topic(name, fresh))
+
+    async def each_topic(self, read: Callable[[TopicInfo], Awaitable[T]]) -> PerTopic[T]:
+        """See :meth:`rmq.Client.each_topic`; ``read`` is awaited."""
+        entries = await self._run(self._topic_entries())
+        results: dict[str, T] = {}
+        broken = dict(entries.broken)
+        for name, info in entries.results.items():
+            try:
+                results[name] = await read(info)
+            except UnknownTopic:
+                continue
+            except TOPIC_PROBLEMS as exc:
+                broken[name] = problem_of(exc)
+        return PerTopic(results, dict(sorted(broken.items())))
 
     async def bind(self, topic: str, group: str) -> bool:
         """See :meth:`rmq.Client.bind`."""

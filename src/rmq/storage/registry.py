@@ -9,13 +9,15 @@ import json
 import secrets
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from ..errors import CorruptRegistry, TopicConflict, UnknownTopic
+from ..errors import AccessDenied, CorruptRegistry, TopicConflict, UnknownTopic, WrongKeyType
 from ..settings import DEFAULT_GROUP, TopicSettings, check_group_name, check_topic_name
 from .calls import Op, command, script_call
 from .keys import TOPICS, HeadsKeys, RegistryKeys, SlotKeys
 from .scripts import script
+
+T = TypeVar("T")
 
 __all__ = [
     "TopicInfo",
@@ -26,6 +28,10 @@ __all__ = [
     "alter_topic",
     "delete_topic",
     "list_topics",
+    "PerTopic",
+    "TOPIC_PROBLEMS",
+    "problem_of",
+    "load_all",
     "bind",
     "unbind",
     "set_paused",
@@ -100,12 +106,19 @@ def load_info(name: str, salvage: bool = False) -> Op[TopicInfo]:
     ``salvage`` reads a corrupt entry as the largest topic it could be (every possible slot,
     the readable group names): what ``delete_topic`` needs to remove one."""
     keys = RegistryKeys(name)
-    settings, groups, paused, unbound, generation = yield [
-        command("GET", keys.settings), command("SMEMBERS", keys.groups),
-        command("GET", keys.paused), command("SMEMBERS", keys.unbound),
-        command("GET", keys.generation),
-    ]
+    reads = _entry_reads(keys)
+    try:
+        settings, groups, paused, unbound, generation = yield [
+            command(verb, key) for key, (verb, _) in reads.items()]
+    except WrongKeyType:
+        problem, stored = yield from _wrong_types(reads)
+        if not salvage:
+            raise CorruptRegistry(name, problem) from None
+        return _salvaged(name, stored[keys.groups], stored[keys.paused],
+                         stored[keys.unbound])
     if settings is None:
+        if salvage and (yield [command("SISMEMBER", TOPICS, name)])[0]:
+            return _salvaged(name, groups, paused, unbound)  # listed, without settings
         raise UnknownTopic(name)
     try:
         return TopicInfo(name, _settings(name, settings), _names(name, groups),
@@ -114,9 +127,38 @@ def load_info(name: str, salvage: bool = False) -> Op[TopicInfo]:
     except CorruptRegistry:
         if not salvage:
             raise
-        return TopicInfo(name, TopicSettings(slots=MAX_SLOTS),
-                         _names(name, groups, readable=True), paused is not None,
-                         _names(name, unbound, readable=True))
+        return _salvaged(name, groups, paused, unbound)
+
+
+def _salvaged(name: str, groups: set[bytes], paused: bytes | None,
+              unbound: set[bytes]) -> TopicInfo:
+    """A corrupt entry as the largest topic it could be, with its readable group names."""
+    return TopicInfo(name, TopicSettings(slots=MAX_SLOTS), _names(name, groups, readable=True),
+                     paused is not None, _names(name, unbound, readable=True))
+
+
+def _entry_reads(keys: RegistryKeys) -> dict[str, tuple[str, str]]:
+    """Each key of the entry with the command that reads it and the Redis type it has."""
+    return {keys.settings: ("GET", "string"), keys.groups: ("SMEMBERS", "set"),
+            keys.paused: ("GET", "string"), keys.unbound: ("SMEMBERS", "set"),
+            keys.generation: ("GET", "string")}
+
+
+def _wrong_types(reads: dict[str, tuple[str, str]]) -> Op[tuple[str, dict[str, Any]]]:
+    """After Redis answered WRONGTYPE to the entry's reads: which keys hold another type
+    (the problem, naming them), and what the others hold (a wrong one reads as absent)."""
+    types = yield [command("TYPE", key) for key in reads]
+    found = {key: kind.decode() if isinstance(kind, bytes) else str(kind)
+             for key, kind in zip(reads, types, strict=True)}
+    wrong = [key for key, (_, want) in reads.items() if found[key] not in (want, "none")]
+    readable = [key for key in reads if key not in wrong]
+    values = yield [command(reads[key][0], key) for key in readable]
+    stored: dict[str, Any] = {key: None if verb == "GET" else set()
+                              for key, (verb, _) in reads.items()}
+    stored.update(zip(readable, values, strict=True))
+    problem = "; ".join(f"its key {key} is a Redis {found[key]}, not a {reads[key][1]}"
+                        for key in wrong)
+    return problem or "Redis answered WRONGTYPE reading it", stored
 
 
 MAX_SLOTS = 1024
@@ -231,6 +273,47 @@ def list_topics() -> Op[list[str]]:
     program, is not one of them)."""
     (names,) = yield [command("SMEMBERS", TOPICS)]
     return sorted(n.decode() for n in names if _is_topic_name(n))
+
+
+@dataclass(frozen=True, slots=True)
+class PerTopic(Generic[T]):
+    """What an operation over every topic got from each: ``results`` by topic name, for the
+    topics it could read, and ``broken``: each topic whose registry entry is broken (or whose
+    keys hold what RMQ did not write) with what is wrong, in one line. A topic deleted
+    meanwhile is in neither."""
+
+    results: dict[str, T]
+    broken: dict[str, str]
+
+
+# What one topic's own keys can make an operation raise, as opposed to the whole Redis being
+# away: a topic that raises one of these is reported and skipped by operations over many.
+TOPIC_PROBLEMS = (CorruptRegistry, WrongKeyType, AccessDenied)
+
+
+def problem_of(error: Exception) -> str:
+    """One line saying what is wrong with a topic, from what an operation on it raised."""
+    return error.problem if isinstance(error, CorruptRegistry) else str(error)
+
+
+def load_all() -> Op[PerTopic[TopicInfo]]:
+    """Every registered topic's entry: the readable ones, and the broken ones with what is
+    wrong with each (not RMQ's settings, keys of another Redis type, a group that is no
+    name, a name in the topic set without settings, keys the ACL refuses). One broken
+    entry hides no other."""
+    infos: dict[str, TopicInfo] = {}
+    broken: dict[str, str] = {}
+    for name in (yield from list_topics()):
+        try:
+            infos[name] = yield from load_info(name)
+        except TOPIC_PROBLEMS as exc:
+            broken[name] = problem_of(exc)
+        except UnknownTopic:
+            # No settings: deleted since the list was read, unless it is still listed.
+            (listed,) = yield [command("SISMEMBER", TOPICS, name)]
+            if listed:
+                broken[name] = "it is in the topic set but has no settings"
+    return PerTopic(infos, broken)
 
 
 def _is_topic_name(raw: bytes) -> bool:

@@ -8,10 +8,12 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
+import threading
 
 import pytest
 from broken_topics import BREAKAGES, break_topic
 from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
+from helpers import wait_for
 
 import rmq
 from rmq.errors import CorruptRegistry, UnknownTopic
@@ -92,3 +94,44 @@ def test_topic_list_lists_the_others_and_names_the_broken_one_on_stderr(redis_ur
                 [sys.executable, "-m", "rmq", "--url", redis_url, "topic", "list"],
                 capture_output=True, text=True, timeout=60).stdout.splitlines()[1:]}
     assert rows == {"broken": "broken", "good": "active"}
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if k != "no settings"])
+def test_run_serves_the_other_topics_handlers_when_one_topic_is_broken(make_client, kind,
+                                                                      caplog):
+    producer = make_client()
+    worker = make_client(kind="sync")
+    producer.create_topic("good")
+    producer.create_topic("broken")
+    break_topic(producer.redis, "broken", kind)
+    seen: list[bytes] = []
+
+    @worker.handler("good", heartbeat_interval=60)
+    def on_good(message: rmq.Message) -> None:
+        seen.append(message.body)
+
+    @worker.handler("broken", heartbeat_interval=60)
+    def on_broken(message: rmq.Message) -> None:
+        raise AssertionError("nothing is claimed from a broken topic")
+
+    runner = threading.Thread(target=worker.run)
+    with caplog.at_level(logging.ERROR, logger="rmq.consumer"):
+        runner.start()
+        try:
+            wait_for(lambda: on_good.consumer.running, what="the good topic's consumer")
+            producer.send("good", b"served")
+            wait_for(lambda: seen == [b"served"], what="the good topic's message handled")
+        finally:
+            on_good.consumer.stop(grace=1)
+            runner.join(10)
+    assert not runner.is_alive() and not on_broken.consumer.running
+    (refused,) = [r.getMessage() for r in caplog.records if "'broken'" in r.getMessage()]
+    assert BREAKAGES[kind] in refused
+
+
+def test_a_consumer_of_a_broken_topic_alone_does_not_start(make_client):
+    client = make_client(kind="sync")
+    client.create_topic("broken")
+    break_topic(client.redis, "broken", "settings of the wrong Redis type")
+    with pytest.raises(CorruptRegistry, match="'broken'"):
+        rmq.Consumer(client, "broken", lambda message: None).run()

@@ -98,8 +98,7 @@ def list_topics(args: argparse.Namespace) -> None:
     with open_client(args) as client:
         found = client.each_topic(lambda info: info)
     for name, problem in found.broken.items():  # one broken topic hides no other
-        print(f"rmq: warning: skipping topic {name!r}: its registry entry is broken "
-              f"({problem})", file=sys.stderr)
+        print(f"rmq: warning: skipping topic {name!r}: {problem}", file=sys.stderr)
     if args.json:
         print_json(list(found.results))
         return

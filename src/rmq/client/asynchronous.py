@@ -18,7 +18,7 @@ import redis.asyncio as aredis
 
 from ..errors import UnknownTopic
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
-from ..runtime import Consumer
+from ..runtime import Consumer, start_each
 from ..settings import DEFAULT_GROUP, TopicSettings, check_topic_name
 from ..storage.history import TopicHistory
 from ..storage.peek import PeekPage
@@ -358,9 +358,9 @@ class AsyncClient(BaseClient):
             loop.add_signal_handler(sig, stop.set)
         consumers: list[Consumer] = []
         try:
-            for topic, function, handler_options in self._handlers:
-                consumers.append(Consumer(client, topic, function, **handler_options))
-                await asyncio.to_thread(consumers[-1].start)
+            consumers += [Consumer(client, topic, function, **handler_options)
+                          for topic, function, handler_options in self._handlers]
+            await asyncio.to_thread(start_each, consumers)
             await stop.wait()
         finally:
             for sig in signals:

@@ -63,7 +63,7 @@ class QueueCollector(Collector):
             self.client.stats(info.name),
             self.client.consumers(info.name, dead_after=DEAD_AFTER)))
         for topic, problem in read.broken.items():
-            log.warning("/metrics skips topic %r: %s", topic, problem)
+            log.debug("/metrics skips topic %r: %s", topic, problem)
             broken.add_metric([topic], 1.0)
         for topic, (stats, found) in read.results.items():
             broken.add_metric([topic], 0.0)

@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import rmq
 from rmq.console import create_app
 from rmq.console.sampler import Sampler
+from rmq.storage.keys import RegistryKeys
 from rmq.storage.registry import ConsumerState
 
 KINDS = sorted(BREAKAGES)
@@ -96,6 +97,20 @@ def test_pages_offer_only_readable_topics_and_a_broken_one_says_what_is_wrong(
         assert BREAKAGES[broken] in html.unescape(page.text)
 
 
+def test_heartbeats_of_the_wrong_redis_type_break_only_their_topic(api: TestClient,
+                                                                    client: rmq.Client) -> None:
+    client.create_topic("good")
+    client.heartbeat(state("good", client.now()))
+    client.create_topic("broken")
+    client.redis.set(RegistryKeys("broken").consumers, b"not a hash")
+    for path in ("/api/overview", "/api/consumers"):
+        data = api.get(path).json()
+        assert data["broken"] == [{"name": "broken", "problem": data["broken"][0]["problem"]}]
+        assert "another Redis type" in data["broken"][0]["problem"]
+    assert [c["id"] for c in data["consumers"]] == ["good-worker"]
+    assert 'rmq_topic_broken{topic="broken"} 1.0' in api.get("/metrics").text
+
+
 def test_the_history_sampler_survives_and_keeps_sampling_the_other_topics(
         client: rmq.Client, broken: str, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="rmq.console")
@@ -130,6 +145,8 @@ def test_a_heartbeat_age_is_judged_by_the_queues_clock_not_the_console_hosts(
             create_app(client, sample_interval=None), base_url=LOCAL) as api:
         client.create_topic("jobs")
         client.heartbeat(state("jobs", client.now()))
-        (consumer,) = api.get("/api/consumers").json()["consumers"]
+        data = api.get("/api/consumers").json()
+    (consumer,) = data["consumers"]
     assert consumer["alive"] is True
     assert consumer["seconds_since_heartbeat"] < 5
+    assert abs(data["now"] - consumer["last_seen"]) < 5  # what the page counts "up for" from

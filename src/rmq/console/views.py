@@ -178,8 +178,9 @@ class ConsumerRates:
 def consumers_view(client: rmq.Client, rates: ConsumerRates,
                    topic: str | None = None) -> dict[str, Any]:
     """Every consumer of ``topic`` (or of every topic, and the broken topics skipped):
-    liveness, last heartbeat, in flight, handled and failed counts, handled per second. The
-    time since each heartbeat is measured by Redis's clock, as heartbeats are stamped."""
+    liveness, last heartbeat, in flight, handled and failed counts, handled per second.
+    Ages are measured on the queue's clock (Redis's, by which heartbeats are stamped), which
+    ``now`` gives the pages too: the console's host clock and the browser's never count."""
     if topic is not None:
         found = rmq.PerTopic({topic: client.consumers(topic, dead_after=DEAD_AFTER)}, {})
     else:
@@ -197,4 +198,4 @@ def consumers_view(client: rmq.Client, rates: ConsumerRates,
             "failed": c.failed, "handled_per_second": rates.rate(c),
         })
     out.sort(key=lambda c: (not c["alive"], c["topic"], c["group"], c["id"]))
-    return {"consumers": out, "broken": broken_view(found)}
+    return {"consumers": out, "now": now, "broken": broken_view(found)}

@@ -8,8 +8,9 @@ from .errors import RMQError
 from .message import DeadLetter, Message, Priority, SendCounts, SendResult
 from .settings import TopicSettings
 from .storage.history import HistorySample, TopicHistory
+from .storage.isolation import PerTopic
 from .storage.peek import PeekPage
-from .storage.registry import ConsumerInfo, PerTopic, TopicInfo
+from .storage.registry import ConsumerInfo, TopicInfo
 from .storage.snapshot import SnapshotRow
 from .storage.stats import GroupStats, SlotStats, TopicStats
 

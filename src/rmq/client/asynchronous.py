@@ -21,15 +21,9 @@ from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
 from ..runtime import Consumer, start_each
 from ..settings import DEFAULT_GROUP, TopicSettings, check_topic_name
 from ..storage.history import TopicHistory
+from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, problem_of
 from ..storage.peek import PeekPage
-from ..storage.registry import (
-    TOPIC_PROBLEMS,
-    ConsumerInfo,
-    ConsumerState,
-    PerTopic,
-    TopicInfo,
-    problem_of,
-)
+from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from ..storage.snapshot import SnapshotRow
 from ..storage.stats import TopicStats
 from .base import MISSING, BaseClient, Commit, Flow, Load, Sleep, Subscribe

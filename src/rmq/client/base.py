@@ -28,16 +28,10 @@ from ..storage import history, queue, registry
 from ..storage import peek as peek_ops
 from ..storage.calls import Call, Op
 from ..storage.history import TopicHistory
+from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, load_all, problem_of
 from ..storage.peek import PeekPage
 from ..storage.queue import Outgoing, TopicGone
-from ..storage.registry import (
-    TOPIC_PROBLEMS,
-    ConsumerInfo,
-    ConsumerState,
-    PerTopic,
-    TopicInfo,
-    problem_of,
-)
+from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from ..storage.snapshot import SnapshotRow, snapshot_slot
 from ..storage.stats import TopicStats, collect
 from .arguments import (
@@ -221,7 +215,7 @@ class BaseClient:
     def _topic_entries(self) -> Flow[PerTopic[TopicInfo]]:
         """Every topic's entry, read afresh (and cached): the readable and the broken ones."""
         expires = time.monotonic() + self.registry_ttl
-        entries = yield from registry.load_all()
+        entries = yield from load_all()
         for name, info in entries.results.items():
             self._cache[name] = (expires, info)
         return entries

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
-from ..storage.registry import TOPIC_PROBLEMS
+from ..storage.isolation import TOPIC_PROBLEMS
 from .threads import log
 
 __all__ = ["run_all", "start_each", "Runnable"]

@@ -9,15 +9,13 @@ import json
 import secrets
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
-from ..errors import AccessDenied, CorruptRegistry, TopicConflict, UnknownTopic, WrongKeyType
+from ..errors import CorruptRegistry, TopicConflict, UnknownTopic, WrongKeyType
 from ..settings import DEFAULT_GROUP, TopicSettings, check_group_name, check_topic_name
 from .calls import Op, command, script_call
 from .keys import TOPICS, HeadsKeys, RegistryKeys, SlotKeys
 from .scripts import script
-
-T = TypeVar("T")
 
 __all__ = [
     "TopicInfo",
@@ -28,10 +26,6 @@ __all__ = [
     "alter_topic",
     "delete_topic",
     "list_topics",
-    "PerTopic",
-    "TOPIC_PROBLEMS",
-    "problem_of",
-    "load_all",
     "bind",
     "unbind",
     "set_paused",
@@ -273,47 +267,6 @@ def list_topics() -> Op[list[str]]:
     program, is not one of them)."""
     (names,) = yield [command("SMEMBERS", TOPICS)]
     return sorted(n.decode() for n in names if _is_topic_name(n))
-
-
-@dataclass(frozen=True, slots=True)
-class PerTopic(Generic[T]):
-    """What an operation over every topic got from each: ``results`` by topic name, for the
-    topics it could read, and ``broken``: each topic whose registry entry is broken (or whose
-    keys hold what RMQ did not write) with what is wrong, in one line. A topic deleted
-    meanwhile is in neither."""
-
-    results: dict[str, T]
-    broken: dict[str, str]
-
-
-# What one topic's own keys can make an operation raise, as opposed to the whole Redis being
-# away: a topic that raises one of these is reported and skipped by operations over many.
-TOPIC_PROBLEMS = (CorruptRegistry, WrongKeyType, AccessDenied)
-
-
-def problem_of(error: Exception) -> str:
-    """One line saying what is wrong with a topic, from what an operation on it raised."""
-    return error.problem if isinstance(error, CorruptRegistry) else str(error)
-
-
-def load_all() -> Op[PerTopic[TopicInfo]]:
-    """Every registered topic's entry: the readable ones, and the broken ones with what is
-    wrong with each (not RMQ's settings, keys of another Redis type, a group that is no
-    name, a name in the topic set without settings, keys the ACL refuses). One broken
-    entry hides no other."""
-    infos: dict[str, TopicInfo] = {}
-    broken: dict[str, str] = {}
-    for name in (yield from list_topics()):
-        try:
-            infos[name] = yield from load_info(name)
-        except TOPIC_PROBLEMS as exc:
-            broken[name] = problem_of(exc)
-        except UnknownTopic:
-            # No settings: deleted since the list was read, unless it is still listed.
-            (listed,) = yield [command("SISMEMBER", TOPICS, name)]
-            if listed:
-                broken[name] = "it is in the topic set but has no settings"
-    return PerTopic(infos, broken)
 
 
 def _is_topic_name(raw: bytes) -> bool:

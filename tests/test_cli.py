@@ -314,18 +314,6 @@ def test_pass_through_commands_hand_their_arguments_to_the_module(tmp_path: Path
                                       "installation of RMQ")
 
 
-def test_topic_list_shows_a_corrupt_topic_as_such_and_lists_the_others(client, redis_url):
-    client.create_topic("good")
-    client.create_topic("broken")
-    client.redis.set("rmq:{broken}:settings", b"{not json")
-    done = run("topic", "list", url=redis_url)
-    assert done.returncode == 0, done.stderr
-    rows = {line.split()[0]: line.split() for line in done.stdout.splitlines()[1:]}
-    assert rows["broken"][-1] == "corrupt" and rows["good"][-1] == "active"
-    assert "topic 'broken' has a corrupt registry entry" in done.stderr
-    assert "Traceback" not in done.stderr
-
-
 @pytest.mark.parametrize("bad_line, words", [
     ('{"n": oops}', "line 2501 is not valid JSON"),
     ('{"n": NaN}', "line 2501 is not valid JSON"),

@@ -8,6 +8,7 @@ from .errors import RMQError
 from .message import DeadLetter, Message, Priority, SendCounts, SendResult
 from .settings import TopicSettings
 from .storage.history import HistorySample, TopicHistory
+from .storage.isolation import PerTopic
 from .storage.peek import PeekPage
 from .storage.registry import ConsumerInfo, TopicInfo
 from .storage.snapshot import SnapshotRow
@@ -27,6 +28,7 @@ __all__ = [
     "HistorySample",
     "Message",
     "PeekPage",
+    "PerTopic",
     "Priority",
     "RMQError",
     "SendCounts",

@@ -30,6 +30,7 @@ __all__ = [
     "InvalidURL",
     "InvalidClock",
     "CorruptRegistry",
+    "WrongKeyType",
     "MissingExtra",
 ]
 
@@ -143,5 +144,12 @@ class CorruptRegistry(RMQError):
 
     def __init__(self, topic: str, problem: str):
         super().__init__(f"topic {topic!r} has a corrupt registry entry ({problem}); "
-                         "inspect its settings key, or delete the topic")
+                         "inspect its registry keys, or delete the topic")
         self.topic = topic
+        self.problem = problem
+
+
+class WrongKeyType(RMQError):
+    """A key RMQ reads holds another Redis type than the one RMQ keeps there (Redis answered
+    ``WRONGTYPE``): another program wrote it. A registry key so written makes the topic's
+    entry a :class:`CorruptRegistry`, which names the key."""

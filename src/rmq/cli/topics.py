@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from ..errors import CorruptRegistry, TopicConflict
+from ..errors import TopicConflict
 from ..settings import TopicSettings
 from .common import CommandError, open_client, print_json, table
 
@@ -96,22 +96,18 @@ def alter(args: argparse.Namespace) -> None:
 
 def list_topics(args: argparse.Namespace) -> None:
     with open_client(args) as client:
-        names = client.topics()
-        if args.json:
-            print_json(names)
-            return
-        rows: list[list[object]] = []
-        for name in names:
-            try:
-                info = client.topic(name)
-            except CorruptRegistry as exc:  # one topic's bad entry hides no other topic
-                print(f"rmq: {exc}", file=sys.stderr)
-                rows.append([name, "?", "", "corrupt"])
-                continue
-            rows.append([name, info.settings.slots, ",".join(info.groups),
-                         "paused" if info.paused else "active"])
+        found = client.each_topic(lambda info: info)
+    for name, problem in found.broken.items():  # one broken topic hides no other
+        print(f"rmq: warning: skipping topic {name!r}: {problem}", file=sys.stderr)
+    if args.json:
+        print_json(list(found.results))
+        return
+    rows: list[list[object]] = [
+        [info.name, info.settings.slots, ",".join(info.groups),
+         "paused" if info.paused else "active"] for info in found.results.values()]
+    rows += [[name, "?", "", "broken"] for name in found.broken]
     if rows:
-        print(table(["topic", "slots", "groups", "state"], rows))
+        print(table(["topic", "slots", "groups", "state"], sorted(rows, key=lambda r: str(r[0]))))
 
 
 def show(args: argparse.Namespace) -> None:

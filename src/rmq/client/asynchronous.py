@@ -16,10 +16,12 @@ from typing import Any, TypeVar
 
 import redis.asyncio as aredis
 
+from ..errors import UnknownTopic
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
-from ..runtime import Consumer
+from ..runtime import Consumer, start_each
 from ..settings import DEFAULT_GROUP, TopicSettings, check_topic_name
 from ..storage.history import TopicHistory
+from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, problem_of
 from ..storage.peek import PeekPage
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from ..storage.snapshot import SnapshotRow
@@ -167,6 +169,20 @@ class AsyncClient(BaseClient):
     async def topic(self, name: str, *, fresh: bool = False) -> TopicInfo:
         """See :meth:`rmq.Client.topic`."""
         return await self._run(self._topic(name, fresh))
+
+    async def each_topic(self, read: Callable[[TopicInfo], Awaitable[T]]) -> PerTopic[T]:
+        """See :meth:`rmq.Client.each_topic`; ``read`` is awaited."""
+        entries = await self._run(self._topic_entries())
+        results: dict[str, T] = {}
+        broken = dict(entries.broken)
+        for name, info in entries.results.items():
+            try:
+                results[name] = await read(info)
+            except UnknownTopic:
+                continue
+            except TOPIC_PROBLEMS as exc:
+                broken[name] = problem_of(exc)
+        return PerTopic(results, dict(sorted(broken.items())))
 
     async def bind(self, topic: str, group: str) -> bool:
         """See :meth:`rmq.Client.bind`."""
@@ -336,9 +352,9 @@ class AsyncClient(BaseClient):
             loop.add_signal_handler(sig, stop.set)
         consumers: list[Consumer] = []
         try:
-            for topic, function, handler_options in self._handlers:
-                consumers.append(Consumer(client, topic, function, **handler_options))
-                await asyncio.to_thread(consumers[-1].start)
+            consumers += [Consumer(client, topic, function, **handler_options)
+                          for topic, function, handler_options in self._handlers]
+            await asyncio.to_thread(start_each, consumers)
             await stop.wait()
         finally:
             for sig in signals:

@@ -21,19 +21,14 @@ import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, TypeVar
 
-from ..errors import (
-    AccessDenied,
-    CorruptRegistry,
-    InvalidArgument,
-    RedisUnavailable,
-    UnknownTopic,
-)
+from ..errors import InvalidArgument, RedisUnavailable, UnknownTopic
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
 from ..settings import TopicSettings, check_group_name, check_number, check_topic_name
 from ..storage import history, queue, registry
 from ..storage import peek as peek_ops
 from ..storage.calls import Call, Op
 from ..storage.history import TopicHistory
+from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, load_all, problem_of
 from ..storage.peek import PeekPage
 from ..storage.queue import Outgoing, TopicGone
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
@@ -217,6 +212,14 @@ class BaseClient:
     def _topics(self) -> Flow[list[str]]:
         return (yield from registry.list_topics())
 
+    def _topic_entries(self) -> Flow[PerTopic[TopicInfo]]:
+        """Every topic's entry, read afresh (and cached): the readable and the broken ones."""
+        expires = time.monotonic() + self.registry_ttl
+        entries = yield from load_all()
+        for name, info in entries.results.items():
+            self._cache[name] = (expires, info)
+        return entries
+
     def _bind(self, topic: str, group: str, bound: bool) -> Flow[bool]:
         yield from self._topic(topic)
         change = registry.bind if bound else registry.unbind
@@ -380,23 +383,24 @@ class BaseClient:
 
     def _recover(self, topic: str | None) -> Flow[int]:
         if topic is not None:
-            check_topic_name(topic)
-        names = [topic] if topic is not None else (yield from registry.list_topics())
+            info = yield from self._topic(check_topic_name(topic))
+            return (yield from self._recover_topic(info))
+        entries = yield from self._topic_entries()
         total = 0
-        for name in names:
+        for info in entries.results.values():
             try:
-                info = yield from self._topic(name)
-            except (UnknownTopic, CorruptRegistry, AccessDenied) as exc:
-                if topic is not None:
-                    raise
-                if not isinstance(exc, UnknownTopic):  # else deleted meanwhile
-                    log.warning("recover() skips topic %r: %s", name, exc)
-                continue
-            now = yield from self._now()
-            retried, dead = yield from queue.recover(
-                name, registry.groups_with_data(info), info.settings, now, not self.is_cluster)
-            total += retried + dead
+                total += yield from self._recover_topic(info)
+            except TOPIC_PROBLEMS as exc:
+                entries.broken[info.name] = problem_of(exc)
+        for name, problem in entries.broken.items():
+            log.warning("recover() skips topic %r: %s", name, problem)
         return total
+
+    def _recover_topic(self, info: TopicInfo) -> Flow[int]:
+        now = yield from self._now()
+        retried, dead = yield from queue.recover(
+            info.name, registry.groups_with_data(info), info.settings, now, not self.is_cluster)
+        return retried + dead
 
     # -- dead letters, stats, snapshots ---------------------------------------------------
 

@@ -40,7 +40,7 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ..errors import AccessDenied, InvalidURL, RedisOutOfMemory, RedisUnavailable
+from ..errors import AccessDenied, InvalidURL, RedisOutOfMemory, RedisUnavailable, WrongKeyType
 from ..storage.calls import Call
 from .fallback import (
     functions_refused,
@@ -320,7 +320,7 @@ def _warn_if_unsafe(client: Any) -> None:
 
 
 class map_errors:  # noqa: N801 - used as a context manager, reads as a phrase
-    """Turn redis-py's connection, OOM and ACL errors into RMQ's typed errors."""
+    """Turn redis-py's connection, OOM, ACL and wrong-type errors into RMQ's typed errors."""
 
     def __enter__(self) -> None:
         return None
@@ -340,6 +340,8 @@ class map_errors:  # noqa: N801 - used as a context manager, reads as a phrase
         if isinstance(exc, NoPermissionError) or (
                 isinstance(exc, ResponseError) and "NOPERM" in str(exc)):
             raise AccessDenied(f"Redis's ACL refused this user: {exc}") from exc
+        if isinstance(exc, ResponseError) and str(exc).startswith("WRONGTYPE"):
+            raise WrongKeyType(f"a key holds another Redis type than RMQ's: {exc}") from exc
         return False
 
 

@@ -13,10 +13,12 @@ from typing import Any, TypeVar
 
 import redis
 
+from ..errors import UnknownTopic
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
 from ..runtime import Consumer, run_all
 from ..settings import DEFAULT_GROUP, TopicSettings, check_topic_name
 from ..storage.history import TopicHistory
+from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, problem_of
 from ..storage.peek import PeekPage
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from ..storage.snapshot import SnapshotRow
@@ -137,6 +139,24 @@ class Client(BaseClient):
         """The topic's registry entry (cached for ``registry_ttl`` unless ``fresh``)."""
         return self._run(self._topic(name, fresh))
 
+    def each_topic(self, read: Callable[[TopicInfo], T]) -> PerTopic[T]:
+        """``read(info)`` for every topic whose registry entry is readable (read afresh),
+        each topic apart from the others: a topic whose entry is broken, or whose ``read``
+        meets keys RMQ did not write (CorruptRegistry, WrongKeyType, AccessDenied), is
+        reported in ``broken`` with what is wrong; a topic deleted meanwhile is left out.
+        Neither stops the other topics; Redis being away (RedisUnavailable) is raised."""
+        entries = self._run(self._topic_entries())
+        results: dict[str, T] = {}
+        broken = dict(entries.broken)
+        for name, info in entries.results.items():
+            try:
+                results[name] = read(info)
+            except UnknownTopic:
+                continue
+            except TOPIC_PROBLEMS as exc:
+                broken[name] = problem_of(exc)
+        return PerTopic(results, dict(sorted(broken.items())))
+
     def bind(self, topic: str, group: str) -> bool:
         """Bind ``group`` to ``topic``: it receives every message sent from now on.
         Returns False if it was bound already."""
@@ -242,7 +262,9 @@ class Client(BaseClient):
 
     def recover(self, topic: str | None = None) -> int:
         """Return expired leases to pending now (of ``topic``, or of every topic), counting
-        the attempt. Returns how many deliveries were recovered."""
+        the attempt. Returns how many deliveries were recovered. Over every topic, a topic
+        whose registry entry is broken is logged (a warning naming it and what is wrong)
+        and skipped; the others are recovered."""
         return self._run(self._recover(topic))
 
     def dead_letters(self, topic: str, group: str = DEFAULT_GROUP) -> list[DeadLetter]:

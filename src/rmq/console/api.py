@@ -89,9 +89,10 @@ def _confirm(topic: str, confirm: str) -> None:
         raise InvalidQuery(f"confirm must repeat the topic name {topic!r} to go ahead")
 
 
-@router.get("/overview", summary="Every topic with its groups' backlog, rates, consumers")
+@router.get("/overview", summary="Every topic with its groups' backlog, rates, consumers; "
+                               "the broken topics with what is wrong")
 def overview(request: Request) -> dict[str, Any]:
-    return {"topics": views.overview(_client(request))}
+    return views.overview(_client(request))
 
 
 @router.get("/topics", summary="Names of the registered topics")
@@ -201,8 +202,9 @@ def purge(request: Request, topic: str, what: Confirmed) -> dict[str, Any]:
     return {"purged": _client(request).purge_dead(topic, what.group)}
 
 
-@router.get("/consumers", summary="Consumers of every topic (or one): liveness and counts")
+@router.get("/consumers", summary="Consumers of every topic (or one): liveness and counts; "
+                                "the broken topics with what is wrong")
 def consumers(request: Request,
               topic: Annotated[str | None, Query(max_length=200)] = None) -> dict[str, Any]:
     found = views.consumers_view(_client(request), request.app.state.consumer_rates, topic)
-    return {"consumers": found, "dead_after": views.DEAD_AFTER}
+    return {**found, "dead_after": views.DEAD_AFTER}

@@ -17,12 +17,14 @@ from starlette.exceptions import HTTPException
 import rmq
 from rmq.errors import (
     AccessDenied,
+    CorruptRegistry,
     InputError,
     RedisOutOfMemory,
     RedisUnavailable,
     RMQError,
     TopicConflict,
     UnknownTopic,
+    WrongKeyType,
 )
 
 from . import api, pages
@@ -39,8 +41,8 @@ log = logging.getLogger("rmq.console")
 def _status(exc: RMQError) -> int:
     if isinstance(exc, UnknownTopic):
         return 404
-    if isinstance(exc, TopicConflict):
-        return 409
+    if isinstance(exc, TopicConflict | CorruptRegistry | WrongKeyType):
+        return 409  # a broken topic's own requests: its stored state is not RMQ's
     if isinstance(exc, InputError):
         return 400
     if isinstance(exc, RedisUnavailable | RedisOutOfMemory | AccessDenied):

@@ -8,13 +8,13 @@ Names follow Prometheus conventions: ``rmq_`` prefix, ``_total`` counters, base 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 import rmq
-from rmq.errors import UnknownTopic
 
 __all__ = ["QueueCollector", "registry_for", "COUNTER_HELP"]
 
@@ -28,6 +28,7 @@ COUNTER_HELP = {
 COUNTER_NAMES = {"sent": "sent", "merged": "merged", "acked": "acked",
                  "retried": "retried", "dead": "dead_lettered"}
 DEAD_AFTER = 10.0
+log = logging.getLogger("rmq.console")
 
 
 class QueueCollector(Collector):
@@ -55,12 +56,17 @@ class QueueCollector(Collector):
         paused = GaugeMetricFamily("rmq_topic_paused", "1 while the topic is paused",
                                    labels=["topic"])
         slots = GaugeMetricFamily("rmq_topic_slots", "Slots of the topic", labels=["topic"])
-        for topic in self.client.topics():
-            try:
-                stats = self.client.stats(topic)
-                found = self.client.consumers(topic, dead_after=DEAD_AFTER)
-            except UnknownTopic:
-                continue  # deleted during the scrape
+        broken = GaugeMetricFamily("rmq_topic_broken",
+                                   "1 while the topic's registry entry is broken (the topic's "
+                                   "other metrics are missing then)", labels=["topic"])
+        read = self.client.each_topic(lambda info: (
+            self.client.stats(info.name),
+            self.client.consumers(info.name, dead_after=DEAD_AFTER)))
+        for topic, problem in read.broken.items():
+            log.debug("/metrics skips topic %r: %s", topic, problem)
+            broken.add_metric([topic], 1.0)
+        for topic, (stats, found) in read.results.items():
+            broken.add_metric([topic], 0.0)
             paused.add_metric([topic], float(stats.paused))
             for group in stats.groups.values():
                 key = [topic, group.group]
@@ -76,7 +82,8 @@ class QueueCollector(Collector):
                 dead.add_metric(key, sum(not c.alive for c in mine))
             slots.add_metric([topic], max((len(g.slots) for g in stats.groups.values()),
                                           default=0))
-        yield from (backlog, ready, oldest, *counters.values(), alive, dead, paused, slots)
+        yield from (backlog, ready, oldest, *counters.values(), alive, dead, paused, slots,
+                    broken)
 
 
 def registry_for(client: rmq.Client) -> CollectorRegistry:

@@ -11,7 +11,7 @@ from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 import rmq
-from rmq.errors import InputError
+from rmq.errors import CorruptRegistry, InputError
 
 from .security import console_page
 
@@ -25,9 +25,12 @@ templates = Jinja2Templates(env=Environment(loader=PackageLoader("rmq.console", 
 def _page(request: Request, template: str, page: str, status: int = 200,
           **context: Any) -> HTMLResponse:
     client: rmq.Client = request.app.state.client
+    # the topics a page offers to pick: the readable ones (a broken one, which the overview
+    # names with its problem, has nothing to show)
+    readable = list(client.each_topic(lambda info: info.name).results)
     return templates.TemplateResponse(request, template, {
         "page": page, "refresh_ms": request.app.state.refresh_ms,
-        "topics": client.topics(), **context}, status_code=status)
+        "topics": readable, **context}, status_code=status)
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -41,6 +44,9 @@ def topic(request: Request, topic: str) -> HTMLResponse:
         request.app.state.client.topic(topic, fresh=True)
     except InputError as exc:
         return _page(request, "missing.html", "missing", 404, message=str(exc))
+    except CorruptRegistry as exc:
+        return _page(request, "missing.html", "missing", 409, message=str(exc),
+                     title="Broken topic")
     return _page(request, "topic.html", "topic", topic=topic)
 
 

@@ -22,6 +22,7 @@ class Sampler:
         self.client = client
         self.interval = interval
         self._stop = threading.Event()
+        self._reported: dict[str, str] = {}  # broken topics as last logged, with the problem
         self._thread = threading.Thread(target=self._loop, name="rmq-console-sampler",
                                         daemon=True)
 
@@ -34,17 +35,22 @@ class Sampler:
         self._thread.join(timeout=5)
 
     def sample_all(self) -> None:
-        """One round: sample each topic (a deleted or failing topic is skipped)."""
-        for topic in self.client.topics():
-            try:
-                self.client.record_history(topic)
-            except RMQError as exc:
-                log.debug("history sample of %s skipped: %s", topic, exc)
+        """One round: sample each topic; a broken topic is skipped (logged when it breaks
+        or its problem changes, not every round) and samples no other topic less."""
+        found = self.client.each_topic(lambda info: self.client.record_history(info.name))
+        for topic, problem in found.broken.items():
+            if self._reported.get(topic) != problem:
+                log.warning("history sampling skips topic %r: %s", topic, problem)
+        self._reported = found.broken
 
     def _loop(self) -> None:
+        # Whatever one round meets, the thread goes on: a dead sampler would stop every
+        # topic's charts for the console's life.
         while not self._stop.is_set():
             try:
                 self.sample_all()
             except RMQError as exc:  # Redis away: try again next round
                 log.warning("history sampling failed: %s", exc)
+            except Exception:
+                log.exception("history sampling failed unexpectedly (sampling goes on)")
             self._stop.wait(self.interval)

@@ -7,14 +7,12 @@ API and the tests agree on one set of numbers.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import rmq
-from rmq.errors import UnknownTopic
 
 __all__ = ["HEAT_CELLS", "ConsumerRates", "overview", "topic_detail", "heat",
-           "history_series", "message_row", "consumers_view", "text_of"]
+           "history_series", "message_row", "consumers_view", "broken_view", "text_of"]
 
 HEAT_CELLS = 256  # at most this many cells in the slot heat map; slots share a cell beyond
 STATES = ("ready", "delayed", "in_flight", "dead")
@@ -59,9 +57,9 @@ def _group_view(group: rmq.GroupStats, samples: list[rmq.HistorySample],
     }
 
 
-def _topic_view(client: rmq.Client, name: str) -> tuple[rmq.TopicInfo, rmq.TopicStats,
-                                                         dict[str, Any]]:
-    info = client.topic(name, fresh=True)
+def _topic_view(client: rmq.Client, info: rmq.TopicInfo) -> tuple[rmq.TopicStats,
+                                                                   dict[str, Any]]:
+    name = info.name
     stats = client.stats(name)
     history = client.history(name, minutes=5)
     consumers = client.consumers(name, dead_after=DEAD_AFTER)
@@ -70,19 +68,20 @@ def _topic_view(client: rmq.Client, name: str) -> tuple[rmq.TopicInfo, rmq.Topic
               if g.group in info.groups or g.pending or g.in_flight or g.dead]
     view = {"name": name, "paused": info.paused, "slots": info.settings.slots,
             "bound_groups": list(info.groups), "groups": groups}
-    return info, stats, view
+    return stats, view
 
 
-def overview(client: rmq.Client) -> list[dict[str, Any]]:
+def broken_view(found: rmq.PerTopic[Any]) -> list[dict[str, str]]:
+    """The topics an operation over every topic skipped, each with what is wrong."""
+    return [{"name": name, "problem": problem} for name, problem in found.broken.items()]
+
+
+def overview(client: rmq.Client) -> dict[str, Any]:
     """Every topic: per group its backlog by state and priority, latest rates and merge
-    rate, oldest ready age and consumers alive."""
-    topics = []
-    for name in client.topics():
-        try:
-            topics.append(_topic_view(client, name)[2])
-        except UnknownTopic:
-            continue  # deleted while the overview was read
-    return topics
+    rate, oldest ready age and consumers alive; and the broken topics, with what is wrong
+    (one broken topic hides no other)."""
+    found = client.each_topic(lambda info: _topic_view(client, info)[1])
+    return {"topics": list(found.results.values()), "broken": broken_view(found)}
 
 
 def heat(stats: rmq.TopicStats, cells: int = HEAT_CELLS) -> dict[str, Any]:
@@ -107,7 +106,8 @@ def heat(stats: rmq.TopicStats, cells: int = HEAT_CELLS) -> dict[str, Any]:
 
 def topic_detail(client: rmq.Client, name: str) -> dict[str, Any]:
     """One topic: settings, groups (as in the overview), slot heat, per-group slot counts."""
-    info, stats, view = _topic_view(client, name)
+    info = client.topic(name, fresh=True)
+    stats, view = _topic_view(client, info)
     view["settings"] = info.settings.to_dict()
     view["unbound_groups"] = list(info.unbound_groups)
     view["heat"] = heat(stats)
@@ -176,25 +176,26 @@ class ConsumerRates:
 
 
 def consumers_view(client: rmq.Client, rates: ConsumerRates,
-                   topic: str | None = None) -> list[dict[str, Any]]:
-    """Every consumer of ``topic`` (or of every topic): liveness, last heartbeat, in flight,
-    handled and failed counts, handled per second."""
-    now = time.time()
+                   topic: str | None = None) -> dict[str, Any]:
+    """Every consumer of ``topic`` (or of every topic, and the broken topics skipped):
+    liveness, last heartbeat, in flight, handled and failed counts, handled per second.
+    Ages are measured on the queue's clock (Redis's, by which heartbeats are stamped), which
+    ``now`` gives the pages too: the console's host clock and the browser's never count."""
+    if topic is not None:
+        found = rmq.PerTopic({topic: client.consumers(topic, dead_after=DEAD_AFTER)}, {})
+    else:
+        found = client.each_topic(lambda info: client.consumers(info.name,
+                                                                dead_after=DEAD_AFTER))
+    now = client.now() / 1000
     out = []
-    for name in [topic] if topic is not None else client.topics():
-        try:
-            found = client.consumers(name, dead_after=DEAD_AFTER)
-        except UnknownTopic:
-            if topic is not None:
-                raise
-            continue
-        for c in found:
-            out.append({
-                "id": c.id, "topic": c.topic, "group": c.group, "host": c.host, "pid": c.pid,
-                "alive": c.alive, "started_at": c.started_at / 1000,
-                "last_seen": c.last_seen / 1000,
-                "seconds_since_heartbeat": round(max(0.0, now - c.last_seen / 1000), 1),
-                "concurrency": c.concurrency, "in_flight": c.in_flight, "handled": c.handled,
-                "failed": c.failed, "handled_per_second": rates.rate(c),
-            })
-    return sorted(out, key=lambda c: (not c["alive"], c["topic"], c["group"], c["id"]))
+    for c in (c for consumers in found.results.values() for c in consumers):
+        out.append({
+            "id": c.id, "topic": c.topic, "group": c.group, "host": c.host, "pid": c.pid,
+            "alive": c.alive, "started_at": c.started_at / 1000,
+            "last_seen": c.last_seen / 1000,
+            "seconds_since_heartbeat": round(max(0.0, now - c.last_seen / 1000), 1),
+            "concurrency": c.concurrency, "in_flight": c.in_flight, "handled": c.handled,
+            "failed": c.failed, "handled_per_second": rates.rate(c),
+        })
+    out.sort(key=lambda c: (not c["alive"], c["topic"], c["group"], c["id"]))
+    return {"consumers": out, "now": now, "broken": broken_view(found)}

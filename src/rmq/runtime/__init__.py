@@ -4,6 +4,6 @@ with the methods of :class:`~rmq.runtime.protocol.QueueClient` (in practice ``rm
 
 from .consumer import Consumer
 from .protocol import QueueClient
-from .signals import run_all
+from .signals import run_all, start_each
 
-__all__ = ["Consumer", "QueueClient", "run_all"]
+__all__ = ["Consumer", "QueueClient", "run_all", "start_each"]

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..errors import CorruptRegistry, TopicConflict, UnknownTopic
+from ..errors import CorruptRegistry, TopicConflict, UnknownTopic, WrongKeyType
 from ..settings import DEFAULT_GROUP, TopicSettings, check_group_name, check_topic_name
 from .calls import Op, command
 from .keys import TOPICS, HeadsKeys, RegistryKeys, SlotKeys
@@ -99,12 +99,19 @@ def load_info(name: str, salvage: bool = False) -> Op[TopicInfo]:
     ``salvage`` reads a corrupt entry as the largest topic it could be (every possible slot,
     the readable group names): what ``delete_topic`` needs to remove one."""
     keys = RegistryKeys(name)
-    settings, groups, paused, unbound, generation = yield [
-        command("GET", keys.settings), command("SMEMBERS", keys.groups),
-        command("GET", keys.paused), command("SMEMBERS", keys.unbound),
-        command("GET", keys.generation),
-    ]
+    reads = _entry_reads(keys)
+    try:
+        settings, groups, paused, unbound, generation = yield [
+            command(verb, key) for key, (verb, _) in reads.items()]
+    except WrongKeyType:
+        problem, stored = yield from _wrong_types(reads)
+        if not salvage:
+            raise CorruptRegistry(name, problem) from None
+        return _salvaged(name, stored[keys.groups], stored[keys.paused],
+                         stored[keys.unbound])
     if settings is None:
+        if salvage and (yield [command("SISMEMBER", TOPICS, name)])[0]:
+            return _salvaged(name, groups, paused, unbound)  # listed, without settings
         raise UnknownTopic(name)
     try:
         return TopicInfo(name, _settings(name, settings), _names(name, groups),
@@ -113,9 +120,38 @@ def load_info(name: str, salvage: bool = False) -> Op[TopicInfo]:
     except CorruptRegistry:
         if not salvage:
             raise
-        return TopicInfo(name, TopicSettings(slots=MAX_SLOTS),
-                         _names(name, groups, readable=True), paused is not None,
-                         _names(name, unbound, readable=True))
+        return _salvaged(name, groups, paused, unbound)
+
+
+def _salvaged(name: str, groups: set[bytes], paused: bytes | None,
+              unbound: set[bytes]) -> TopicInfo:
+    """A corrupt entry as the largest topic it could be, with its readable group names."""
+    return TopicInfo(name, TopicSettings(slots=MAX_SLOTS), _names(name, groups, readable=True),
+                     paused is not None, _names(name, unbound, readable=True))
+
+
+def _entry_reads(keys: RegistryKeys) -> dict[str, tuple[str, str]]:
+    """Each key of the entry with the command that reads it and the Redis type it has."""
+    return {keys.settings: ("GET", "string"), keys.groups: ("SMEMBERS", "set"),
+            keys.paused: ("GET", "string"), keys.unbound: ("SMEMBERS", "set"),
+            keys.generation: ("GET", "string")}
+
+
+def _wrong_types(reads: dict[str, tuple[str, str]]) -> Op[tuple[str, dict[str, Any]]]:
+    """After Redis answered WRONGTYPE to the entry's reads: which keys hold another type
+    (the problem, naming them), and what the others hold (a wrong one reads as absent)."""
+    types = yield [command("TYPE", key) for key in reads]
+    found = {key: kind.decode() if isinstance(kind, bytes) else str(kind)
+             for key, kind in zip(reads, types, strict=True)}
+    wrong = [key for key, (_, want) in reads.items() if found[key] not in (want, "none")]
+    readable = [key for key in reads if key not in wrong]
+    values = yield [command(reads[key][0], key) for key in readable]
+    stored: dict[str, Any] = {key: None if verb == "GET" else set()
+                              for key, (verb, _) in reads.items()}
+    stored.update(zip(readable, values, strict=True))
+    problem = "; ".join(f"its key {key} is a Redis {found[key]}, not a {reads[key][1]}"
+                        for key in wrong)
+    return problem or "Redis answered WRONGTYPE reading it", stored
 
 
 MAX_SLOTS = 1024

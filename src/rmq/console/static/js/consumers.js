@@ -10,10 +10,12 @@
 
   async function refresh() {
     const data = await api("GET", `/api/consumers?${query({ topic: select.value })}`);
-    const now = Date.now() / 1000;
+    const now = data.now;  // the queue's clock, by which heartbeats and starts are stamped
     const alive = data.consumers.filter((c) => c.alive).length;
     setText("consumer-count", `${alive} alive, ${data.consumers.length - alive} dead`);
     setText("dead-after", `shown dead after ${data.dead_after} s without a heartbeat`);
+    setText("consumers-broken", data.broken.length
+      ? `skipped, registry entry broken: ${data.broken.map((b) => b.name).join(", ")} (see Topics)` : "");
     fill(tbody, data.consumers.map((c) => el("tr", { "data-consumer": c.id, "data-alive": String(c.alive) },
       td(c.id, "mono"),
       el("td", {}, el("a", { href: `/topics/${encodeURIComponent(c.topic)}`, class: "mono" }, c.topic)),

@@ -53,6 +53,12 @@
     setText("total-consumers", fmt.n(totals.consumers));
     setText("topic-count", `${data.topics.length} topic${data.topics.length === 1 ? "" : "s"}`);
     fill(tbody, data.topics.flatMap(rows), 13, "No topics yet: create one below.");
+    // a topic whose registry entry is broken: named with what is wrong, its data not shown
+    const broken = document.getElementById("broken-topics");
+    broken.hidden = data.broken.length === 0;
+    document.getElementById("broken-list").replaceChildren(...data.broken.map((b) =>
+      el("li", { class: "broken-topic", "data-topic": b.name },
+        el("span", { class: "mono" }, b.name), `: ${b.problem}`)));
   }
 
   const round = RMQ.poll(refresh);

@@ -29,6 +29,7 @@ from .clock import Clock
 from .cluster import AsyncClusterExecutor
 from .coalesce import AsyncSendCoalescer
 from .connection import AsyncExecutor, AsyncRedis, check_url, open_async, open_async_node
+from .replication import Replication
 from .sync import Client
 from .waiter import AsyncWaiter
 
@@ -45,8 +46,11 @@ class AsyncClient(BaseClient):
     ``redis.asyncio.retry.Retry``."""
 
     def __init__(self, url: str | None = None, *, clock: Clock | None = None,
-                 registry_ttl: float = 1.0, **redis_options: Any):
+                 registry_ttl: float = 1.0, replicas: int = 0, replica_timeout: float = 1.0,
+                 replica_fsync: bool = False, **redis_options: Any):
         super().__init__(clock=clock, registry_ttl=registry_ttl)
+        self.replication = Replication.of(replicas, replica_timeout, replica_fsync,
+                                          redis_options.get("socket_timeout"))
         self.url = check_url(url) if url else url  # no I/O: the connection opens on use
         self.redis_options = redis_options
         self.redis: AsyncRedis | None = None
@@ -72,9 +76,10 @@ class AsyncClient(BaseClient):
                 return
             self.url, self.redis = await open_async(self.url, **self.redis_options)
             self.is_cluster = isinstance(self.redis, aredis.RedisCluster)
-            self._execute = (AsyncClusterExecutor(self.redis)
+            self._execute = (AsyncClusterExecutor(self.redis, self.replication)
                              if isinstance(self.redis, aredis.RedisCluster)
-                             else AsyncExecutor(self.redis))
+                             else AsyncExecutor(self.redis, self.replication))
+            await self._run(self.replication.check_server())
             await self._run(self._now())  # measures the server's clock
 
     async def _run(self, flow: Flow[T]) -> T:

@@ -1,0 +1,179 @@
+"""Replicated writes (``Client(replicas=N)``) against a real primary and a real replica.
+
+The primary is killed with SIGKILL right after acknowledged writes and its replica promoted
+(``REPLICAOF NO ONE``), as a failover does. To lose a write deterministically without
+replicas, the replica is frozen (SIGSTOP) and its link cut on the primary (``CLIENT KILL
+TYPE replica``): a frozen replica cannot reconnect, so nothing written after the cut can
+reach it, where a frozen replica alone would still find the writes in its socket's buffer
+when it wakes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+import rmq
+from rmq.errors import InvalidArgument, NotReplicated
+from rmq.server import RedisServer, wait_until
+
+TOPIC = "renders"
+
+
+def _replicating(primary: RedisServer, replica: RedisServer) -> None:
+    with replica.client() as r:
+        r.execute_command("REPLICAOF", "127.0.0.1", primary.port)
+    wait_until(lambda: replica.info("replication").get("master_link_status") == "up", 30,
+               "the replica linked to its primary")
+
+
+@pytest.fixture
+def pair(fresh_server: Callable[..., RedisServer]) -> Iterator[tuple[RedisServer, RedisServer]]:
+    primary, replica = fresh_server(), fresh_server()
+    _replicating(primary, replica)
+    with rmq.Client(primary.url) as client:
+        client.create_topic(TOPIC)
+    wait_until(lambda: _offsets_equal(primary, replica), 10, "the topic replicated")
+    yield primary, replica
+    replica.resume()  # a test may leave it frozen
+
+
+def _offsets_equal(primary: RedisServer, replica: RedisServer) -> bool:
+    return (primary.info("replication")["master_repl_offset"]
+            == replica.info("replication").get("slave_repl_offset"))
+
+
+def _fail_over(primary: RedisServer, replica: RedisServer) -> rmq.Client:
+    """Kill the primary as a crash does, promote the replica, and connect to it."""
+    primary.kill()
+    replica.resume()
+    with replica.client() as r:
+        r.execute_command("REPLICAOF", "NO", "ONE")
+    return rmq.Client(replica.url)
+
+
+def _cut_off(primary: RedisServer, replica: RedisServer) -> None:
+    """Freeze the replica and drop its link: what the primary writes now never reaches it."""
+    replica.pause()
+    with primary.client() as p:
+        p.execute_command("CLIENT", "KILL", "TYPE", "replica")
+    wait_until(lambda: primary.info("replication")["connected_slaves"] == 0, 10,
+               "the primary without its replica")
+
+
+def _waits(server: RedisServer) -> int:
+    return int(server.info("commandstats").get("cmdstat_wait", {}).get("calls", 0))
+
+
+def test_writes_acknowledged_with_one_replica_survive_the_primary_killed_and_the_replica_promoted(
+        pair):
+    primary, replica = pair
+    with rmq.Client(primary.url, replicas=1, replica_timeout=5) as client:
+        counts = client.send_many(TOPIC, [f"product:{i}" for i in range(200)])
+        for i in range(200, 220):
+            client.send(TOPIC, f"product:{i}", priority=200)
+        claimed = client.claim(TOPIC, count=30, lease=60)
+        assert client.ack(claimed[:10]) == 10
+    assert counts.sent == 200
+    with _fail_over(primary, replica) as promoted:
+        group = promoted.stats(TOPIC).groups["default"]
+        assert (group.counters["sent"], group.counters["acked"]) == (220, 10)
+        assert (group.ready, group.in_flight) == (190, 20)
+
+
+def test_a_write_waits_for_a_frozen_replica_then_survives_the_primary_killed(pair):
+    primary, replica = pair
+    thawed_at: list[float] = []
+
+    def thaw() -> None:
+        thawed_at.append(time.monotonic())
+        replica.resume()
+
+    with rmq.Client(primary.url, replicas=1, replica_timeout=10) as client:
+        replica.pause()
+        timer = threading.Timer(0.5, thaw)
+        timer.start()
+        client.send(TOPIC, "product:42")
+        returned_at = time.monotonic()
+        timer.join()
+    assert returned_at > thawed_at[0]  # it returned only once the thawed replica held it
+    with _fail_over(primary, replica) as promoted:
+        assert promoted.stats(TOPIC).groups["default"].ready == 1
+
+
+def test_a_write_no_replica_acknowledges_raises_not_replicated_within_the_timeout(pair):
+    primary, replica = pair
+    _cut_off(primary, replica)
+    with rmq.Client(primary.url, replicas=1, replica_timeout=0.5) as client:
+        began = time.monotonic()
+        with pytest.raises(NotReplicated) as raised:
+            client.send_many(TOPIC, ["a", "b", "c"])
+        assert 0.5 <= time.monotonic() - began < 5
+        assert (raised.value.acknowledged, raised.value.wanted) == (0, 1)
+        assert str(raised.value) == (
+            "the send to 'renders' is stored on the primary but only 0 of 1 replicas "
+            "acknowledged within 0.5 s: it may be lost if the primary fails now")
+        # stored on the primary all the same; reads wait for nobody and do not raise
+        assert client.stats(TOPIC).groups["default"].ready == 3
+        with pytest.raises(NotReplicated, match="the claim to 'renders'"):
+            client.claim(TOPIC, count=1)
+
+
+def test_without_replicas_an_acknowledged_send_is_lost_when_the_primary_dies_before_its_replica_copied_it(  # noqa: E501
+        pair):
+    primary, replica = pair
+    _cut_off(primary, replica)
+    with rmq.Client(primary.url) as client:
+        assert client.send(TOPIC, "product:42").merged is False  # acknowledged
+    with _fail_over(primary, replica) as promoted:
+        assert promoted.stats(TOPIC).groups["default"].pending == 0  # and lost
+
+
+def test_replicas_zero_sends_no_wait_and_reads_send_none_with_replicas(pair):
+    primary, _ = pair
+    with rmq.Client(primary.url) as plain:
+        plain.send(TOPIC, "a")
+        plain.ack(plain.claim(TOPIC))
+    assert _waits(primary) == 0
+    with rmq.Client(primary.url, replicas=1) as replicated:
+        replicated.stats(TOPIC)
+        replicated.peek(TOPIC, "ready")
+        replicated.topics()
+        replicated.topic(TOPIC, fresh=True)
+        replicated.dead_letters(TOPIC)
+        assert _waits(primary) == 0
+        replicated.send(TOPIC, "b")
+        assert _waits(primary) == 1
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_the_async_client_waits_for_replicas_too(pair, anyio_backend):
+    primary, replica = pair
+    _cut_off(primary, replica)
+    async with rmq.AsyncClient(primary.url, replicas=1, replica_timeout=0.3) as client:
+        with pytest.raises(NotReplicated, match="only 0 of 1 replicas"):
+            await client.send(TOPIC, "product:42")
+
+
+@pytest.mark.parametrize("options", [{"replicas": -1}, {"replicas": 1.5}, {"replicas": True},
+                                     {"replica_timeout": 0}, {"replica_timeout": "1"},
+                                     {"replica_timeout": float("inf")},
+                                     {"replica_timeout": 40}, {"replica_fsync": "yes"}])
+def test_replication_arguments_are_checked_before_connecting(options):
+    with pytest.raises(InvalidArgument):
+        rmq.Client("redis://127.0.0.1:1", **options)
+
+
+def test_replica_fsync_on_a_redis_without_waitaof_is_refused_at_connect(pair):
+    primary, _ = pair
+    if tuple(map(int, primary.info()["redis_version"].split(".")[:2])) >= (7, 2):
+        with rmq.Client(primary.url, replicas=1, replica_fsync=True) as client:
+            client.send(TOPIC, "on disk")
+            assert int(primary.info("commandstats")["cmdstat_waitaof"]["calls"]) == 1
+    else:
+        with pytest.raises(InvalidArgument, match="WAITAOF"):
+            rmq.Client(primary.url, replicas=1, replica_fsync=True)

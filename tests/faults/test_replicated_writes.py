@@ -19,6 +19,7 @@ import pytest
 import rmq
 from rmq.errors import InvalidArgument, NotReplicated
 from rmq.server import RedisServer, wait_until
+from rmq.tools.servers.cluster import Cluster
 
 TOPIC = "renders"
 
@@ -177,3 +178,69 @@ def test_replica_fsync_on_a_redis_without_waitaof_is_refused_at_connect(pair):
     else:
         with pytest.raises(InvalidArgument, match="WAITAOF"):
             rmq.Client(primary.url, replicas=1, replica_fsync=True)
+
+
+# -- Redis Cluster: each master waits for its own replica ----------------------------------
+
+
+@pytest.fixture
+def replicated_cluster(tmp_path) -> Iterator[Cluster]:
+    """3 masters with one replica each (the shared cluster has none); killed by the test."""
+    with Cluster(3, replicas=1, data_dir=tmp_path / "cluster", node_timeout_ms=1000) as nodes:
+        yield nodes
+
+
+def _replica_of(cluster: Cluster, master: RedisServer) -> RedisServer:
+    states = cluster.replication()
+    return next(n for n in cluster.nodes if states[n.port].master_port == master.port)
+
+
+def test_on_a_cluster_writes_wait_for_each_masters_replica_and_survive_a_killed_master(
+        replicated_cluster):
+    cluster = replicated_cluster
+    victim = cluster.masters()[0]
+    replica = _replica_of(cluster, victim)
+    thawed_at: list[float] = []
+
+    def thaw() -> None:
+        thawed_at.append(time.monotonic())
+        replica.resume()
+
+    with rmq.Client(cluster.url, replicas=1, replica_timeout=10) as client:
+        client.create_topic(TOPIC, slots=16)  # slots on every master
+        replica.pause()
+        timer = threading.Timer(0.5, thaw)
+        timer.start()
+        counts = client.send_many(TOPIC, [f"product:{i}" for i in range(300)])
+        returned_at = time.monotonic()
+        timer.join()
+        assert client.ack(client.claim(TOPIC, count=10, lease=60)) == 10
+    assert counts.sent == 300 and returned_at > thawed_at[0]
+    victim.kill()
+    cluster.failover_wait()
+    with rmq.Client(cluster.url) as promoted:
+        group = promoted.stats(TOPIC).groups["default"]
+        assert (group.counters["sent"], group.counters["acked"]) == (300, 10)
+        assert group.ready + group.in_flight == 290
+
+
+def test_on_a_cluster_a_master_whose_replica_is_cut_off_raises_not_replicated(
+        replicated_cluster):
+    cluster = replicated_cluster
+    with rmq.Client(cluster.url, replicas=1, replica_timeout=0.5) as client:
+        client.create_topic(TOPIC, slots=16)
+        victim = cluster.masters()[1]
+        replica = _replica_of(cluster, victim)
+        replica.pause()
+        with victim.client() as c:
+            c.execute_command("CLIENT", "KILL", "TYPE", "replica")
+        try:
+            with pytest.raises(NotReplicated, match="the send to 'renders' is stored on the "
+                               "primary but only 0 of 1 replicas") as raised:
+                client.send_many(TOPIC, [f"product:{i}" for i in range(100)])
+            assert (raised.value.acknowledged, raised.value.wanted) == (0, 1)
+            # every master stored its share: the error says what may be lost, not that
+            # nothing was written
+            assert client.stats(TOPIC).groups["default"].counters["sent"] == 100
+        finally:
+            replica.resume()

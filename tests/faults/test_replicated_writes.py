@@ -10,6 +10,9 @@ when it wakes.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -244,3 +247,25 @@ def test_on_a_cluster_a_master_whose_replica_is_cut_off_raises_not_replicated(
             assert client.stats(TOPIC).groups["default"].counters["sent"] == 100
         finally:
             replica.resume()
+
+
+def test_the_cli_waits_for_replicas_given_by_option_or_environment(pair):
+    primary, replica = pair
+    _cut_off(primary, replica)
+    command = [sys.executable, "-m", "rmq", "--url", primary.url]
+    by_option = subprocess.run([*command, "--replicas", "1", "--replica-timeout", "0.3",
+                                "send", TOPIC, "a"], capture_output=True, text=True, timeout=60)
+    by_environment = subprocess.run([*command, "send", TOPIC, "b"], capture_output=True,
+                                    text=True, timeout=60,
+                                    env={**os.environ, "RMQ_REPLICAS": "1",
+                                         "RMQ_REPLICA_TIMEOUT": "0.3"})
+    for done in (by_option, by_environment):
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.count("\n") == 1
+        assert "only 0 of 1 replicas acknowledged within 0.3 s" in done.stderr
+    plain = subprocess.run([*command, "send", TOPIC, "c"], capture_output=True, text=True,
+                           timeout=60)
+    assert plain.returncode == 0, plain.stderr
+    bad = subprocess.run([*command, "--replicas", "-1", "send", TOPIC, "d"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--replicas: must be at least 0" in bad.stderr

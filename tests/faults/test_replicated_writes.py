@@ -36,7 +36,9 @@ def _replicating(primary: RedisServer, replica: RedisServer) -> None:
 
 @pytest.fixture
 def pair(fresh_server: Callable[..., RedisServer]) -> Iterator[tuple[RedisServer, RedisServer]]:
-    primary, replica = fresh_server(), fresh_server()
+    # the primary's default waits 5 s for more replicas before a diskless sync
+    primary = fresh_server(extra={"repl-diskless-sync-delay": "0"})
+    replica = fresh_server()
     _replicating(primary, replica)
     with rmq.Client(primary.url) as client:
         client.create_topic(TOPIC)

@@ -155,6 +155,65 @@ def test_replicas_zero_sends_no_wait_and_reads_send_none_with_replicas(pair):
         assert _waits(primary) == 1
 
 
+def test_every_kind_of_write_waits_for_replicas_and_no_read_does(pair):
+    """Each write raises NotReplicated when no replica acknowledges it (so each one waited);
+    the reads neither wait nor raise."""
+    primary, replica = pair
+    with rmq.Client(primary.url) as plain:
+        plain.create_topic("poison", max_retries=0)
+        plain.send_many("poison", ["p1", "p2"])
+        for message in plain.claim("poison", count=2):
+            assert plain.nack(message) == "dead"
+        plain.send_many(TOPIC, [f"m{i}" for i in range(8)])
+        held = plain.claim(TOPIC, count=4, lease=60)
+        dead = [letter.id for letter in plain.dead_letters("poison")]
+    _cut_off(primary, replica)
+    writes: dict[str, Callable[[rmq.Client], object]] = {
+        "send": lambda c: c.send(TOPIC, "new"),
+        "send_many": lambda c: c.send_many(TOPIC, ["x", "y"]),
+        "claim": lambda c: c.claim(TOPIC, count=1),
+        "ack": lambda c: c.ack(held[0]),
+        "nack": lambda c: c.nack(held[1]),
+        "release": lambda c: c.release([held[2]]),
+        "extend": lambda c: c.extend(held[3], 30),
+        "recover": lambda c: c.recover(TOPIC),
+        "requeue_dead": lambda c: c.requeue_dead("poison", ids=dead[:1]),
+        "purge_dead": lambda c: c.purge_dead("poison"),
+        "create_topic": lambda c: c.create_topic("other"),
+        "alter_topic": lambda c: c.alter_topic(TOPIC, max_retries=3),
+        "pause": lambda c: c.pause(TOPIC),
+        "resume": lambda c: c.resume(TOPIC),
+        "bind": lambda c: c.bind(TOPIC, "audit"),
+        "unbind": lambda c: c.unbind(TOPIC, "audit"),
+        "delete_topic": lambda c: c.delete_topic("other"),
+    }
+    reads: dict[str, Callable[[rmq.Client], object]] = {
+        "stats": lambda c: c.stats(TOPIC),
+        "peek": lambda c: c.peek(TOPIC, "ready"),
+        "snapshot": lambda c: list(c.snapshot(TOPIC)),
+        "topics": lambda c: c.topics(),
+        "topic": lambda c: c.topic(TOPIC, fresh=True),
+        "dead_letters": lambda c: c.dead_letters("poison"),
+        "consumers": lambda c: c.consumers(TOPIC),
+    }
+    with rmq.Client(primary.url, replicas=1, replica_timeout=0.05) as client:
+        refused = []
+        for name, write in writes.items():
+            try:
+                write(client)
+            except NotReplicated:
+                refused.append(name)
+        assert refused == list(writes)
+        waits = _waits(primary)
+        for read in reads.values():
+            read(client)
+        assert _waits(primary) == waits
+        with pytest.raises(NotReplicated):  # three round trips, each waited for
+            client.create_topic("whole", slots=4)
+    with rmq.Client(primary.url) as plain:  # the operation went on to its end all the same
+        assert plain.topic("whole", fresh=True).settings.slots == 4
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_the_async_client_waits_for_replicas_too(pair, anyio_backend):

@@ -29,7 +29,7 @@ from .clock import Clock
 from .cluster import AsyncClusterExecutor
 from .coalesce import AsyncSendCoalescer
 from .connection import AsyncExecutor, AsyncRedis, check_url, open_async, open_async_node
-from .replication import Replication
+from .replication import BatchNotReplicated, Replication
 from .sync import Client
 from .waiter import AsyncWaiter
 
@@ -86,17 +86,26 @@ class AsyncClient(BaseClient):
         """Run ``flow`` to its value, performing each effect it yields."""
         if self._execute is None:
             await self.open()
+        unreplicated: BatchNotReplicated | None = None
         try:
             effect = next(flow)
             while True:
                 try:
                     result = await self._perform(effect)
                 except Exception as exc:  # the flow may handle it (recover skips a topic)
+                    if isinstance(exc, BatchNotReplicated) and type(effect) is list:
+                        # stored all the same: the operation finishes, then raises
+                        # (replication.py)
+                        unreplicated = unreplicated or exc
+                        effect = flow.send(exc.replies)
+                        continue
                     self._failed(exc)
                     effect = flow.throw(exc)
                 else:
                     effect = flow.send(result)
         except StopIteration as done:
+            if unreplicated is not None:
+                raise unreplicated from None
             # A flow's return value: a Flow[T] returns T, which StopIteration does not type.
             return done.value  # type: ignore[no-any-return]
 
@@ -333,8 +342,11 @@ class AsyncClient(BaseClient):
         Redis; they must not block this event loop)."""
         await self.open()
         options = {k: v for k, v in self.redis_options.items() if k != "retry"}  # async only
-        client = await asyncio.to_thread(Client, self.url, clock=self.clock,
-                                         registry_ttl=self.registry_ttl, **options)
+        replication = self.replication
+        client = await asyncio.to_thread(
+            Client, self.url, clock=self.clock, registry_ttl=self.registry_ttl,
+            replicas=replication.replicas, replica_timeout=replication.timeout,
+            replica_fsync=replication.fsync, **options)
         loop, stop = asyncio.get_running_loop(), asyncio.Event()
         signals = (signal.SIGINT, signal.SIGTERM)
         for sig in signals:

@@ -54,7 +54,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from ..storage.calls import Call, routing_key
 from .connection import async_retry_policy, map_errors, retry_policy
 from .fallback import functions_refused, is_code_missing, no_code_runs, scripts_refused
-from .replication import PRIMARY_ONLY, Replication
+from .replication import PRIMARY_ONLY, BatchNotReplicated, Replication
 
 __all__ = ["ClusterBatch", "ClusterExecutor", "AsyncClusterExecutor"]
 
@@ -202,7 +202,10 @@ class ClusterBatch:
             if isinstance(result, Exception):
                 raise result
         if self.unreplicated:
-            raise self.unreplicated[0]
+            error = self.unreplicated[0]
+            if isinstance(error, BatchNotReplicated):
+                error.replies = self.results  # replication.py: the operation goes on
+            raise error
         return self.results
 
 

@@ -400,7 +400,8 @@ class Executor:
                 self.functions = rerun.functions
                 if rerun is not self:
                     rerun.client.close()
-            if waits and (error := self.replication.shortfall(batch, results[len(batch):])):
+            if waits and (error := self.replication.shortfall(batch, results[len(batch):],
+                                                              results[:len(batch)])):
                 raise error
             return results[:len(batch)] if waits else results
 
@@ -466,7 +467,8 @@ class AsyncExecutor:
                 self.functions = rerun.functions
                 if rerun is not self:
                     await rerun.client.aclose()
-            if waits and (error := self.replication.shortfall(batch, results[len(batch):])):
+            if waits and (error := self.replication.shortfall(batch, results[len(batch):],
+                                                              results[:len(batch)])):
                 raise error
             return results[:len(batch)] if waits else results
 

@@ -34,7 +34,8 @@ from ..errors import InvalidArgument, NotReplicated
 from ..storage.calls import Call, Op, command
 from ..storage.keys import topic_of
 
-__all__ = ["Replication", "PRIMARY_ONLY", "STORES_NOTHING", "stores", "describe"]
+__all__ = ["Replication", "PRIMARY_ONLY", "BatchNotReplicated", "STORES_NOTHING", "stores",
+           "describe"]
 
 # The plain commands the operations send that store nothing: a batch of only these (and of
 # scripts that store nothing) is not waited for.
@@ -51,6 +52,15 @@ _OPERATIONS = {
     "claim_heads": "claim", "sync_heads": "heads index rebuild",
     "requeue_dead": "dead-letter requeue",
 }
+
+
+class BatchNotReplicated(NotReplicated):
+    """:class:`NotReplicated` as an executor raises it: with the batch's ``replies``, so that
+    the client hands them to the operation, lets it finish its remaining round trips and
+    raises this at its end. An operation of several round trips (a topic's creation, a
+    claim that first rebuilds its index) is then never left half done on the primary."""
+
+    replies: list[Any]
 
 
 def stores(call: Call) -> bool:
@@ -124,16 +134,17 @@ class Replication:
             return [command("WAITAOF", 1, self.replicas, milliseconds)]
         return [command("WAIT", self.replicas, milliseconds)]
 
-    def shortfall(self, batch: Sequence[Call], replies: Sequence[Any]) -> BaseException | None:
+    def shortfall(self, batch: Sequence[Call], replies: Sequence[Any],
+                  results: Sequence[Any] = ()) -> BaseException | None:
         """The error to raise for ``batch`` given the replies of its :meth:`waits` (fewer
-        replies: the connection was lost before they came): :class:`NotReplicated` when
-        fewer replicas acknowledged than asked, the reply itself when it is an error,
-        else None."""
+        replies: the connection was lost before they came): :class:`BatchNotReplicated`
+        carrying ``results`` (the batch's own replies) when fewer replicas acknowledged
+        than asked, the reply itself when it is an error, else None."""
         if not replies:
-            return NotReplicated(
+            return _carrying(results, BatchNotReplicated(
                 f"{describe(batch)} reached the primary, but the connection was lost before "
                 "its replicas acknowledged it: it may be lost if the primary fails now",
-                acknowledged=0, wanted=self.replicas, local_fsync=False if self.fsync else None)
+                acknowledged=0, wanted=self.replicas, local_fsync=False if self.fsync else None))
         reply = replies[0]
         if isinstance(reply, BaseException):
             return reply
@@ -154,8 +165,8 @@ class Replication:
             message = (f"{describe(batch)} is stored on the primary but only {acknowledged} "
                        f"of {self.replicas} replicas acknowledged within {seconds}: it may be "
                        "lost if the primary fails now")
-        return NotReplicated(message, acknowledged=acknowledged, wanted=self.replicas,
-                             local_fsync=local)
+        return _carrying(results, BatchNotReplicated(
+            message, acknowledged=acknowledged, wanted=self.replicas, local_fsync=local))
 
     def check_server(self) -> Op[None]:
         """Before the first write: with ``fsync``, :class:`InvalidArgument` if the server
@@ -171,6 +182,11 @@ class Replication:
             raise InvalidArgument("replica_fsync=True needs WAITAOF, which this Redis lacks "
                                   "(it came with Redis 7.2): upgrade, or wait for replicas' "
                                   "memory only (replica_fsync=False)") from None
+
+
+def _carrying(results: Sequence[Any], error: BatchNotReplicated) -> BatchNotReplicated:
+    error.replies = list(results)
+    return error
 
 
 PRIMARY_ONLY = Replication()  # the default: a write returns once the primary holds it

@@ -26,7 +26,7 @@ from .clock import Clock
 from .cluster import ClusterExecutor
 from .coalesce import SendCoalescer
 from .connection import Executor, connect, resolve_url
-from .replication import Replication
+from .replication import BatchNotReplicated, Replication
 from .waiter import Waiter
 
 __all__ = ["Client"]
@@ -78,17 +78,26 @@ class Client(BaseClient):
 
     def _run(self, flow: Flow[T]) -> T:
         """Run ``flow`` to its value, performing each effect it yields."""
+        unreplicated: BatchNotReplicated | None = None
         try:
             effect = next(flow)
             while True:
                 try:
                     result = self._perform(effect)
                 except Exception as exc:  # the flow may handle it (recover skips a topic)
+                    if isinstance(exc, BatchNotReplicated) and type(effect) is list:
+                        # stored all the same: the operation finishes, then raises
+                        # (replication.py)
+                        unreplicated = unreplicated or exc
+                        effect = flow.send(exc.replies)
+                        continue
                     self._failed(exc)
                     effect = flow.throw(exc)
                 else:
                     effect = flow.send(result)
         except StopIteration as done:
+            if unreplicated is not None:
+                raise unreplicated from None
             # A flow's return value: a Flow[T] returns T, which StopIteration does not type.
             return done.value  # type: ignore[no-any-return]
 

@@ -26,7 +26,7 @@ READ = command("GET", "rmq:{renders}:settings")
 
 def test_scripts_store_unless_they_declare_housekeeping():
     housekeeping = {name for name, s in _shipped().items() if not stores(script_call(s, [], []))}
-    assert housekeeping == {"stats", "head", "heartbeat", "history"}
+    assert housekeeping == {"stats", "head", "history"}
 
 
 def test_plain_commands_store_unless_they_are_known_reads():

@@ -11,8 +11,8 @@ the batch's calls: appended to the single node's pipeline, or to each master's o
 Which calls write is derived from the calls themselves, never listed per operation:
 
 - a script writes unless its flags say ``no-writes`` or it declares itself housekeeping
-  (``--- @housekeeping``, ``storage/scripts.py``: a promotion, a heartbeat, a history
-  bucket, all redone if lost): so reading sizes (``stats``) sends no ``WAIT``;
+  (``--- @housekeeping``, ``storage/scripts.py``: a promotion, a history bucket,
+  both redone if lost): so reading sizes (``stats``) sends no ``WAIT``;
 - a plain command writes unless it is one of :data:`STORES_NOTHING` (the reads the
   operations send, and ``PUBLISH``, which stores nothing). A command missing from that set
   is waited for: forgetting one costs a round trip, never a lost write.

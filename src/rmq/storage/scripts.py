@@ -10,9 +10,9 @@ include named twice by one file stops the load with a :class:`ScriptSourceError`
 the files.
 
 A script whose writes are redone if lost (a promotion of due messages, judged by the server's
-clock; a heartbeat; a history bucket) says so on a line of its own, ``--- @housekeeping``: a
-client that waits for replicas after each write (``client/replication.py``) does not wait
-after it, so reading sizes or heartbeating never fails because a replica lags.
+clock; a history bucket) says so on a line of its own, ``--- @housekeeping``: a client that
+waits for replicas after each write (``client/replication.py``) does not wait after it, so
+reading sizes never fails because a replica lags.
 
 Why a library: a script sent by ``EVALSHA`` runs its whole chunk on every call, so every
 include's local functions would be defined again for each call (measured: one send took 36.9 µs

@@ -24,6 +24,7 @@ __all__ = [
     "InvalidQuery",
     "RedisUnavailable",
     "RedisOutOfMemory",
+    "NotReplicated",
     "AccessDenied",
     "ServerNotFound",
     "InvalidArgument",
@@ -112,6 +113,21 @@ class RedisUnavailable(RMQError):
 
 class RedisOutOfMemory(RMQError):
     """Redis refused a write because it reached ``maxmemory``; the write did not happen."""
+
+
+class NotReplicated(RMQError):
+    """A write that the primary stored but fewer replicas than the client asked for
+    acknowledged in time (``Client(replicas=N)``): it may be lost if the primary fails now,
+    and may also still be replicated later, so a retry can store it twice. ``acknowledged``
+    and ``wanted`` are the counts of replicas, ``local_fsync`` whether the primary's own
+    append-only file had it on disk (None: not asked)."""
+
+    def __init__(self, message: str, *, acknowledged: int, wanted: int,
+                 local_fsync: bool | None = None):
+        super().__init__(message)
+        self.acknowledged = acknowledged
+        self.wanted = wanted
+        self.local_fsync = local_fsync
 
 
 class AccessDenied(RMQError):

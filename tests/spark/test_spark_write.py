@@ -78,6 +78,10 @@ INVALID_WRITES = {
                         "unknown option(s) ['batch_size']"),
     "batch size out of range": (["sku-1"], "body string", {"batchSize": "0"},
                                 "batchSize='0' must be from 1"),
+    "negative replicas": (["sku-1"], "body string", {"replicas": "-1"},
+                          "replicas='-1' must be from 0"),
+    "replica fsync not a boolean": (["sku-1"], "body string", {"replicaFsync": "yes"},
+                                    "replicaFsync='yes' must be true or false"),
 }
 
 
@@ -134,3 +138,15 @@ def test_schema_check_names_the_accepted_columns():
 
     with pytest.raises(InvalidSchema, match="body, json, priority, delay_ms, deliver_at"):
         rmq.spark.rows.check_write_schema(StructType().add("prio", StringType()))
+
+
+def test_a_write_asking_for_a_replica_redis_lacks_fails_with_not_replicated(spark, client,
+                                                                           redis_url):
+    client.create_topic("prices")
+    df = bodies_frame(spark, [("a",)], "body string").coalesce(1)
+
+    with pytest.raises(Exception) as failure:
+        rmq.spark.publish(df, "prices", url=redis_url, replicas=1, replicaTimeout=0.2)
+
+    assert "NotReplicated" in str(failure.value)
+    assert "only 0 of 1 replicas acknowledged within 0.2 s" in str(failure.value)

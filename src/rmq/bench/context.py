@@ -32,6 +32,7 @@ class Sizes:
     merge: int = 1_000_000
     duplicate_share: float = 0.82
     consume: int = 300_000
+    replicated: int = 100_000
     concurrency: int = 8
     priority_backlog: int = 1_000_000
     priority_probes: int = 100
@@ -53,7 +54,7 @@ class Sizes:
 
 
 FULL = Sizes()
-QUICK = Sizes(send=5_000, send_single=1_000, merge=10_000, consume=4_000,
+QUICK = Sizes(send=5_000, send_single=1_000, merge=10_000, consume=4_000, replicated=2_000,
               priority_backlog=20_000, priority_probes=10, priority_burst=100, wake_probes=20,
               idle_gap_ms=5.0, delay_messages=30, delay_max_ms=300, delay_load=2_000,
               memory=3_000, headline=20_000, reference_cap=20_000, scaling=(1_000, 3_000, 10_000),

@@ -54,11 +54,12 @@ return merged
 """
 
 
-def open_client(url: str) -> rmq.Client:
-    """An rmq client; the throughput server runs without persistence on purpose."""
+def open_client(url: str, replicas: int = 0) -> rmq.Client:
+    """An rmq client (waiting for ``replicas`` after each write); the throughput server runs
+    without persistence on purpose."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return rmq.Client(url)
+        return rmq.Client(url, replicas=replicas, replica_timeout=10)
 
 
 def _chunks(items: list[Any], size: int) -> list[list[Any]]:
@@ -132,9 +133,10 @@ async def _open_async(url: str, topic: str) -> rmq.AsyncClient:
 
 
 def send_many_job(url: str, topic: str, bodies: Bodies, batch: int,
-                  priority: int | None = None) -> Callable[[], tuple[int, int]]:
+                  priority: int | None = None, replicas: int = 0
+                  ) -> Callable[[], tuple[int, int]]:
     """``send_many`` ``batch`` bodies at a time (as option dicts when a priority is given)."""
-    client, items = open_client(url), bodies.build()
+    client, items = open_client(url, replicas), bodies.build()
     if priority is not None:
         # send_many takes bodies and option dicts alike; the list is typed as bodies only.
         items = [{"body": body, "priority": priority} for body in items]  # type: ignore[misc]
@@ -151,12 +153,12 @@ def send_many_job(url: str, topic: str, bodies: Bodies, batch: int,
     return run
 
 
-def claim_ack_job(url: str, topic: str, count: int, keep: bool,
-                  ack_in_claim: bool = False) -> Callable[[], tuple[int, Counter[bytes]]]:
+def claim_ack_job(url: str, topic: str, count: int, keep: bool, ack_in_claim: bool = False,
+                  replicas: int = 0) -> Callable[[], tuple[int, Counter[bytes]]]:
     """Claim ``count`` at a time and acknowledge, until nothing is ready: ``ack`` then
     ``claim`` (two round trips a batch), or with ``ack_in_claim`` each claim acknowledging
     the previous batch (``claim(..., ack=previous)``: one round trip)."""
-    client = open_client(url)
+    client = open_client(url, replicas)
 
     def run() -> tuple[int, Counter[bytes]]:
         seen: Counter[bytes] = Counter()

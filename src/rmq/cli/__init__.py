@@ -20,7 +20,7 @@ from ..errors import RMQError
 from ..extras import extra_of, install_hint
 from . import console, messages, runtime, server, stats, topics
 from .advice import error_line, first_line
-from .common import CommandError
+from .common import CommandError, add_replication_options
 from .notices import show_once
 
 __all__ = ["main", "build_parser"]
@@ -45,6 +45,7 @@ def build_parser() -> Parser:
     parser.add_argument("--url", default=None,
                         help="Redis URL (redis://, rediss://, unix://); default: $RMQ_REDIS_URL, "
                              "else the embedded server")
+    add_replication_options(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     runtime.add_parsers(commands)
     server.add_parsers(commands)

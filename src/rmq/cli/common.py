@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -16,8 +17,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from ..client import Client
 from ..client.connection import Retry
 
-__all__ = ["CommandError", "open_client", "table", "print_json", "text_of", "age", "Progress",
-           "seconds", "at_least_one"]
+__all__ = ["CommandError", "open_client", "add_replication_options", "table", "print_json",
+           "text_of", "age", "Progress", "seconds", "at_least_one", "at_least_zero"]
 
 QUICK_RETRIES = 5  # reconnect attempts of one-shot commands: 50 ms doubling, about 1.5 s
 # A one-shot command's longest wait for one reply (the library's is 30 s). A timeout is not
@@ -37,11 +38,42 @@ def open_client(args: argparse.Namespace, *, patient: bool = False) -> Client:
     one after 10 s; a ``patient`` one (the worker) keeps the library's longer reconnect
     policy, to ride out a restart.
     """
+    replication = {"replicas": args.replicas, "replica_timeout": args.replica_timeout,
+                   "replica_fsync": args.replica_fsync}
     if patient:
-        return Client(args.url)
-    return Client(args.url, socket_timeout=QUICK_TIMEOUT,
+        return Client(args.url, **replication)
+    return Client(args.url, **replication, socket_timeout=QUICK_TIMEOUT,
                   retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), QUICK_RETRIES,
                               supported_errors=(RedisConnectionError, ConnectionError)))
+
+
+def add_replication_options(parser: argparse.ArgumentParser) -> None:
+    """The global options of replicated writes (docs/reliability.md, "Replicated writes"),
+    defaulting to ``RMQ_REPLICAS``, ``RMQ_REPLICA_TIMEOUT`` and ``RMQ_REPLICA_FSYNC``."""
+    parser.add_argument("--replicas", type=at_least_zero, metavar="N",
+                        default=os.environ.get("RMQ_REPLICAS") or "0",
+                        help="every write returns once N replicas hold it, else fails "
+                             "(default: $RMQ_REPLICAS, else 0: the primary alone)")
+    parser.add_argument("--replica-timeout", type=seconds(0.001), metavar="S",
+                        default=os.environ.get("RMQ_REPLICA_TIMEOUT") or "1",
+                        help="how long a write waits for its replicas (default: "
+                             "$RMQ_REPLICA_TIMEOUT, else 1 s)")
+    parser.add_argument("--replica-fsync", action="store_true",
+                        default=os.environ.get("RMQ_REPLICA_FSYNC", "") not in ("", "0"),
+                        help="wait until the write is on the append-only file's disk of the "
+                             "primary and of the replicas (Redis 7.2+; default: "
+                             "$RMQ_REPLICA_FSYNC=1)")
+
+
+def at_least_zero(text: str) -> int:
+    """An argparse type: an integer of at least 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
 
 
 def seconds(low: float, high: float = math.inf) -> Any:

@@ -31,6 +31,7 @@ from .clock import Clock
 from .cluster import AsyncClusterExecutor
 from .coalesce import AsyncSendCoalescer
 from .connection import AsyncExecutor, AsyncRedis, check_url, open_async, open_async_node
+from .replication import BatchNotReplicated, Replication
 from .sync import Client
 from .waiter import AsyncWaiter
 
@@ -47,8 +48,11 @@ class AsyncClient(BaseClient):
     ``redis.asyncio.retry.Retry``."""
 
     def __init__(self, url: str | None = None, *, clock: Clock | None = None,
-                 registry_ttl: float = 1.0, **redis_options: Any):
+                 registry_ttl: float = 1.0, replicas: int = 0, replica_timeout: float = 1.0,
+                 replica_fsync: bool = False, **redis_options: Any):
         super().__init__(clock=clock, registry_ttl=registry_ttl)
+        self.replication = Replication.of(replicas, replica_timeout, replica_fsync,
+                                          redis_options.get("socket_timeout"))
         self.url = check_url(url) if url else url  # no I/O: the connection opens on use
         self.redis_options = redis_options
         self.redis: AsyncRedis | None = None
@@ -74,26 +78,36 @@ class AsyncClient(BaseClient):
                 return
             self.url, self.redis = await open_async(self.url, **self.redis_options)
             self.is_cluster = isinstance(self.redis, aredis.RedisCluster)
-            self._execute = (AsyncClusterExecutor(self.redis)
+            self._execute = (AsyncClusterExecutor(self.redis, self.replication)
                              if isinstance(self.redis, aredis.RedisCluster)
-                             else AsyncExecutor(self.redis))
+                             else AsyncExecutor(self.redis, self.replication))
+            await self._run(self.replication.check_server())
             await self._run(self._now())  # measures the server's clock
 
     async def _run(self, flow: Flow[T]) -> T:
         """Run ``flow`` to its value, performing each effect it yields."""
         if self._execute is None:
             await self.open()
+        unreplicated: BatchNotReplicated | None = None
         try:
             effect = next(flow)
             while True:
                 try:
                     result = await self._perform(effect)
                 except Exception as exc:  # the flow may handle it (recover skips a topic)
+                    if isinstance(exc, BatchNotReplicated) and type(effect) is list:
+                        # stored all the same: the operation finishes, then raises
+                        # (replication.py)
+                        unreplicated = unreplicated or exc
+                        effect = flow.send(exc.replies)
+                        continue
                     self._failed(exc)
                     effect = flow.throw(exc)
                 else:
                     effect = flow.send(result)
         except StopIteration as done:
+            if unreplicated is not None:
+                raise unreplicated from None
             # A flow's return value: a Flow[T] returns T, which StopIteration does not type.
             return done.value  # type: ignore[no-any-return]
 
@@ -344,8 +358,11 @@ class AsyncClient(BaseClient):
         Redis; they must not block this event loop)."""
         await self.open()
         options = {k: v for k, v in self.redis_options.items() if k != "retry"}  # async only
-        client = await asyncio.to_thread(Client, self.url, clock=self.clock,
-                                         registry_ttl=self.registry_ttl, **options)
+        replication = self.replication
+        client = await asyncio.to_thread(
+            Client, self.url, clock=self.clock, registry_ttl=self.registry_ttl,
+            replicas=replication.replicas, replica_timeout=replication.timeout,
+            replica_fsync=replication.fsync, **options)
         loop, stop = asyncio.get_running_loop(), asyncio.Event()
         signals = (signal.SIGINT, signal.SIGTERM)
         for sig in signals:

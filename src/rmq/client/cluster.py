@@ -54,10 +54,12 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from ..storage.calls import Call, routing_key
 from .connection import async_retry_policy, map_errors, retry_policy
 from .fallback import functions_refused, is_code_missing, no_code_runs, scripts_refused
+from .replication import PRIMARY_ONLY, BatchNotReplicated, Replication
 
 __all__ = ["ClusterBatch", "ClusterExecutor", "AsyncClusterExecutor"]
 
 _UNANSWERED = object()
+_WAIT = -1  # the index of a node's WAIT (replication.py) in a round
 # Redirections (MOVED, ASK, a missing function or script) one try follows before it counts as
 # a failed try: a slot map that keeps moving is a cluster being resharded, worth a backoff.
 _REDIRECTS = 8
@@ -90,8 +92,11 @@ class ClusterBatch:
     """One batch on a cluster, without I/O: which calls are still unanswered, where each
     goes next, and what the cluster's answers mean (module doc)."""
 
-    def __init__(self, calls: list[Call], functions: bool = True):
+    def __init__(self, calls: list[Call], functions: bool = True,
+                 replication: Replication = PRIMARY_ONLY):
         self.calls = calls
+        self.replication = replication
+        self.unreplicated: list[BaseException] = []  # what each node's WAIT found short
         self.results: list[Any] = [_UNANSWERED] * len(calls)
         self.todo = list(range(len(calls)))
         self.asking: dict[int, str] = {}  # call -> the node an ASK named
@@ -127,15 +132,29 @@ class ClusterBatch:
                 commands.append(("ASKING",))
             indexes.append(i)
             commands.append(_command(call, self.functions, i in self.as_eval))
+        for _, indexes, commands in rounds.values():  # each master waits for its replicas
+            for wait in self.replication.waits(self._of(indexes)):
+                indexes.append(_WAIT)
+                commands.append(wait.args)
         self.fault = None
         return list(rounds.values())
+
+    def _of(self, indexes: list[int | None]) -> list[Call]:
+        return [self.calls[i] for i in indexes if i is not None and i != _WAIT]
 
     def settle(self, indexes: list[int | None], replies: list[Any],
                lost: BaseException | None = None) -> None:
         """Take one node's replies, in order; ``lost``: the error that cut them short."""
         for i, reply in zip(indexes, replies, strict=False):
-            if i is not None:
+            if i is not None and i != _WAIT:
                 self._answer(i, reply)
+        if _WAIT in indexes:  # the writes this node answered, and what its WAIT said of them
+            answered = [self.calls[i] for i in indexes[:len(replies)] if i is not None
+                        and i != _WAIT and self.results[i] is not _UNANSWERED]
+            waited = replies[indexes.index(_WAIT):]
+            error = self.replication.shortfall(answered, waited) if answered else None
+            if error is not None:
+                self.unreplicated.append(error)
         if lost is not None:
             self.fault = lost
             self.stale_map = True
@@ -182,6 +201,11 @@ class ClusterBatch:
         for result in self.results:
             if isinstance(result, Exception):
                 raise result
+        if self.unreplicated:
+            error = self.unreplicated[0]
+            if isinstance(error, BatchNotReplicated):
+                error.replies = self.results  # replication.py: the operation goes on
+            raise error
         return self.results
 
 
@@ -203,8 +227,9 @@ class ClusterExecutor:
     ``pipelines`` the node pipelines among them: what a test or a benchmark reads to see
     what a batch cost."""
 
-    def __init__(self, client: redis.RedisCluster):
+    def __init__(self, client: redis.RedisCluster, replication: Replication = PRIMARY_ONLY):
         self.client = client
+        self.replication = replication
         retry = getattr(client, "retry", None)
         self.retry = retry if isinstance(retry, redis.retry.Retry) else retry_policy()
         self.round_trips = 0
@@ -212,7 +237,7 @@ class ClusterExecutor:
         self.functions = True
 
     def __call__(self, calls: list[Call]) -> list[Any]:
-        batch = ClusterBatch(calls, self.functions)
+        batch = ClusterBatch(calls, self.functions, self.replication)
         with map_errors():
             try:
                 # every fault marks the slot map stale: the next try refreshes it first
@@ -313,8 +338,10 @@ class AsyncClusterExecutor:
     """:class:`ClusterExecutor` on a ``redis.asyncio.RedisCluster``: each node's pipeline is
     one task, all awaited together."""
 
-    def __init__(self, client: aredis.RedisCluster):
+    def __init__(self, client: aredis.RedisCluster,
+                 replication: Replication = PRIMARY_ONLY):
         self.client = client
+        self.replication = replication
         retry = getattr(client, "retry", None)
         self.retry = (retry if isinstance(retry, redis.asyncio.retry.Retry)
                       else async_retry_policy())
@@ -323,7 +350,7 @@ class AsyncClusterExecutor:
         self.functions = True
 
     async def __call__(self, calls: list[Call]) -> list[Any]:
-        batch = ClusterBatch(calls, self.functions)
+        batch = ClusterBatch(calls, self.functions, self.replication)
         with map_errors():
             await self.client.initialize()  # reads the slot map on first use, then returns
             try:

@@ -51,6 +51,7 @@ from .fallback import (
     scripts_refused,
 )
 from .packing import Packer, pack_async, packs_alike
+from .replication import PRIMARY_ONLY, Replication
 
 __all__ = ["resolve_url", "check_url", "connect", "open_async", "open_async_node", "Executor",
            "AsyncExecutor", "AsyncRedis", "map_errors", "retry_policy", "async_retry_policy",
@@ -376,20 +377,35 @@ class Executor:
     ``EVAL`` where the server lacks one): ``fallback.py`` tells the ladder's steps,
     ``storage/scripts.py`` why both forms."""
 
-    def __init__(self, client: redis.Redis):
+    def __init__(self, client: redis.Redis, replication: Replication = PRIMARY_ONLY):
         self.client = client
         self.functions = True
+        self.replication = replication
 
     def __call__(self, batch: list[Call]) -> list[Any]:
         with map_errors():
-            if len(batch) == 1:
-                return [self._one(batch[0])]
+            waits = self.replication.waits(batch)  # replication.py: WAIT after a write
+            calls = batch + waits
+            if len(calls) == 1:
+                return [self._one(calls[0])]
             pipe = self.client.pipeline(transaction=False)
-            _queue(pipe, batch, self.functions)
+            _queue(pipe, calls, self.functions)
             results: list[Any] = pipe.execute(raise_on_error=False)
-            for i in not_run(results):
-                results[i] = self._one(batch[i])
-            return results
+            missing = not_run(results)
+            rerun = Executor(self.client.client(), self.replication) if missing and waits else self
+            try:  # a WAIT covers its own connection's writes: re-runs and it share one
+                rerun.functions = self.functions
+                for i in missing + (list(range(len(batch), len(calls))) if rerun is not self
+                                    else []):
+                    results[i] = rerun._one(calls[i])
+            finally:
+                self.functions = rerun.functions
+                if rerun is not self:
+                    rerun.client.close()
+            if waits and (error := self.replication.shortfall(batch, results[len(batch):],
+                                                              results[:len(batch)])):
+                raise error
+            return results[:len(batch)] if waits else results
 
     def _one(self, call: Call) -> Any:
         if call.script is None:
@@ -427,20 +443,36 @@ class Executor:
 class AsyncExecutor:
     """:class:`Executor` on a single node's ``redis.asyncio`` client."""
 
-    def __init__(self, client: aredis.Redis):
+    def __init__(self, client: aredis.Redis, replication: Replication = PRIMARY_ONLY):
         self.client = client
         self.functions = True
+        self.replication = replication
 
     async def __call__(self, batch: list[Call]) -> list[Any]:
         with map_errors():
-            if len(batch) == 1:
-                return [await self._one(batch[0])]
+            waits = self.replication.waits(batch)  # replication.py: WAIT after a write
+            calls = batch + waits
+            if len(calls) == 1:
+                return [await self._one(calls[0])]
             pipe = self.client.pipeline(transaction=False)
-            _queue(pipe, batch, self.functions)
+            _queue(pipe, calls, self.functions)
             results: list[Any] = await pipe.execute(raise_on_error=False)
-            for i in not_run(results):
-                results[i] = await self._one(batch[i])
-            return results
+            missing = not_run(results)
+            rerun = (AsyncExecutor(self.client.client(), self.replication) if missing and waits
+                     else self)
+            try:  # as Executor: re-runs and their WAIT share one connection
+                rerun.functions = self.functions
+                for i in missing + (list(range(len(batch), len(calls))) if rerun is not self
+                                    else []):
+                    results[i] = await rerun._one(calls[i])
+            finally:
+                self.functions = rerun.functions
+                if rerun is not self:
+                    await rerun.client.aclose()
+            if waits and (error := self.replication.shortfall(batch, results[len(batch):],
+                                                              results[:len(batch)])):
+                raise error
+            return results[:len(batch)] if waits else results
 
     async def _one(self, call: Call) -> Any:
         if call.script is None:

@@ -28,6 +28,7 @@ from .clock import Clock
 from .cluster import ClusterExecutor
 from .coalesce import SendCoalescer
 from .connection import Executor, connect, resolve_url
+from .replication import BatchNotReplicated, Replication
 from .waiter import Waiter
 
 __all__ = ["Client"]
@@ -45,40 +46,60 @@ class Client(BaseClient):
     clock (measured at connect and every few seconds, :class:`~rmq.client.clock.ServerClock`),
     so this host's wall clock never matters; a callable returning epoch ms is trusted
     instead (tests pass a controllable one).
+    ``replicas``: every write (a send, an ack, a claim, a topic change...) returns only once
+    that many replicas of the primary hold it, else raises
+    :class:`~rmq.errors.NotReplicated` after ``replica_timeout`` seconds; 0 (the default):
+    once the primary holds it. ``replica_fsync``: once it is also on the append-only file's
+    disk of the primary and of those replicas (``WAITAOF``, Redis 7.2+).
+    docs/reliability.md, "Replicated writes", says what each promises.
     ``registry_ttl``: how long topic settings and bindings are cached, in seconds: changes
     made elsewhere reach this client within that time. Other keyword arguments go to
     redis-py (a ``retry`` there replaces RMQ's reconnect policy).
     """
 
     def __init__(self, url: str | None = None, *, clock: Clock | None = None,
-                 registry_ttl: float = 1.0, **redis_options: Any):
+                 registry_ttl: float = 1.0, replicas: int = 0, replica_timeout: float = 1.0,
+                 replica_fsync: bool = False, **redis_options: Any):
         super().__init__(clock=clock, registry_ttl=registry_ttl)
+        self.replication = Replication.of(replicas, replica_timeout, replica_fsync,
+                                          redis_options.get("socket_timeout"))
         self.url = resolve_url(url)  # what None resolved to: hand it to other processes
         self.redis = connect(self.url, **redis_options)
         self.is_cluster = isinstance(self.redis, redis.RedisCluster)
-        self._execute = (ClusterExecutor(self.redis) if isinstance(self.redis, redis.RedisCluster)
-                         else Executor(self.redis))
+        self._execute = (ClusterExecutor(self.redis, self.replication)
+                         if isinstance(self.redis, redis.RedisCluster)
+                         else Executor(self.redis, self.replication))
         self._loading: dict[str, threading.Lock] = {}
         self._waiters: dict[str, Waiter] = {}
         self._waiters_lock = threading.Lock()
         self._decorated: list[Consumer] = []
         # concurrent single sends from several threads share round trips (coalesce.py)
         self._sends = SendCoalescer(self._run)
+        self._run(self.replication.check_server())
         self._run(self._now())  # measures the server's clock
 
     def _run(self, flow: Flow[T]) -> T:
         """Run ``flow`` to its value, performing each effect it yields."""
+        unreplicated: BatchNotReplicated | None = None
         try:
             effect = next(flow)
             while True:
                 try:
                     result = self._perform(effect)
                 except Exception as exc:  # the flow may handle it (recover skips a topic)
+                    if isinstance(exc, BatchNotReplicated) and type(effect) is list:
+                        # stored all the same: the operation finishes, then raises
+                        # (replication.py)
+                        unreplicated = unreplicated or exc
+                        effect = flow.send(exc.replies)
+                        continue
                     self._failed(exc)
                     effect = flow.throw(exc)
                 else:
                     effect = flow.send(result)
         except StopIteration as done:
+            if unreplicated is not None:
+                raise unreplicated from None
             # A flow's return value: a Flow[T] returns T, which StopIteration does not type.
             return done.value  # type: ignore[no-any-return]
 

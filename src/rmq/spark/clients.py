@@ -13,10 +13,11 @@ import threading
 
 from ..client import Client
 from ..client.connection import resolve_url
+from .options import SourceOptions
 
 __all__ = ["resolve", "client_for"]
 
-_clients: dict[str, Client] = {}
+_clients: dict[tuple[str, int, float, bool], Client] = {}
 _lock = threading.Lock()
 
 
@@ -26,11 +27,16 @@ def resolve(url: str | None) -> str:
     return resolve_url(url)
 
 
-def client_for(url: str) -> Client:
-    """The process's client for ``url``, connected on first use (Spark reuses its Python
-    workers, so later tasks skip the connection set-up)."""
+def client_for(url: str, options: SourceOptions | None = None) -> Client:
+    """The process's client for ``url`` and the replication ``options`` ask for, connected
+    on first use (Spark reuses its Python workers, so later tasks skip the connection
+    set-up)."""
+    replication = (0, 1.0, False) if options is None else (
+        options.replicas, options.replica_timeout, options.replica_fsync)
     with _lock:
-        client = _clients.get(url)
+        client = _clients.get((url, *replication))
         if client is None:
-            client = _clients[url] = Client(url)
+            client = _clients[(url, *replication)] = Client(
+                url, replicas=replication[0], replica_timeout=replication[1],
+                replica_fsync=replication[2])
         return client

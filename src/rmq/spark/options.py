@@ -16,7 +16,9 @@ __all__ = ["InvalidOption", "SourceOptions", "parse", "MAX_CLAIM"]
 
 MAX_CLAIM = 10_000  # the most one Client.claim (and one send_many batch here) handles
 
-_COMMON = ("url", "topic")
+# Every client of a query waits for this many replicas after each write (rmq.Client's
+# replicas, replica_timeout, replica_fsync): a streaming read's claims and acks write too.
+_COMMON = ("url", "topic", "replicas", "replicaTimeout", "replicaFsync")
 _ACCEPTED = {
     "write": _COMMON + ("batchSize", "reportPath"),
     "read": _COMMON + ("group",),
@@ -43,6 +45,9 @@ class SourceOptions:
     max_partitions: at most this many Spark partitions per streaming micro-batch.
     recover_interval: seconds between a streaming read's recoveries of expired leases.
     report_path: a driver-local file where a write records its sent and merged counts.
+    replicas, replica_timeout, replica_fsync: as ``rmq.Client``'s (docs/reliability.md,
+        "Replicated writes"): every write of the query returns once that many replicas
+        hold it, else the task fails with NotReplicated.
     """
 
     topic: str
@@ -53,6 +58,9 @@ class SourceOptions:
     max_partitions: int = 8
     recover_interval: float = 3.0
     report_path: str | None = None
+    replicas: int = 0
+    replica_timeout: float = 1.0
+    replica_fsync: bool = False
 
 
 def _number(options: Mapping[str, str], name: str, kind: Callable[[str], float], low: float,
@@ -93,6 +101,12 @@ def parse(options: Mapping[str, str], mode: str) -> SourceOptions:
     lease = _number(options, "lease", float, 0.1, 86_400, None)
     partitions = _number(options, "maxPartitions", int, 1, 4096, 8)
     recover = _number(options, "recoverInterval", float, 0.1, 3600, 3.0)
+    replicas = _number(options, "replicas", int, 0, 1000, 0)
+    replica_timeout = _number(options, "replicaTimeout", float, 0.001, 25, 1.0)
+    fsync = str(options.get("replicaFsync") or "false").strip().lower()
+    if fsync not in ("true", "false"):
+        raise InvalidOption(f"option replicaFsync={options.get('replicaFsync')!r} must be "
+                            "true or false")
     return SourceOptions(
         topic=topic,
         url=options.get("url") or None,
@@ -102,4 +116,7 @@ def parse(options: Mapping[str, str], mode: str) -> SourceOptions:
         max_partitions=int(partitions or 8),
         recover_interval=float(recover or 3.0),
         report_path=options.get("reportPath") or None,
+        replicas=int(replicas or 0),
+        replica_timeout=float(replica_timeout or 1.0),
+        replica_fsync=fsync == "true",
     )

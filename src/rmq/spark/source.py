@@ -52,5 +52,5 @@ class RMQDataSource(DataSource):
                                 "(or outputMode('append') for a stream)")
         check_write_schema(schema)
         url = resolve(options.url)
-        client_for(url).topic(options.topic, fresh=True)  # raises UnknownTopic
+        client_for(url, options).topic(options.topic, fresh=True)  # raises UnknownTopic
         return url, options

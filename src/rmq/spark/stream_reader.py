@@ -111,7 +111,7 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _connect(self) -> Client:
         if self._client is None:
-            client = client_for(resolve(self.options.url))
+            client = client_for(resolve(self.options.url), self.options)
             info = client.topic(self.options.topic, fresh=True)
             client.bind(self.options.topic, self.group)  # like a Consumer, receive from now on
             self._lease = self.options.lease or info.settings.visibility_timeout

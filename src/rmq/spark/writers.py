@@ -56,7 +56,7 @@ def total(messages: list[WriterCommitMessage | None]) -> SendReport:
 def send_partition(url: str, options: SourceOptions,
                    batches: Iterator[pa.RecordBatch]) -> SendReport:
     """Send every row of one partition, ``batch_size`` rows per ``send_many`` call."""
-    client = client_for(url)
+    client = client_for(url, options)
     sent = merged = row = 0
     for batch in batches:
         for start in range(0, batch.num_rows, options.batch_size):

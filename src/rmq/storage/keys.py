@@ -17,6 +17,7 @@ __all__ = [
     "RegistryKeys",
     "HeadsKeys",
     "wake_channel",
+    "topic_of",
 ]
 
 PREFIX = "rmq"
@@ -26,6 +27,16 @@ TOPICS = f"{PREFIX}:topics"  # set of every registered topic name
 def wake_channel(topic: str) -> str:
     """Pub/sub channel that announces new ready work (or an earlier due time) in ``topic``."""
     return f"{PREFIX}:wake:{topic}"
+
+
+def topic_of(key: str | bytes) -> str | None:
+    """The topic a key of this layout belongs to (its hash tag's topic), or None for a key of
+    no topic (``TOPICS``): what an error names when it can only see keys."""
+    text = key.decode(errors="replace") if isinstance(key, bytes) else key
+    opened, closed = text.find("{"), text.find("}")
+    if not text.startswith(f"{PREFIX}:") or opened < 0 or closed < opened:
+        return None
+    return text[opened + 1 : closed].partition(":")[0]  # {topic} or {topic:slot}
 
 
 @dataclass(frozen=True, slots=True)

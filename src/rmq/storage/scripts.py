@@ -9,6 +9,11 @@ before it, each include once. A script without flags, a cycle, a missing include
 include named twice by one file stops the load with a :class:`ScriptSourceError` that names
 the files.
 
+A script whose writes are redone if lost (a promotion of due messages, judged by the server's
+clock; a history bucket) says so on a line of its own, ``--- @housekeeping``: a client that
+waits for replicas after each write (``client/replication.py``) does not wait after it, so
+reading sizes never fails because a replica lags.
+
 Why a library: a script sent by ``EVALSHA`` runs its whole chunk on every call, so every
 include's local functions would be defined again for each call (measured: one send took 36.9 µs
 of server time as a script, 32.4 µs as a function; 183 k against 151 k instructions). The
@@ -52,6 +57,7 @@ _INCLUDE = re.compile(r'--- @include "([a-z_]+)"')
 # Anything that looks like an include but is not written as one would otherwise stay a
 # comment, and its functions would be missing only when the script runs.
 _LOOKS_LIKE_INCLUDE = re.compile(r"\s*-{2,}\s*@include\b")
+_HOUSEKEEPING = re.compile(r"^--- @housekeeping$", re.MULTILINE)
 _SCRIPT_NAME = re.compile(r"[a-z_]+")
 
 _SCRIPT_PRELUDE = "local rcall = redis.call\nlocal CALL = {}\n"
@@ -83,7 +89,8 @@ class Library:
 @dataclass(frozen=True, slots=True)
 class Script:
     """One script: ``function`` is its name in the library (``FCALL``); ``source`` and
-    ``sha`` are the same script whole, for ``EVAL`` and ``EVALSHA``."""
+    ``sha`` are the same script whole, for ``EVAL`` and ``EVALSHA``. ``housekeeping``: its
+    writes are redone if lost (module doc)."""
 
     name: str
     flags: tuple[str, ...]
@@ -91,6 +98,7 @@ class Script:
     source: str
     sha: str
     library: Library = field(repr=False)
+    housekeeping: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +143,8 @@ def load_scripts(directory: Traversable) -> dict[str, Script]:
         source = (s.shebang + "\n" + _SCRIPT_PRELUDE
                   + "".join(texts[path] + "\n" for path in s.includes) + s.body + "\n")
         scripts[s.name] = Script(s.name, s.flags, f"{library_name}_{s.name}", source,
-                                 hashlib.sha1(source.encode()).hexdigest(), library)
+                                 hashlib.sha1(source.encode()).hexdigest(), library,
+                                 _HOUSEKEEPING.search(s.body) is not None)
     return scripts
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from . import consume, delay, headline, memory, merge, priority, scale_out, scaling, send
+from . import consume, delay, headline, memory, merge, priority, replicas, scale_out, scaling, send
 
 if TYPE_CHECKING:
     from ..context import Bench
@@ -17,6 +17,7 @@ SCENARIOS: dict[str, Callable[[Bench], Report]] = {
     "send": send.run,
     "merge": merge.run,
     "consume": consume.run,
+    "replicas": replicas.run,
     "priority": priority.run,
     "delay": delay.run,
     "memory": memory.run,

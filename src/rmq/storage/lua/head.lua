@@ -25,7 +25,10 @@
 
   Flags: allow-oom, since its promotion only moves messages already stored, so that
   consumers can drain a Redis that is out of memory.
+  Housekeeping: what it writes is redone if lost, so a client waiting for replicas does not
+  wait after it (storage/scripts.py).
 ]]
+--- @housekeeping
 --- @include "scores"
 --- @include "promote"
 --- @include "member"

@@ -14,7 +14,10 @@
 
   No flags: a sample is not worth memory Redis does not have; when it is out of memory the
   script is refused whole and that bucket's sample is skipped (a gap in the history).
+  Housekeeping: what it writes is redone if lost, so a client waiting for replicas does not
+  wait after it (storage/scripts.py).
 ]]
+--- @housekeeping
 
 local time = rcall("TIME")
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)

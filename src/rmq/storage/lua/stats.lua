@@ -12,7 +12,10 @@
 
   Flags: allow-oom, since its promotion only moves messages already stored, and sizes
   must be readable when Redis is out of memory.
+  Housekeeping: what it writes is redone if lost, so a client waiting for replicas does not
+  wait after it (storage/scripts.py).
 ]]
+--- @housekeeping
 --- @include "scores"
 --- @include "pending"
 --- @include "group_keys"

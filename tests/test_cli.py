@@ -323,11 +323,42 @@ def test_worker_processes_messages_and_on_sigterm_gives_back_unstarted_ones(
         worker.kill()
         log.close()
     assert handled.read_text().split() == ["a", "b", "c", "block"]
-    assert "worker stopped: 4 handled, 0 failed" in (tmp_path / "worker.log").read_text()
+    assert ("worker stopped: 4 handled, 0 messages failed (0 failed attempts)"
+            in (tmp_path / "worker.log").read_text())
     returned = client.claim("t")
     assert sorted(m.body for m in returned) == [b"u1", b"u2", b"u3"]
     assert {m.attempts for m in returned} == {1}
     assert ok("consumers", "t", url=redis_url).startswith("no consumers")
+
+
+FAILING_MODULE = '''
+def handle(message):
+    if message.body == b"bad":
+        raise ValueError("bad body")
+'''
+
+
+def test_worker_summary_counts_failed_messages_apart_from_failed_attempts(
+        redis_url: str, client: rmq.Client, tmp_path: Path) -> None:
+    (tmp_path / "failing.py").write_text(FAILING_MODULE)
+    client.create_topic("t", max_retries=3, retry_backoff=0)
+    client.send_many("t", ["bad", "good"])
+    log = open(tmp_path / "worker.log", "w")  # noqa: SIM115 - closed in finally
+    worker = subprocess.Popen(
+        [*COMMAND, "--url", redis_url, "worker", "failing:handle", "t", "--concurrency", "1"],
+        cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: len(client.dead_letters("t")) == 1, 60,
+                 "the bad message to fail four times and be dead-lettered")
+        wait_for(lambda: client.stats("t").groups["default"].counters["acked"] == 1, 60,
+                 "the good message to be acknowledged")
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=60) == 0
+    finally:
+        worker.kill()
+        log.close()
+    assert ("worker stopped: 1 handled, 1 message failed (4 failed attempts)"
+            in (tmp_path / "worker.log").read_text())
 
 
 def test_worker_with_a_target_that_cannot_be_imported_exits_1_with_one_line(

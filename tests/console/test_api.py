@@ -55,6 +55,23 @@ def test_an_existing_topic_with_other_settings_is_a_conflict(api: TestClient,
     assert api.post("/api/topics", json={"name": "t", "slots": 4}).status_code == 201
 
 
+def test_errors_name_the_fix_in_the_console_s_words_not_a_python_call(
+        api: TestClient, client: rmq.Client) -> None:
+    assert error_of(api.get("/api/topics/nope"), 404) == (
+        "unknown topic 'nope': create it on the Topics page or with POST /api/topics")
+    client.create_topic("t", slots=4, max_retries=5)
+    assert error_of(api.post("/api/topics", json={"name": "t", "slots": 8, "max_retries": 5}),
+                    409) == "topic 't' exists with other settings (slots 4, not 8); slots are " \
+                            "fixed at creation"
+    assert error_of(api.post("/api/topics", json={"name": "t", "slots": 4, "max_retries": 2}),
+                    409) == ("topic 't' exists with other settings (max_retries 5, not 2): "
+                             "change them under Settings on its page, or with "
+                             "PATCH /api/topics/t")
+    assert error_of(api.post("/api/topics", content=b"{name: t}", headers=JSON), 422) == (
+        "the request body is not valid JSON (Expecting property name enclosed in double "
+        "quotes)")
+
+
 def test_alter_changes_settings_and_refuses_slots_without_changing_anything(
         api: TestClient, client: rmq.Client) -> None:
     client.create_topic("t", slots=4, max_retries=5)

@@ -4,6 +4,7 @@ changes nothing."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -264,3 +265,18 @@ def test_in_flight_rows_name_their_holder(api: TestClient, client: rmq.Client) -
                                                       "anyone's": None}
     (found,) = api.get("/api/topics/t/find", params={"body": "mine"}).json()["rows"]
     assert found["holder"] == "render-worker-3"
+
+
+def test_api_docs_list_every_endpoint_of_the_openapi_document_from_the_package_alone(
+        api: TestClient) -> None:
+    page = api.get("/api/docs")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    html = page.text
+    assert 'href="/api/openapi.json"' in html
+    document = api.get("/api/openapi.json").json()
+    rows = re.findall(r'<span class="badge method">(\w+)</span></td><td class="mono">([^<]+)<',
+                      html)
+    assert sorted(rows) == sorted((method.upper(), path) for path, operations
+                                  in document["paths"].items() for method in operations)
+    assert "body, priority?, delay_ms?, deliver_at?, key?" in html  # a send: body required
+    assert not re.search(r'(src|href)="(https?:)?//', html)  # nothing from a CDN

@@ -81,8 +81,8 @@ def endpoints(document: dict[str, Any]) -> list[dict[str, Any]]:
             required = set(fields.get("required", []))
             found.append({"method": method.upper(), "path": path,
                           "summary": operation.get("summary", ""), "parameters": parameters,
-                          "body": [n + ("" if n in required else "?")
-                                   for n in fields.get("properties", {})]})
+                          "body": [n + ("" if n in required else "?") for n in sorted(
+                              fields.get("properties", {}), key=lambda n: n not in required)]})
     return found
 
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -179,9 +181,91 @@ def test_dead_letters_are_listed_requeued_and_purged(redis_url: str,
     assert "boom" in ok("dead", "list", "t", url=redis_url)
     first = letters[0]["id"]
     assert ok("dead", "requeue", "t", "--ids", first, url=redis_url).startswith("requeued 1")
-    assert ok("dead", "purge", "t", url=redis_url).startswith("purged 1")
-    assert ok("dead", "list", "t", url=redis_url) == ""
+    assert ok("dead", "purge", "t", "--yes", url=redis_url).startswith("purged 1")
+    assert ok("dead", "list", "t", url=redis_url) == (
+        "no dead letters in topic 't', group 'default'\n")
     assert [m.body.decode() for m in client.claim("t")] == [letters[0]["body"]]
+
+
+def test_dead_list_with_no_dead_letters_says_so_naming_topic_and_group(
+        redis_url: str, client: rmq.Client) -> None:
+    client.create_topic("t")
+    client.bind("t", "audit")
+    assert ok("dead", "list", "t", "--group", "audit", url=redis_url) == (
+        "no dead letters in topic 't', group 'audit'\n")
+    assert "none of the ids given" in ok("dead", "list", "t", "--ids", "0-1", url=redis_url)
+    assert ok("dead", "list", "t", "--json", url=redis_url) == ""  # JSON lines: none
+
+
+def _two_dead_letters(client: rmq.Client) -> None:
+    client.create_topic("t", max_retries=0)
+    client.send_many("t", ["p1", "p2"])
+    for message in client.claim("t"):
+        client.nack(message, "boom")
+
+
+def test_dead_purge_without_a_terminal_needs_yes_and_deletes_nothing_otherwise(
+        redis_url: str, client: rmq.Client) -> None:
+    _two_dead_letters(client)
+    assert_one_line_error(run("dead", "purge", "t", url=redis_url, stdin=""), 1,
+                          "add --yes to confirm")
+    assert_one_line_error(run("dead", "purge", "t", "--json", url=redis_url, stdin="y\n"), 1,
+                          "add --yes to confirm")
+    assert len(client.dead_letters("t")) == 2
+    assert ok("dead", "purge", "t", "--yes", url=redis_url) == (
+        "purged 2 dead letters of topic 't', group 'default'\n")
+    assert client.dead_letters("t") == []
+
+
+def _on_a_terminal(*args: str, url: str, typed: bytes) -> tuple[int, str]:
+    """Run ``rmq ARGS`` with a pseudo-terminal as stdin, stdout and stderr; type ``typed``
+    once it asks; returns its exit status and everything it wrote."""
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen([*COMMAND, "--url", url, *args], stdin=terminal,
+                               stdout=terminal, stderr=terminal)
+    os.close(terminal)
+    output = b""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # the process closed the terminal
+            break
+        if not chunk:
+            break
+        output += chunk
+        if output.rstrip().endswith(b"[y/N]"):
+            os.write(controller, typed)
+    os.close(controller)
+    return process.wait(timeout=30), output.decode("utf-8", "replace")
+
+
+def test_dead_purge_on_a_terminal_asks_first_and_only_yes_deletes(
+        redis_url: str, client: rmq.Client) -> None:
+    _two_dead_letters(client)
+    status, text = _on_a_terminal("dead", "purge", "t", url=redis_url, typed=b"n\n")
+    assert status == 1, text
+    assert "delete all 2 dead letters of topic 't', group 'default'? [y/N]" in text
+    assert "purge cancelled: nothing was deleted" in text
+    assert len(client.dead_letters("t")) == 2
+    status, text = _on_a_terminal("dead", "purge", "t", url=redis_url, typed=b"y\n")
+    assert status == 0 and "purged 2 dead letters" in text, text
+    assert client.dead_letters("t") == []
+    status, text = _on_a_terminal("dead", "purge", "t", url=redis_url, typed=b"y\n")
+    assert status == 0 and "nothing to purge" in text, text
+
+
+def test_stats_names_priority_levels_and_shows_no_oldest_age_when_nothing_is_ready(
+        redis_url: str, client: rmq.Client) -> None:
+    client.create_topic("t", slots=1)
+    client.send_many("t", [{"body": "a", "priority": 192}, {"body": "b", "priority": 128},
+                           {"body": "c", "priority": 64}, {"body": "d", "priority": 200}])
+    assert "ready by priority (default): 200: 1  HIGH: 1  MEDIUM: 1  LOW: 1" in ok(
+        "stats", "t", url=redis_url)
+    client.claim("t", count=4)
+    row = ok("stats", "t", url=redis_url).splitlines()[2].split()
+    assert row[:6] == ["default", "0", "0", "4", "0", "–"]
+    assert "0ms" not in ok("stats", "t", "--slots", url=redis_url)
 
 
 WORKER_MODULE = '''
@@ -239,11 +323,42 @@ def test_worker_processes_messages_and_on_sigterm_gives_back_unstarted_ones(
         worker.kill()
         log.close()
     assert handled.read_text().split() == ["a", "b", "c", "block"]
-    assert "worker stopped: 4 handled, 0 failed" in (tmp_path / "worker.log").read_text()
+    assert ("worker stopped: 4 handled, 0 messages failed (0 failed attempts)"
+            in (tmp_path / "worker.log").read_text())
     returned = client.claim("t")
     assert sorted(m.body for m in returned) == [b"u1", b"u2", b"u3"]
     assert {m.attempts for m in returned} == {1}
     assert ok("consumers", "t", url=redis_url).startswith("no consumers")
+
+
+FAILING_MODULE = '''
+def handle(message):
+    if message.body == b"bad":
+        raise ValueError("bad body")
+'''
+
+
+def test_worker_summary_counts_failed_messages_apart_from_failed_attempts(
+        redis_url: str, client: rmq.Client, tmp_path: Path) -> None:
+    (tmp_path / "failing.py").write_text(FAILING_MODULE)
+    client.create_topic("t", max_retries=3, retry_backoff=0)
+    client.send_many("t", ["bad", "good"])
+    log = open(tmp_path / "worker.log", "w")  # noqa: SIM115 - closed in finally
+    worker = subprocess.Popen(
+        [*COMMAND, "--url", redis_url, "worker", "failing:handle", "t", "--concurrency", "1"],
+        cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: len(client.dead_letters("t")) == 1, 60,
+                 "the bad message to fail four times and be dead-lettered")
+        wait_for(lambda: client.stats("t").groups["default"].counters["acked"] == 1, 60,
+                 "the good message to be acknowledged")
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=60) == 0
+    finally:
+        worker.kill()
+        log.close()
+    assert ("worker stopped: 1 handled, 1 message failed (4 failed attempts)"
+            in (tmp_path / "worker.log").read_text())
 
 
 def test_worker_with_a_target_that_cannot_be_imported_exits_1_with_one_line(

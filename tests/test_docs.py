@@ -5,9 +5,11 @@ embedded server in a temporary RMQ_HOME, as a newcomer runs them after ``./dev i
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -87,3 +89,22 @@ def test_examples_run_as_written(path: Path, tmp_path: Path) -> None:
                 run_to_the_end(block, env)
     finally:
         stop_embedded(tmp_path / "home")
+
+
+def test_the_readme_install_block_names_every_extra() -> None:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    (install,) = [b.code for b in blocks(ROOT / "README.md") if "pip install -e ." in b.code]
+    for extra in extras:
+        if not extra.startswith("test"):  # the suite's tools, which ./dev install sets up
+            assert f"pip install -e '.[{extra}]'" in install, extra
+
+
+def test_dev_without_a_command_lists_every_command() -> None:
+    script = ROOT / "dev"
+    commands = re.findall(r"^  (\w+)\)", script.read_text(), re.M)
+    done = subprocess.run([str(script)], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2
+    assert "floors" in commands
+    for command in commands:
+        assert f"./dev {command}" in done.stdout, command

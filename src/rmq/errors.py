@@ -45,10 +45,11 @@ class InputError(RMQError, ValueError):
 
 
 class UnknownTopic(InputError):
-    """The topic was never created (or was deleted)."""
+    """The topic was never created (or was deleted). ``fix`` says how to create it in the
+    words of the caller's tool (the library's ``create_topic()`` by default)."""
 
-    def __init__(self, topic: str):
-        super().__init__(f"unknown topic {topic!r}: create it first with create_topic()")
+    def __init__(self, topic: str, fix: str = "create it first with create_topic()"):
+        super().__init__(f"unknown topic {topic!r}: {fix}")
         self.topic = topic
 
 

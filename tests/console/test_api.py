@@ -4,6 +4,7 @@ changes nothing."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -53,6 +54,23 @@ def test_an_existing_topic_with_other_settings_is_a_conflict(api: TestClient,
     assert "exists with other settings" in error_of(
         api.post("/api/topics", json={"name": "t", "slots": 8}), 409)
     assert api.post("/api/topics", json={"name": "t", "slots": 4}).status_code == 201
+
+
+def test_errors_name_the_fix_in_the_console_s_words_not_a_python_call(
+        api: TestClient, client: rmq.Client) -> None:
+    assert error_of(api.get("/api/topics/nope"), 404) == (
+        "unknown topic 'nope': create it on the Topics page or with POST /api/topics")
+    client.create_topic("t", slots=4, max_retries=5)
+    assert error_of(api.post("/api/topics", json={"name": "t", "slots": 8, "max_retries": 5}),
+                    409) == "topic 't' exists with other settings (slots 4, not 8); slots are " \
+                            "fixed at creation"
+    assert error_of(api.post("/api/topics", json={"name": "t", "slots": 4, "max_retries": 2}),
+                    409) == ("topic 't' exists with other settings (max_retries 5, not 2): "
+                             "change them under Settings on its page, or with "
+                             "PATCH /api/topics/t")
+    assert error_of(api.post("/api/topics", content=b"{name: t}", headers=JSON), 422) == (
+        "the request body is not valid JSON (Expecting property name enclosed in double "
+        "quotes)")
 
 
 def test_alter_changes_settings_and_refuses_slots_without_changing_anything(
@@ -247,3 +265,18 @@ def test_in_flight_rows_name_their_holder(api: TestClient, client: rmq.Client) -
                                                       "anyone's": None}
     (found,) = api.get("/api/topics/t/find", params={"body": "mine"}).json()["rows"]
     assert found["holder"] == "render-worker-3"
+
+
+def test_api_docs_list_every_endpoint_of_the_openapi_document_from_the_package_alone(
+        api: TestClient) -> None:
+    page = api.get("/api/docs")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    html = page.text
+    assert 'href="/api/openapi.json"' in html
+    document = api.get("/api/openapi.json").json()
+    rows = re.findall(r'<span class="badge method">(\w+)</span></td><td class="mono">([^<]+)<',
+                      html)
+    assert sorted(rows) == sorted((method.upper(), path) for path, operations
+                                  in document["paths"].items() for method in operations)
+    assert "body, priority?, delay_ms?, deliver_at?, key?" in html  # a send: body required
+    assert not re.search(r'(src|href)="(https?:)?//', html)  # nothing from a CDN

@@ -227,7 +227,7 @@ def test_an_operator_runs_the_queue_from_the_console(
     expect(found).to_have_count(1)
     slot = client.find_messages("prices", "needle-7")[0].slot
     expect(found.locator("td").nth(2)).to_have_text(str(slot))
-    expect(found).to_contain_text("128")
+    expect(found).to_contain_text("MEDIUM")
     # ... and names the consumer that holds an in-flight one
     (held,) = client.claim("emails", "audit", count=1, holder="inspector-1")
     find_held = f"/find?topic=emails&body={held.body.decode()}"
@@ -243,3 +243,90 @@ def test_an_operator_runs_the_queue_from_the_console(
     expect(page.locator("#topic-state")).to_have_text("active")
     expect(page.locator("#c-ready")).to_have_text("0")
     assert {f"needle-{i}" for i in range(25)} <= set(workers.handled("prices"))
+
+
+def dead_letters(client: rmq.Client, topic: str, count: int) -> None:
+    client.send_many(topic, [f"{topic}-{i}" for i in range(count)])
+    for message in client.claim(topic, count=count):
+        client.nack(message, "broken")
+
+
+def test_the_console_leads_from_each_count_to_its_messages_and_speaks_of_priorities_by_name(
+        page: Page, console_process: Any, client: rmq.Client, tmp_path: Path) -> None:
+    base = console_process("--refresh", "1")
+    client.create_topic("alerts", max_retries=0)  # first by name, and no dead letters
+    for topic, dead in (("emails", 28), ("prices", 1)):
+        client.create_topic(topic, max_retries=0)
+        dead_letters(client, topic, dead)
+    client.send_many("alerts", [{"body": "a", "priority": 192}, {"body": "b", "priority": 200}])
+
+    # the overview's counts are links: the dead count of emails opens its dead letters
+    page.goto(base)
+    live(page)
+    expect(page.locator("#total-dead")).to_have_text("29")
+    expect(page.locator("tr[data-topic=alerts]")).to_contain_text("HIGH 1")
+    ready = page.locator("tr[data-topic=alerts] a[data-state=ready]")
+    expect(ready).to_have_attribute("href", "/topics/alerts?group=default&state=ready")
+    page.locator("tr[data-topic=emails] a[data-state=dead]").click()
+    page.wait_for_url(f"{base}/dead?topic=emails&group=default")
+    expect(page.locator("#dead-count")).to_contain_text("28 in emails / default")
+
+    # the purge dialog counts in words; cancelled, nothing is gone
+    page.click("#purge")
+    expect(page.locator("#purge-dialog")).to_contain_text(
+        "This deletes all 28 dead letters of group default of topic emails")
+    page.click("#purge-cancel")
+
+    # without ?topic= the page opens on the first topic that has dead letters, each counted
+    page.goto(f"{base}/dead")
+    live(page)
+    expect(page.locator("#dead-topic")).to_have_value("emails")
+    expect(page.locator("#dead-topic option")).to_have_text(
+        ["alerts (0)", "emails (28)", "prices (1)"])
+
+    # the group's count follows what happens elsewhere, with the rest of the page
+    page.select_option("#dead-topic", "prices")
+    expect(page.locator("#dead-group option")).to_have_text(["default (1)"])
+    client.requeue_dead("prices", "default")
+    expect(page.locator("#dead-group option")).to_have_text(["default (0)"])
+    expect(page.locator("#dead-topic option").nth(2)).to_have_text("prices (0)")
+    dead_letters(client, "prices", 1)
+    expect(page.locator("#dead-group option")).to_have_text(["default (1)"])
+    page.click("#purge")
+    expect(page.locator("#purge-dialog")).to_contain_text("This deletes the 1 dead letter of")
+    page.click("#purge-cancel")
+
+    # the topic page opens the state a count linked to; priorities are named, sent by name
+    page.goto(f"{base}/topics/alerts?group=default&state=ready")
+    live(page)
+    expect(page.locator("#state-tabs button.active")).to_have_attribute("data-state", "ready")
+    expect(page.locator("#peek-table tbody")).to_contain_text("HIGH")
+    expect(page.locator("#peek-table tbody")).to_contain_text("200")
+    page.wait_for_function("() => Chart.getChart('chart-priority').data.labels.join() "
+                           "=== '200,HIGH'")
+    page.fill("#send-form [name=body]", "urgent")
+    page.select_option("#send-priority", "192")
+    page.click("#send-form button[type=submit]")
+    expect(page.locator("#send-message")).to_contain_text("Sent to slot")
+    page.select_option("#send-priority", "custom")
+    page.fill("#send-form [name=priority]", "7")
+    page.fill("#send-form [name=body]", "whenever")
+    page.click("#send-form button[type=submit]")
+    expect(page.locator("#send-message")).to_contain_text("Sent to slot")
+    sent = {m.body: m.priority for m in client.snapshot("alerts")}
+    assert (sent[b"urgent"], sent[b"whenever"]) == (192, 7)
+    page.goto(f"{base}/topics/alerts?state=dead")
+    live(page)
+    expect(page.locator("#state-tabs button.active")).to_have_attribute("data-state", "dead")
+
+    # the API's own page lists its endpoints, drawn from the package alone
+    page.goto(f"{base}/api/docs")
+    expect(page.locator("#endpoints tbody tr")).not_to_have_count(0)
+    expect(page.locator("a[href='/api/openapi.json']")).to_have_count(1)
+    screenshots_of = {"overview": "/", "dead-letters": "/dead", "topic": "/topics/alerts",
+                      "api-docs": "/api/docs"}
+    for name, path in screenshots_of.items():
+        page.goto(base + path)
+        if name != "api-docs":
+            live(page)
+        page.screenshot(path=str(tmp_path / f"edges-{name}.png"), full_page=True)

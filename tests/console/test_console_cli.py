@@ -70,7 +70,8 @@ def test_scripts_get_json_from_create_alter_requeue_and_purge(console_url: str,
     (first, _) = [d.id for d in client.dead_letters("t")]
     done = run("--url", console_url, "dead", "requeue", "t", "--ids", first, "--json")
     assert json.loads(done.stdout) == {"requeued": 1}
-    assert json.loads(run("--url", console_url, "dead", "purge", "t", "--json").stdout) == {
+    assert json.loads(run("--url", console_url, "dead", "purge", "t", "--json",
+                                 "--yes").stdout) == {
         "purged": 1}
 
 
@@ -100,7 +101,7 @@ def test_stats_watch_on_a_terminal_is_a_live_view_redrawn_in_place(
     assert process.wait(timeout=30) == 0
     text = output.decode("utf-8", "replace")
     assert "topic t" in text and "busiest slots of audit" in text
-    assert "ready by priority (audit): p250: 1  p128: 7" in text
+    assert "ready by priority (audit): 250: 1  MEDIUM: 7" in text
     assert text.count("topic t") >= 3  # each refresh draws the view again...
     assert "\x1b[1A" in text and "\x1b[2K" in text  # ...over the last one, in place
     assert "acked/s" in text and "sent/s" in text

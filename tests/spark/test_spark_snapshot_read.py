@@ -84,6 +84,23 @@ def test_snapshot_read_has_one_partition_per_group_and_slot(spark, redis_url,
     assert {row.group for row in audit.collect()} == {"audit"}
 
 
+def error_line_within_the_first_lines(error: BaseException, line: str) -> None:
+    """``line`` is in ``error``'s message after at most four other lines (Spark's heading
+    and a one-frame traceback), not under the client's twenty frames."""
+    text = str(error)
+    assert line in text, text
+    assert text[:text.index(line)].count("\n") <= 4, text
+
+
+def test_a_read_of_a_missing_topic_fails_naming_the_topic_and_the_fix_first(spark,
+                                                                          redis_url):
+    with pytest.raises(Exception) as failure:  # Spark raises its AnalysisException
+        load(spark, redis_url, "nothing-here").collect()
+    error_line_within_the_first_lines(
+        failure.value, "unknown topic 'nothing-here': create it with `rmq topic create "
+                       "nothing-here` (or Client.create_topic) before the job runs")
+
+
 def test_snapshot_read_of_unknown_topic_or_group_fails_clearly(spark, redis_url,
                                                                topic_in_every_state):
     with pytest.raises(Exception, match="unknown topic 'nothing-here'"):

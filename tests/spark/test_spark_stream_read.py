@@ -118,5 +118,6 @@ def test_stream_read_killed_mid_way_loses_nothing_after_restart_from_its_checkpo
 def test_stream_read_of_an_unknown_topic_fails_the_query(spark, redis_url, tmp_path):
     query = stream(spark, redis_url, "nowhere", RecordingSink(), tmp_path / "ck",
                    {"availableNow": True})
-    with pytest.raises(Exception, match="unknown topic 'nowhere'"):
+    with pytest.raises(Exception, match="unknown topic 'nowhere': create it with `rmq topic "
+                                        "create nowhere`"):
         query.awaitTermination(120)

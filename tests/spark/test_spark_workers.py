@@ -58,3 +58,13 @@ def test_register_passes_when_the_workers_can_import_rmq(spark) -> None:
     rmq.spark.register(spark)  # checked when the session started; again is free
     assert spark.sparkContext.applicationId in rmq.spark.workers._checked
     assert spark.sparkContext.getLocalProperty("spark.job.description") is None
+
+
+def test_register_again_keeps_the_source_registered_so_spark_does_not_warn(spark) -> None:
+    # Spark logs "The data source rmq replaced a previously registered data source" each
+    # time the source is registered again: once per session is enough.
+    manager = spark._jsparkSession.sessionState().dataSourceManager()
+    identity = spark._jvm.System.identityHashCode
+    registered = identity(manager.lookupDataSource("rmq"))
+    rmq.spark.register(spark)
+    assert identity(manager.lookupDataSource("rmq")) == registered

@@ -69,7 +69,8 @@ def test_optional_columns_become_send_options(spark, client, redis_url):
 
 
 INVALID_WRITES = {
-    "unknown topic": (["sku-1"], "body string", {"topic": "missing"}, "unknown topic"),
+    "unknown topic": (["sku-1"], "body string", {"topic": "missing"},
+                      "unknown topic 'missing': create it with `rmq topic create missing`"),
     "no body column": (["sku-1"], "text string", {}, "cannot be written"),
     "body and json": ([("a", "{}")], "body string, json string", {}, "exactly one of"),
     "badly typed priority": ([("a", "high")], "body string, priority string", {},

@@ -16,9 +16,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from ..client import Client
 from ..client.connection import Retry
+from ..message import Priority
 
 __all__ = ["CommandError", "open_client", "add_replication_options", "table", "print_json",
-           "text_of", "age", "Progress", "seconds", "at_least_one", "at_least_zero"]
+           "text_of", "age", "Progress", "seconds", "at_least_one", "at_least_zero",
+           "priority_name"]
 
 QUICK_RETRIES = 5  # reconnect attempts of one-shot commands: 50 ms doubling, about 1.5 s
 # A one-shot command's longest wait for one reply (the library's is 30 s). A timeout is not
@@ -150,6 +152,14 @@ def age(ms: float) -> str:
         return f"{minutes}m{seconds:02d}s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h{minutes:02d}m"
+
+
+def priority_name(priority: int) -> str:
+    """``HIGH``, ``MEDIUM`` or ``LOW`` for the named levels, the number for any other."""
+    try:
+        return Priority(priority).name
+    except ValueError:
+        return str(priority)
 
 
 class Progress:

@@ -14,7 +14,15 @@ from typing import Any
 
 from ..errors import InputError
 from ..message import Priority
-from .common import CommandError, Progress, open_client, print_json, table, text_of
+from .common import (
+    CommandError,
+    Progress,
+    open_client,
+    print_json,
+    priority_name,
+    table,
+    text_of,
+)
 
 __all__ = ["add_parsers"]
 
@@ -128,6 +136,9 @@ def send(args: argparse.Namespace) -> None:
 
 
 def dead(args: argparse.Namespace) -> None:
+    if args.action == "purge":
+        _purge(args)
+        return
     with open_client(args) as client:
         if args.action == "requeue":
             count = client.requeue_dead(args.topic, args.group, args.ids)
@@ -135,28 +146,57 @@ def dead(args: argparse.Namespace) -> None:
                 print_json({"requeued": count})
             else:
                 print(f"requeued {count} dead letter(s) of {args.topic!r}/{args.group}")
-        elif args.action == "purge":
-            if args.ids:
-                raise CommandError("purge drops every dead letter of the group; it takes no --ids")
-            count = client.purge_dead(args.topic, args.group)
-            if args.json:
-                print_json({"purged": count})
-            else:
-                print(f"purged {count} dead letter(s) of {args.topic!r}/{args.group}")
-        else:
-            letters = client.dead_letters(args.topic, args.group)
-            if args.ids:
-                letters = [d for d in letters if d.id in set(args.ids)]
-            if args.json:
-                for letter in letters:
-                    print_json({"id": letter.id, "body": letter.body, "key": letter.key,
-                                "priority": letter.priority, "attempts": letter.attempts,
-                                "error": letter.error, "due_at": letter.due_at,
-                                "dead_at": letter.dead_at})
-            elif letters:
-                print(table(["id", "attempts", "died", "error", "body"], [
-                    [d.id, d.attempts, _when(d.dead_at), text_of(d.error.encode(), 40),
-                     text_of(d.body, 50)] for d in letters]))
+            return
+        letters = client.dead_letters(args.topic, args.group)
+    if args.ids:
+        letters = [d for d in letters if d.id in set(args.ids)]
+    if args.json:
+        for letter in letters:
+            print_json({"id": letter.id, "body": letter.body, "key": letter.key,
+                        "priority": letter.priority, "attempts": letter.attempts,
+                        "error": letter.error, "due_at": letter.due_at,
+                        "dead_at": letter.dead_at})
+    elif letters:
+        print(table(["id", "attempts", "priority", "died", "error", "body"], [
+            [d.id, d.attempts, priority_name(d.priority), _when(d.dead_at),
+             text_of(d.error.encode(), 40), text_of(d.body, 50)] for d in letters]))
+    elif args.ids:
+        print(f"none of the ids given is a dead letter of topic {args.topic!r}, "
+              f"group {args.group!r}")
+    else:
+        print(f"no dead letters in topic {args.topic!r}, group {args.group!r}")
+
+
+def _purge(args: argparse.Namespace) -> None:
+    """Purge after a confirmation: ``--yes``, else a "y" typed on the terminal; with no
+    terminal to ask on (a script, a pipe), ``--yes`` is required."""
+    if args.ids:
+        raise CommandError("purge drops every dead letter of the group; it takes no --ids")
+    where = f"topic {args.topic!r}, group {args.group!r}"
+    if not args.yes and not sys.stdin.isatty():
+        raise CommandError(f"purging deletes every dead letter of {where}; add --yes to "
+                           "confirm (there is no terminal to ask on)")
+    with open_client(args) as client:
+        if not args.yes:
+            group = client.stats(args.topic).groups.get(args.group)
+            held = group.dead if group is not None else 0
+            if not held:
+                print(f"no dead letters in {where}: nothing to purge")
+                return
+            # The question goes to stderr, so stdout stays the result (--json) alone.
+            print(f"delete all {_count(held, 'dead letter')} of {where}? [y/N] ", end="",
+                  file=sys.stderr, flush=True)
+            if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+                raise CommandError("purge cancelled: nothing was deleted")
+        count = client.purge_dead(args.topic, args.group)
+    if args.json:
+        print_json({"purged": count})
+    else:
+        print(f"purged {_count(count, 'dead letter')} of {where}")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _when(epoch_ms: int) -> str:
@@ -212,6 +252,8 @@ def add_parsers(commands: Any) -> None:
                    help="dead-letter ids (as listed) to show or requeue; default all")
     p.add_argument("--json", action="store_true",
                    help="print JSON: the list as JSON lines, the count requeued or purged")
+    p.add_argument("--yes", action="store_true",
+                   help="purge without asking (required when not run on a terminal)")
     p.set_defaults(run=dead)
 
     p = commands.add_parser("consumers", help="list a topic's consumers and their liveness",

@@ -63,17 +63,24 @@ def worker(args: argparse.Namespace) -> None:
             consumer.run()
         finally:
             stopped.set()
-    print(f"worker stopped: {consumer.handled} handled, {consumer.failed} failed",
-          file=sys.stderr, flush=True)
+    print(f"worker stopped: {_counts(consumer)}", file=sys.stderr, flush=True)
+
+
+def _counts(consumer: Any) -> str:
+    """What a worker did so far: a message retried three times is one failed message and
+    three failed attempts, not "3 failed"."""
+    messages, attempts = consumer.failed_messages, consumer.failed
+    return (f"{consumer.handled} handled, {messages} message{'' if messages == 1 else 's'} "
+            f"failed ({attempts} failed attempt{'' if attempts == 1 else 's'})")
 
 
 def _report(consumer: Any, stopped: threading.Event) -> None:
-    last = (0, 0)
+    last = ""
     while not stopped.wait(REPORT_EVERY):
-        now = (consumer.handled, consumer.failed)
+        now = _counts(consumer)
         if now != last:
             last = now
-            print(f"worker: {now[0]} handled, {now[1]} failed", file=sys.stderr, flush=True)
+            print(f"worker: {now}", file=sys.stderr, flush=True)
 
 
 def add_parsers(commands: Any) -> None:

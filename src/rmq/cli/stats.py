@@ -15,9 +15,23 @@ from rich.text import Text
 
 from rmq import TopicStats
 
-from .common import CommandError, age, at_least_one, open_client, print_json, seconds, table
+from .common import (
+    CommandError,
+    age,
+    at_least_one,
+    open_client,
+    print_json,
+    priority_name,
+    seconds,
+    table,
+)
 
 __all__ = ["add_parsers"]
+
+
+def _oldest(ready: int, oldest_ready_ms: int) -> str:
+    # With nothing ready there is no oldest: "0ms" would read as a message just arrived.
+    return age(oldest_ready_ms) if ready else "–"
 
 
 def render(stats: TopicStats, previous: TopicStats | None, interval: float,
@@ -32,7 +46,7 @@ def render(stats: TopicStats, previous: TopicStats | None, interval: float,
     for name, group in stats.groups.items():
         c = group.counters
         row = [name, group.ready, group.delayed, group.in_flight, group.dead,
-               age(group.oldest_ready_ms), c["sent"], c["merged"],
+               _oldest(group.ready, group.oldest_ready_ms), c["sent"], c["merged"],
                round(100 * c["merged"] / c["sent"], 1) if c["sent"] else 0.0, c["acked"],
                c["retried"], c["dead"]]
         if previous is not None:
@@ -44,7 +58,8 @@ def render(stats: TopicStats, previous: TopicStats | None, interval: float,
     lines.append(table(headers, rows))
     for name, group in stats.groups.items():
         if group.ready_by_priority:
-            bands = "  ".join(f"p{p}: {n}" for p, n in group.ready_by_priority.items())
+            bands = "  ".join(f"{priority_name(p)}: {n}"
+                              for p, n in group.ready_by_priority.items())
             lines.append(f"ready by priority ({name}): {bands}")
     if slots:
         for name, group in stats.groups.items():
@@ -52,7 +67,7 @@ def render(stats: TopicStats, previous: TopicStats | None, interval: float,
             lines.append(table(["slot", "ready", "delayed", "in flight", "dead", "oldest ready",
                                 "sent", "acked"],
                                [[s.slot, s.ready, s.delayed, s.in_flight, s.dead,
-                                 age(s.oldest_ready_ms), s.counters["sent"],
+                                 _oldest(s.ready, s.oldest_ready_ms), s.counters["sent"],
                                  s.counters["acked"]] for s in group.slots]))
     return "\n".join(lines)
 
@@ -88,12 +103,14 @@ def view(current: TopicStats, previous: TopicStats | None, interval: float,
         share = f"{100 * c['merged'] / c['sent']:.1f}" if c["sent"] else "–"
         groups.add_row(name, f"[blue]{group.ready:,}[/]", f"[yellow]{group.delayed:,}[/]",
                        f"[magenta]{group.in_flight:,}[/]", f"[red]{group.dead:,}[/]",
-                       age(group.oldest_ready_ms), f"{c['sent']:,}", f"{c['merged']:,}", share,
+                       _oldest(group.ready, group.oldest_ready_ms), f"{c['sent']:,}",
+                       f"{c['merged']:,}", share,
                        f"{c['acked']:,}", f"{c['retried']:,}", f"{c['dead']:,}",
                        *_rates(current, previous, name, interval))
     for name, group in current.groups.items():
         if group.ready_by_priority:
-            bands = "  ".join(f"p{p}: {n:,}" for p, n in group.ready_by_priority.items())
+            bands = "  ".join(f"{priority_name(p)}: {n:,}"
+                              for p, n in group.ready_by_priority.items())
             parts.append(Text(f"ready by priority ({name}): {bands}", style="dim"))
     if slots:
         for name, group in current.groups.items():
@@ -105,7 +122,8 @@ def view(current: TopicStats, previous: TopicStats | None, interval: float,
                 shown.add_column(header, justify="right")
             for s in busiest[:BUSIEST_SLOTS]:
                 shown.add_row(str(s.slot), f"{s.ready:,}", f"{s.delayed:,}",
-                              f"{s.in_flight:,}", f"{s.dead:,}", age(s.oldest_ready_ms))
+                              f"{s.in_flight:,}", f"{s.dead:,}",
+                              _oldest(s.ready, s.oldest_ready_ms))
             parts.append(shown)
     return Group(*parts)
 

@@ -50,9 +50,21 @@ def _status(exc: RMQError) -> int:
     return 500
 
 
+def _in_console_words(exc: RMQError) -> str:
+    """``exc``'s message for a user of the console or its API: the library's names a call
+    (``create_topic()``) where this user needs a page or a request."""
+    if isinstance(exc, UnknownTopic):
+        return (f"unknown topic {exc.topic!r}: create it on the Topics page or with "
+                "POST /api/topics")
+    return str(exc)
+
+
 def _validation_message(exc: RequestValidationError) -> str:
     parts = []
     for error in exc.errors()[:5]:
+        if error.get("type") == "json_invalid":
+            reason = (error.get("ctx") or {}).get("error", "")
+            return f"the request body is not valid JSON{f' ({reason})' if reason else ''}"
         where = ".".join(str(p) for p in error.get("loc", ()) if p not in ("body", "query"))
         parts.append(f"{where or 'request'}: {error.get('msg', 'invalid')}")
     return "; ".join(parts)
@@ -88,7 +100,7 @@ def create_app(client: rmq.Client, *, token: str | None = None,
         status = _status(exc)
         if status == 500:
             log.error("unexpected queue error on %s: %s", request.url.path, exc)
-        return JSONResponse({"error": str(exc)}, status_code=status)
+        return JSONResponse({"error": _in_console_words(exc)}, status_code=status)
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> Response:

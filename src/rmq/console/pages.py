@@ -65,6 +65,33 @@ def find(request: Request) -> HTMLResponse:
     return _page(request, "find.html", "find")
 
 
+@router.get("/api/docs", response_class=HTMLResponse)
+def api_docs(request: Request) -> HTMLResponse:
+    """The API's endpoints as listed by its OpenAPI document; drawn here rather than by
+    Swagger UI, which would load its scripts from a CDN (the console ships everything)."""
+    return _page(request, "api_docs.html", "api", endpoints=endpoints(request.app.openapi()))
+
+
+def endpoints(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each operation of an OpenAPI ``document``: method, path, summary, its parameters
+    (``name?`` when optional) and the fields of its JSON body."""
+    schemas = document.get("components", {}).get("schemas", {})
+    found = []
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            parameters = [p["name"] + ("" if p.get("required") else "?")
+                          for p in operation.get("parameters", [])]
+            body = operation.get("requestBody", {}).get("content", {}).get(
+                "application/json", {}).get("schema", {})
+            fields = schemas.get(body.get("$ref", "").rpartition("/")[2], {})
+            required = set(fields.get("required", []))
+            found.append({"method": method.upper(), "path": path,
+                          "summary": operation.get("summary", ""), "parameters": parameters,
+                          "body": [n + ("" if n in required else "?") for n in sorted(
+                              fields.get("properties", {}), key=lambda n: n not in required)]})
+    return found
+
+
 @router.get("/login", response_class=HTMLResponse)
 def login(request: Request) -> HTMLResponse:
     failed = request.query_params.get("failed") is not None

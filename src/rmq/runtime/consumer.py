@@ -125,8 +125,14 @@ class Consumer:
 
     @property
     def failed(self) -> int:
-        """Handler runs that raised since the start."""
+        """Handler runs that raised since the start (failed attempts)."""
         return self._settler.failed
+
+    @property
+    def failed_messages(self) -> int:
+        """Distinct messages whose handler raised since the start: a message retried here
+        counts once however often it fails (``failed`` counts each attempt)."""
+        return self._settler.failed_messages
 
     @property
     def prefetch(self) -> int:

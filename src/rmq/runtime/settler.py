@@ -26,7 +26,8 @@ MAX_BATCH = 1000  # acknowledgements per round trip
 
 class Settler:
     """Takes each finished message (``finished``) and settles it from its own thread.
-    ``handled`` and ``failed`` count the handler's successes and failures."""
+    ``handled`` and ``failed`` count the handler's successes and failures (attempts);
+    ``failed_messages`` counts the distinct messages among those failures."""
 
     def __init__(self, client: QueueClient, holdings: Holdings, prefetch: Prefetch,
                  consumer_id: str, topic: str):
@@ -34,6 +35,11 @@ class Settler:
         self.consumer_id, self.topic = consumer_id, topic
         self.handled = 0
         self.failed = 0
+        self.failed_messages = 0
+        # Messages that failed here and are not settled yet (acked or dead-lettered), as
+        # hashes of what identifies a message across deliveries (a retry has a new id):
+        # its slot, body and key. A retry of one of them is not a new failed message.
+        self._failing: set[int] = set()
         self._finished: queue.SimpleQueue[Any] = queue.SimpleQueue()
         # (message, error, seconds): the handler returned (error None) or raised error on
         # message, after running seconds. The queue's own put: workers call it once a
@@ -92,6 +98,8 @@ class Settler:
             self.holdings.forget(done)
             if succeeded:
                 guarded(self.consumer_id, partial(self.client.ack, succeeded))
+                if self._failing:
+                    self._failing.difference_update(map(_identity, succeeded))
             if unstarted:
                 self._give_back(unstarted)
             for message, error in failures:
@@ -108,11 +116,20 @@ class Settler:
 
     def _fail(self, message: Message, error: BaseException) -> None:
         self.failed += 1
+        identity = _identity(message)
+        if identity not in self._failing:
+            self._failing.add(identity)
+            self.failed_messages += 1
         log.error("%s: handler failed on message %s of topic %r (attempt %d)",
                   self.consumer_id, message.id, message.topic, message.attempts,
                   exc_info=error)
         outcome = guarded(self.consumer_id, lambda: self.client.nack(message, error))
         if outcome == "dead":
+            self._failing.discard(identity)
             log.warning("%s: message %s of topic %r is dead-lettered after %d attempts: %s: "
                         "%s", self.consumer_id, message.id, message.topic, message.attempts,
                         type(error).__name__, error)
+
+
+def _identity(message: Message) -> int:
+    return hash((message.slot, message.body, message.key))

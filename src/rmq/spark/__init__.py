@@ -36,14 +36,24 @@ log = logging.getLogger("rmq.spark")
 
 
 def register(spark: SparkSession) -> None:
-    """Make ``format("rmq")`` available in ``spark`` (once per session; again is harmless).
+    """Make ``format("rmq")`` available in ``spark``; a session that has it already is left
+    as it is (registering again would make Spark warn that ``rmq`` replaced itself).
 
     The first time per Spark application it also runs a one-task job to check that Spark's
     Python workers can import rmq, and raises :class:`WorkersCannotImportRMQ` naming their
     interpreter (``PYSPARK_PYTHON``) if they cannot, instead of the first query failing late.
     """
     check_workers(spark)
-    spark.dataSource.register(RMQDataSource)
+    if not _registered(spark):
+        spark.dataSource.register(RMQDataSource)
+
+
+def _registered(spark: SparkSession) -> bool:
+    try:
+        manager = spark._jsparkSession.sessionState().dataSourceManager()
+    except Exception:  # noqa: BLE001 - Spark Connect has no JVM session here: register
+        return False
+    return bool(manager.dataSourceExists(RMQDataSource.name()))
 
 
 def publish(df: DataFrame, topic: str, **options: object) -> SendCounts:

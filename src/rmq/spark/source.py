@@ -3,6 +3,7 @@
 Every mode checks its options, the topic and (for writes) the DataFrame's columns here, on
 the driver, while Spark plans the query: a mistake fails the query before a task runs and
 before anything is sent.
+An RMQ error is raised again from the method Spark called, plainly (see failures.py).
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
+from ..errors import RMQError
 from .clients import client_for, resolve
+from .failures import plainly
 from .options import InvalidOption, SourceOptions, parse
 from .rows import READ_SCHEMA, check_write_schema
 from .snapshot_reader import SnapshotReader, plan_snapshot
@@ -31,18 +34,30 @@ class RMQDataSource(DataSource):
         return READ_SCHEMA
 
     def reader(self, schema: StructType) -> SnapshotReader:
-        options = parse(self.options, "read")
-        return plan_snapshot(resolve(options.url), options)
+        try:
+            options = parse(self.options, "read")
+            return plan_snapshot(resolve(options.url), options)
+        except RMQError as exc:
+            raise plainly(exc) from None
 
     def streamReader(self, schema: StructType) -> TopicStreamReader:
-        return TopicStreamReader(parse(self.options, "stream"))
+        try:
+            return TopicStreamReader(parse(self.options, "stream"))
+        except RMQError as exc:
+            raise plainly(exc) from None
 
     def writer(self, schema: StructType, overwrite: bool) -> TopicWriter:
-        url, options = self._checked_write(schema, overwrite)
+        try:
+            url, options = self._checked_write(schema, overwrite)
+        except RMQError as exc:
+            raise plainly(exc) from None
         return TopicWriter(url, options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> TopicStreamWriter:
-        url, options = self._checked_write(schema, overwrite)
+        try:
+            url, options = self._checked_write(schema, overwrite)
+        except RMQError as exc:
+            raise plainly(exc) from None
         return TopicStreamWriter(url, options)
 
     def _checked_write(self, schema: StructType, overwrite: bool) -> tuple[str, SourceOptions]:
@@ -54,3 +69,4 @@ class RMQDataSource(DataSource):
         url = resolve(options.url)
         client_for(url, options).topic(options.topic, fresh=True)  # raises UnknownTopic
         return url, options
+

@@ -47,9 +47,10 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from ..client import Client
-from ..errors import RMQError
+from ..errors import RMQError, UnknownTopic
 from ..message import Message
 from .clients import client_for, resolve
+from .failures import plainly
 from .options import MAX_CLAIM, SourceOptions
 from .rows import delivery_row
 
@@ -112,7 +113,10 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _connect(self) -> Client:
         if self._client is None:
             client = client_for(resolve(self.options.url), self.options)
-            info = client.topic(self.options.topic, fresh=True)
+            try:
+                info = client.topic(self.options.topic, fresh=True)
+            except UnknownTopic as exc:
+                raise plainly(exc) from None
             client.bind(self.options.topic, self.group)  # like a Consumer, receive from now on
             self._lease = self.options.lease or info.settings.visibility_timeout
             self._client = client

@@ -122,7 +122,7 @@ const RMQCharts = (() => {
   function showPriorities(chart, byPriority) {
     const entries = Object.entries(byPriority || {}).map(([p, n]) => [Number(p), n])
       .sort((a, b) => b[0] - a[0]);
-    chart.data.labels = entries.map(([p]) => `p${p}`);
+    chart.data.labels = entries.map(([p]) => RMQ.priorityName(p));
     chart.data.datasets[0].data = entries.map(([, n]) => n);
     chart.data.datasets[0].backgroundColor = entries.map(([p]) => RMQ.priorityColor(p));
     chart.update("none");

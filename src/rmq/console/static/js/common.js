@@ -182,15 +182,22 @@ const RMQ = (() => {
     return search.toString();
   }
 
+  // The API's names for the named levels (rmq.Priority), the number for any other.
+  const PRIORITY_NAMES = { 64: "LOW", 128: "MEDIUM", 192: "HIGH" };
+  function priorityName(p) { return PRIORITY_NAMES[p] || String(p); }
+
+  // "1 dead letter", "28 dead letters"
+  function plural(n, noun) { return `${fmt.n(n)} ${noun}${n === 1 ? "" : "s"}`; }
+
   function priorityBar(byPriority) {
     const entries = Object.entries(byPriority || {}).map(([p, n]) => [Number(p), n]);
     const total = entries.reduce((sum, [, n]) => sum + n, 0);
     if (!total) return el("span", { class: "prio-text" }, "–");
     entries.sort((a, b) => b[0] - a[0]);
-    const bar = el("div", { class: "prio-bar", title: entries.map(([p, n]) => `p${p}: ${fmt.n(n)}`).join("\n") },
+    const bar = el("div", { class: "prio-bar", title: entries.map(([p, n]) => `${priorityName(p)}: ${fmt.n(n)}`).join("\n") },
       entries.map(([p, n]) => el("span", {
         style: `width:${(100 * n) / total}%;background:${priorityColor(p)}` })));
-    const text = entries.slice(0, 3).map(([p, n]) => `p${p} ${fmt.n(n)}`).join(" · ")
+    const text = entries.slice(0, 3).map(([p, n]) => `${priorityName(p)} ${fmt.n(n)}`).join(" · ")
       + (entries.length > 3 ? ` · +${entries.length - 3}` : "");
     return el("div", {}, el("div", { class: "prio-text" }, text), bar);
   }
@@ -202,5 +209,5 @@ const RMQ = (() => {
   }
 
   return { COLORS, api, fmt, el, td, fill, badge, stateBadge, setText, showMessage, banner,
-           poll, formJSON, onSubmit, query, priorityBar, priorityColor };
+           poll, formJSON, onSubmit, query, priorityBar, priorityColor, priorityName, plural };
 })();

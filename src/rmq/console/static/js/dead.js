@@ -9,7 +9,8 @@
   const tbody = document.querySelector("#dead-table tbody");
   const selectAll = document.getElementById("select-all");
   const params = new URLSearchParams(location.search);
-  const view = { offset: 0, total: 0, selected: new Set(), group: params.get("group") };
+  const view = { offset: 0, total: 0, selected: new Set(), group: params.get("group"),
+                 chosen: Boolean(params.get("topic")) };
   if (params.get("topic")) topicSelect.value = params.get("topic");
 
   const base = () => `/api/topics/${encodeURIComponent(topicSelect.value)}`;
@@ -19,17 +20,34 @@
     setText("requeue-selected", view.selected.size ? `Requeue selected (${view.selected.size})` : "Requeue selected");
   }
 
-  async function loadGroups() {
-    if (!topicSelect.value) return;
-    const detail = await api("GET", base());
-    const dead = Object.fromEntries(detail.groups.map((g) => [g.group, g.backlog.dead]));
-    const names = [...new Set([...detail.groups.map((g) => g.group), ...detail.bound_groups])];
+  // Options whose labels change in place (an open list stays open) unless the names change.
+  function setOptions(select, names, label) {
+    const same = select.options.length === names.length && names.every((n, i) => select.options[i].value === n);
+    if (!same) select.replaceChildren(...names.map((n) => el("option", { value: n })));
+    names.forEach((n, i) => { select.options[i].textContent = label(n); });
+  }
+
+  // Every topic's and the topic's groups' dead letters, counted in the selects and refreshed
+  // each round. Without ?topic= the page opens on the first topic that has dead letters.
+  async function loadCounts() {
+    const topics = Object.fromEntries((await api("GET", "/api/overview")).topics.map((t) => [t.name, t]));
+    const deadOf = (t) => t.groups.reduce((sum, g) => sum + g.backlog.dead, 0);
+    if (!view.chosen) {
+      const first = Object.values(topics).find((t) => deadOf(t) > 0);
+      if (first) topicSelect.value = first.name;
+      view.chosen = true;
+    }
+    const names = [...topicSelect.options].map((o) => o.value);
+    setOptions(topicSelect, names, (n) => (topics[n] ? `${n} (${fmt.n(deadOf(topics[n]))})` : n));
+    const topic = topics[topicSelect.value];
+    if (!topic) return;
+    const dead = Object.fromEntries(topic.groups.map((g) => [g.group, g.backlog.dead]));
+    const groups = [...new Set([...topic.groups.map((g) => g.group), ...topic.bound_groups])];
     // the group asked for, else the one with the most dead letters
-    const worst = [...names].sort((a, b) => (dead[b] || 0) - (dead[a] || 0))[0];
-    const keep = view.group && names.includes(view.group) ? view.group : worst;
-    groupSelect.replaceChildren(...names.map((n) => el("option", { value: n }, `${n} (${fmt.n(dead[n] || 0)})`)));
-    groupSelect.value = keep;
-    view.group = keep;
+    const worst = [...groups].sort((a, b) => (dead[b] || 0) - (dead[a] || 0))[0];
+    view.group = view.group && groups.includes(view.group) ? view.group : worst;
+    setOptions(groupSelect, groups, (n) => `${n} (${fmt.n(dead[n] || 0)})`);
+    groupSelect.value = view.group;
   }
 
   async function requeue(ids) {
@@ -50,7 +68,7 @@
       fill(tbody, [], 8, "No topics yet.");
       return;
     }
-    if (!groupSelect.value) await loadGroups();
+    await loadCounts();
     const page = await api("GET", `${base()}/messages?${query({ state: "dead", group: view.group, offset: view.offset, limit: PAGE })}`);
     view.total = page.total;
     setText("dead-count", `${fmt.n(page.total)} in ${topicSelect.value} / ${view.group}`);
@@ -58,7 +76,7 @@
       el("td", {}, el("input", { type: "checkbox", "aria-label": `select ${r.id}`,
         checked: view.selected.has(r.id),
         onchange: (e) => { e.target.checked ? view.selected.add(r.id) : view.selected.delete(r.id); syncSelection(); } })),
-      td(r.id, "mono"), td(fmt.when(r.dead_at)), td(r.attempts, "num"), td(r.priority, "num"),
+      td(r.id, "mono"), td(fmt.when(r.dead_at)), td(r.attempts, "num"), td(RMQ.priorityName(r.priority), "num"),
       el("td", { class: "error" }, r.error), el("td", { class: "body" }, r.body),
       el("td", {}, el("button", { type: "button", class: "small", onclick: () => requeue([r.id]) }, "Requeue")))),
       8, "No dead letters. Messages land here after their last retry fails.");
@@ -79,7 +97,7 @@
     history.replaceState(null, "", `?${query({ topic: topicSelect.value, group: view.group })}`);
     round();
   }
-  topicSelect.addEventListener("change", async () => { view.group = null; groupSelect.replaceChildren(); await loadGroups().catch(() => {}); reset(); });
+  topicSelect.addEventListener("change", () => { view.group = null; reset(); });
   groupSelect.addEventListener("change", () => { view.group = groupSelect.value; reset(); });
   selectAll.addEventListener("change", () => {
     for (const box of tbody.querySelectorAll("input[type=checkbox]")) {
@@ -98,7 +116,7 @@
 
   const dialog = document.getElementById("purge-dialog");
   document.getElementById("purge").addEventListener("click", () => {
-    setText("purge-count", `all ${fmt.n(view.total)}`);
+    setText("purge-count", view.total === 1 ? "the 1 dead letter" : `all ${RMQ.plural(view.total, "dead letter")}`);
     setText("purge-group", view.group);
     setText("purge-topic", topicSelect.value);
     document.getElementById("purge-confirm").value = "";

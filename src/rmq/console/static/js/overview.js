@@ -2,7 +2,7 @@
 "use strict";
 
 (() => {
-  const { api, fmt, el, td, fill, badge, setText, onSubmit, priorityBar } = RMQ;
+  const { api, fmt, el, td, fill, badge, setText, onSubmit, priorityBar, query } = RMQ;
   const tbody = document.querySelector("#overview-table tbody");
 
   async function togglePause(topic, paused) {
@@ -26,11 +26,16 @@
                        onclick: () => togglePause(topic.name, topic.paused) },
            topic.paused ? "Resume" : "Pause")) : null;
       const consumers = g.consumers_alive + (g.consumers_dead ? ` (+${g.consumers_dead} dead)` : "");
+      // each count opens its messages: on the topic's page, dead letters on their own page
+      const where = { topic: topic.name, group: g.group };
+      const count = (state) => td(el("a", { href: state === "dead"
+        ? `/dead?${query(where)}` : `/topics/${encodeURIComponent(topic.name)}?${query({ group: g.group, state })}`,
+        "data-state": state }, fmt.n(g.backlog[state])), "num");
       return el("tr", { class: "group-row", "data-topic": topic.name, "data-group": g.group },
         topicCell, td(g.group),
-        td(fmt.n(g.backlog.ready), "num"), el("td", {}, priorityBar(g.ready_by_priority)),
-        td(fmt.n(g.backlog.delayed), "num"), td(fmt.n(g.backlog.in_flight), "num"),
-        td(fmt.n(g.backlog.dead), "num"), td(g.backlog.ready ? fmt.age(g.oldest_ready_ms) : "–", "num"),
+        count("ready"), el("td", {}, priorityBar(g.ready_by_priority)),
+        count("delayed"), count("in_flight"),
+        count("dead"), td(g.backlog.ready ? fmt.age(g.oldest_ready_ms) : "–", "num"),
         td(fmt.rate(g.rates.sent), "num"), td(fmt.rate(g.rates.acked), "num"),
         td(fmt.pct(g.rates.merge_rate), "num"), td(consumers, "num"), action);
     });

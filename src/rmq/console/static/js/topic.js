@@ -6,7 +6,11 @@
   const topic = document.body.dataset.topic;
   const base = `/api/topics/${encodeURIComponent(topic)}`;
   const PAGE = 20;
-  const view = { group: null, state: "ready", offset: 0, slot: "", heat: "pending", detail: null };
+  // ?group=G&state=S (the overview's counts link here) opens on that group's messages
+  const params = new URLSearchParams(location.search);
+  const state = ["ready", "delayed", "in_flight", "dead"].includes(params.get("state")) ? params.get("state") : "ready";
+  const view = { group: params.get("group"), state, offset: 0, slot: "", heat: "pending", detail: null };
+  document.querySelectorAll("#state-tabs button").forEach((b) => b.classList.toggle("active", b.dataset.state === state));
   const charts = {
     rates: RMQCharts.rates(document.getElementById("chart-rates")),
     backlog: RMQCharts.backlog(document.getElementById("chart-backlog")),
@@ -103,7 +107,7 @@
     const now = Date.now();
     const body = el("td", { class: "body", title: `${fmt.n(r.body_bytes)} bytes` }, r.body);
     const key = td(r.key === null ? "" : r.key, "mono");
-    const common = [td(r.slot, "num"), td(r.priority, "num")];
+    const common = [td(r.slot, "num"), td(RMQ.priorityName(r.priority), "num")];
     if (view.state === "ready") {
       return [...common, td(`${fmt.when(r.due_at)} (${fmt.age(now - r.due_at)} ago)`), td(r.attempts, "num"), key, body];
     }
@@ -223,6 +227,15 @@
     document.getElementById("bind-form").reset();
     await round();
     return result.added ? `Bound ${result.group}: it gets every message sent from now on.` : `${result.group} was already bound.`;
+  });
+  // A named level sets the number sent; "Custom…" shows the number itself to type.
+  const level = document.getElementById("send-priority");
+  const custom = document.getElementById("send-priority-custom");
+  level.addEventListener("change", () => {
+    const typed = level.value === "custom";
+    custom.style.display = typed ? "" : "none";
+    if (typed) custom.querySelector("input").focus();
+    else custom.querySelector("input").value = level.value;
   });
   onSubmit(document.getElementById("send-form"), "send-message", async (fields) => {
     const result = await api("POST", `${base}/messages`, fields);

@@ -15,7 +15,7 @@ from async_bridge import client_of_kind
 from helpers import wait_for
 
 import rmq
-from rmq.client.connection import connect
+from rmq.client.connect import connect
 from rmq.errors import AccessDenied
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "reliability.md"

@@ -21,6 +21,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 import rmq
 from rmq.client.cluster import ClusterBatch
+from rmq.client.ladder import Rung, ScriptLadder
 from rmq.storage.calls import command, script_call
 from rmq.storage.cluster_claim import Band, Choice, Share, SlotHead, choose, claim_across_slots
 from rmq.storage.scripts import script
@@ -194,10 +195,10 @@ def test_a_function_the_node_lacks_is_sent_again_after_loading_the_library():
 def test_when_functions_are_refused_the_scripts_serve_from_then_on(refusal):
     call = script_call(script("head"), [key_on("A")], [1])
     batch = ClusterBatch([call, command("GET", key_on("A"))])
-    batch.loading.add(0)  # the library was loaded before this round
+    batch.rungs[0] = Rung.LOAD  # the library is loaded in this round
     ((_, indexes, _),) = plan(batch)
-    batch.settle(indexes[1:], [refusal, "kept"])
-    assert batch.next_round() and not batch.functions
+    batch.settle(indexes, ["OK", refusal, "kept"])
+    assert batch.next_round() and not batch.ladder.functions
     ((_, indexes, (sent,)),) = plan(batch)
     assert indexes == [0] and sent[:3] == ("EVALSHA", script("head").sha, 1)
     batch.settle(indexes, [NoScriptError("No matching script")])
@@ -208,7 +209,7 @@ def test_when_functions_are_refused_the_scripts_serve_from_then_on(refusal):
 
 def test_a_script_the_node_lacks_is_sent_again_with_its_source():
     call = script_call(script("head"), [key_on("A")], [1])
-    batch = ClusterBatch([call], functions=False)
+    batch = ClusterBatch([call], ScriptLadder(functions=False))
     ((_, indexes, (sent,)),) = plan(batch)
     assert sent[:2] == ("EVALSHA", script("head").sha)
     batch.settle(indexes, [NoScriptError("No matching script")])

@@ -19,7 +19,7 @@ import pytest
 import redis
 from core_fixtures import make_client_fixture  # noqa: F401
 
-from rmq.client.connection import functions_refused
+from rmq.client.ladder import functions_refused
 from rmq.storage.scripts import ScriptSourceError, load_scripts, script
 
 SHIPPED = resources.files("rmq.storage").joinpath("lua")

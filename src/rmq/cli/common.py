@@ -14,7 +14,7 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from ..client import Client
-from ..client.connection import Retry
+from ..client.retry import Retry
 
 __all__ = ["CommandError", "open_client", "table", "print_json", "text_of", "age", "Progress",
            "seconds", "at_least_one"]

@@ -28,8 +28,10 @@ from .base import MISSING, BaseClient, Commit, Flow, Load, Sleep, Subscribe
 from .clock import Clock
 from .cluster import AsyncClusterExecutor
 from .coalesce import AsyncSendCoalescer
-from .connection import AsyncExecutor, AsyncRedis, check_url, open_async, open_async_node
+from .connect import AsyncRedis, open_async, open_async_node
+from .executor import AsyncExecutor
 from .sync import Client
+from .urls import check_url
 from .waiter import AsyncWaiter
 
 __all__ = ["AsyncClient"]

@@ -25,7 +25,9 @@ from .base import MISSING, BaseClient, Commit, Flow, Load, Sleep, Subscribe
 from .clock import Clock
 from .cluster import ClusterExecutor
 from .coalesce import SendCoalescer
-from .connection import Executor, connect, resolve_url
+from .connect import connect
+from .executor import Executor
+from .urls import resolve_url
 from .waiter import Waiter
 
 __all__ = ["Client"]

@@ -1,0 +1,145 @@
+"""How a script call reaches Redis, decided once and without I/O: the fallback ladder.
+
+RMQ's scripts form one Functions library (``storage/scripts.py`` says why both forms). A
+call climbs these rungs until one answers; each reply decides the next rung:
+
+1. ``FCALL`` of the library's function;
+2. no such function (first use on this server, a restart that kept nothing, a ``FUNCTION
+   FLUSH``): ``FUNCTION LOAD`` of the library, then the ``FCALL`` again, in one round trip
+   (the load's reply is not read: the call after it tells whether the library is there);
+3. Redis will not let this user call or load functions (an ACL without ``FCALL`` or
+   ``FUNCTION LOAD``, a server without functions, or still no such function after the
+   load: refused, or Redis is out of memory and refuses every load, where the scripts that
+   only move messages, ``allow-oom``, still run): ``EVALSHA`` of the same script, and from
+   then on for every call of this executor;
+4. ``NOSCRIPT`` (the server lacks the script): ``EVAL`` of its source, which also caches it.
+
+:class:`ScriptLadder` holds the one piece of state (whether functions serve) and answers
+"what to send" and "what this reply means"; :func:`run_batch` drives a batch of calls
+through it, one round trip per round, as a generator (it yields a round's commands and
+receives their replies, an error reply in its place). The single-node executors
+(``executor.py``) drive it over one pipeline; the cluster's (``cluster.py``) climb the
+same rungs inside :class:`~rmq.client.cluster.ClusterBatch`, per node. Tests feed it replies.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Generator
+from enum import IntEnum
+from typing import Any
+
+from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
+
+from ..storage.calls import Call
+
+__all__ = ["Rung", "ScriptLadder", "run_batch", "Rounds", "Command", "is_code_missing",
+           "functions_refused"]
+
+Command = tuple[Any, ...]
+# One round trip's commands out, their replies in (errors in place); the batch's replies last.
+Rounds = Generator[list[Command], list[Any], list[Any]]
+
+
+class Rung(IntEnum):
+    """How a call is sent; a call only ever climbs (so a batch ends within four rounds)."""
+
+    PLAIN = 0  # not a script: the command as it is
+    FCALL = 1
+    LOAD = 2  # FUNCTION LOAD, then FCALL
+    EVALSHA = 3
+    EVAL = 4
+
+
+def is_code_missing(result: Any) -> bool:
+    """Whether a call's reply says the server lacks its code: ``NOSCRIPT``, or no such
+    function (first use on this server, a restart that kept nothing, a ``FUNCTION FLUSH``)."""
+    return isinstance(result, NoScriptError) or (
+        isinstance(result, ResponseError) and str(result).startswith("Function not found"))
+
+
+# The command a refusal names, quoted ('fcall' on Redis 7, `fcall` before): a refusal inside a
+# function names the function's code as "@user_function", which this does not match.
+_NAMES_FUNCTIONS = re.compile(r"['`](fcall|function)")
+
+
+def functions_refused(error: BaseException) -> bool:
+    """Whether Redis will not let this user call or load functions (an ACL without
+    ``FCALL`` or ``FUNCTION LOAD``, or a server without functions): the scripts serve."""
+    text = str(error).lower()
+    return ("noperm" in text or isinstance(error, NoPermissionError)
+            or "unknown command" in text) and _NAMES_FUNCTIONS.search(text) is not None
+
+
+class ScriptLadder:
+    """The ladder's state for one executor: whether functions serve (``functions``), and
+    what each rung sends and each reply means (module doc)."""
+
+    def __init__(self, functions: bool = True):
+        self.functions = functions
+
+    def start(self, call: Call) -> Rung:
+        """The rung a call is first sent on."""
+        if call.script is None:
+            return Rung.PLAIN
+        return Rung.FCALL if self.functions else Rung.EVALSHA
+
+    def commands(self, call: Call, rung: Rung) -> list[Command]:
+        """What to send for ``call`` on ``rung``; the last command's reply is the call's."""
+        script = call.script
+        if script is None:
+            return [call.args]
+        if rung is Rung.FCALL:
+            return [("FCALL", script.function, len(call.keys), *call.keys, *call.args)]
+        if rung is Rung.LOAD:
+            return [("FUNCTION", "LOAD", script.library.source),
+                    ("FCALL", script.function, len(call.keys), *call.keys, *call.args)]
+        name, body = ("EVAL", script.source) if rung is Rung.EVAL else ("EVALSHA", script.sha)
+        return [(name, body, len(call.keys), *call.keys, *call.args)]
+
+    def climb(self, rung: Rung, reply: Any) -> Rung | None:
+        """The rung to send the call on again, or None when ``reply`` is its answer (a
+        value, or an error to raise)."""
+        if not isinstance(reply, Exception) or rung is Rung.PLAIN:
+            return None
+        if rung is Rung.EVALSHA:
+            return Rung.EVAL if isinstance(reply, NoScriptError) else None
+        if rung is Rung.EVAL or not (is_code_missing(reply) or functions_refused(reply)):
+            return None
+        if rung is Rung.FCALL and self.functions and not functions_refused(reply):
+            return Rung.LOAD
+        self.functions = False  # refused, or loaded and still missing
+        return Rung.EVALSHA
+
+
+def run_batch(ladder: ScriptLadder, calls: list[Call]) -> Rounds:
+    """Run ``calls`` up the ladder on one connection: each round sends every unanswered
+    call on its rung, pipelined (the first round is the whole batch). Returns the replies
+    in batch order; the first error among them is raised (as a pipeline does).
+
+    A round's commands are the one place to add what must follow a batch's writes on the
+    same connection (such as ``WAIT``): append it to ``commands`` and take its reply off
+    the end of ``replies`` before they are read below."""
+    rungs = [ladder.start(call) for call in calls]
+    results: list[Any] = [None] * len(calls)
+    todo: list[int] | range = range(len(calls))
+    while todo:
+        sent = [ladder.commands(calls[i], rungs[i]) for i in todo]
+        commands = sent[0] if len(sent) == 1 else [c for each in sent for c in each]
+        replies = yield commands
+        climbing = []
+        at = 0
+        for i, each in zip(todo, sent, strict=True):
+            at += len(each)
+            reply = replies[at - 1]
+            rung = ladder.climb(rungs[i], reply)
+            if rung is None:
+                results[i] = reply
+            else:
+                rungs[i] = rung
+                climbing.append(i)
+        todo = climbing
+    for result in results:
+        if isinstance(result, Exception):
+            raise result
+    return results

@@ -73,7 +73,7 @@ class AsyncClient(BaseClient):
             if self._execute is not None:
                 return
             self.url, self.redis = await open_async(self.url, **self.redis_options)
-            self.is_cluster = isinstance(self.redis, aredis.RedisCluster)
+            self._connected(isinstance(self.redis, aredis.RedisCluster))
             self._execute = (AsyncClusterExecutor(self.redis)
                              if isinstance(self.redis, aredis.RedisCluster)
                              else AsyncExecutor(self.redis))

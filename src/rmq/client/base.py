@@ -120,8 +120,12 @@ class BaseClient:
         self._server_clock = self.clock if isinstance(self.clock, ServerClock) else None
         self.registry_ttl = registry_ttl
         self._cache: dict[str, tuple[float, TopicInfo]] = {}
-        # per (topic, group): the window of slots the next claim passes (queue.Windows)
-        self._windows: queue.Windows = {}
+        self._claimer = queue.Claimer(single_node=True)
+
+    def _connected(self, is_cluster: bool) -> None:
+        """The client knows what it talks to: a single node, or a cluster."""
+        self.is_cluster = is_cluster
+        self._claimer = queue.Claimer(single_node=not is_cluster)
 
     def now(self) -> int:
         """The time by which this client judges due times and leases, in epoch ms: the Redis
@@ -331,9 +335,8 @@ class BaseClient:
                 yield from self._ack(settle)
                 return Claimed([], None)
             now = yield from self._now()
-            claim = queue.claim(topic, info.generation, group, info.settings, count, now,
-                                lease or info.settings.visibility_timeout, one_call, claimer,
-                                self._windows)
+            claim = self._claimer.claim(topic, info.generation, group, info.settings, count,
+                                        now, lease or info.settings.visibility_timeout, claimer)
             messages, next_due = yield from queue.with_acks(settle, one_call, claim)
             return Claimed(messages, next_due)
 

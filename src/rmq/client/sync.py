@@ -55,7 +55,7 @@ class Client(BaseClient):
         super().__init__(clock=clock, registry_ttl=registry_ttl)
         self.url = resolve_url(url)  # what None resolved to: hand it to other processes
         self.redis = connect(self.url, **redis_options)
-        self.is_cluster = isinstance(self.redis, redis.RedisCluster)
+        self._connected(isinstance(self.redis, redis.RedisCluster))
         self._execute = (ClusterExecutor(self.redis) if isinstance(self.redis, redis.RedisCluster)
                          else Executor(self.redis))
         self._loading: dict[str, threading.Lock] = {}

@@ -8,7 +8,6 @@ done, one effect at a time:
 - ``list[Call]``: one round trip to Redis (what the storage operations yield);
 - :class:`Load`: the topic's registry entry, loaded once for all callers that find their
   cached copy stale at the same moment;
-- :class:`Commit`: a single send joining the group commit (``coalesce.py``);
 - :class:`Subscribe` and :class:`Sleep`: waiting on the topic's wake-up channel.
 
 The sync and async clients differ only in how they perform these effects (their ``_run``).
@@ -35,7 +34,7 @@ from ..storage import peek as peek_ops
 from ..storage.calls import Call, Op
 from ..storage.history import TopicHistory
 from ..storage.peek import PeekPage
-from ..storage.queue import Outgoing, TopicGone
+from ..storage.queue import TopicGone
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from ..storage.snapshot import SnapshotRow, snapshot_slot
 from ..storage.stats import TopicStats, collect
@@ -57,7 +56,7 @@ from .arguments import (
 from .clock import Clock, ServerClock, check_epoch
 from .outgoing import MISSING, as_bytes, prepare, prepare_batch
 
-__all__ = ["BaseClient", "Flow", "Load", "Commit", "Subscribe", "Sleep", "MISSING"]
+__all__ = ["BaseClient", "Flow", "Load", "Subscribe", "Sleep", "MISSING"]
 
 T = TypeVar("T")
 log = logging.getLogger("rmq.client")
@@ -68,17 +67,6 @@ class Load(NamedTuple):
 
     topic: str
     fresh: bool
-
-
-class Commit(NamedTuple):
-    """Store one validated message through the group commit; the answer is ``merged``."""
-
-    topic: str
-    generation: str
-    groups: tuple[str, ...]
-    message: Outgoing
-    now: int
-    heads: bool  # the topic keeps a heads index (queue.keeps_heads)
 
 
 class Subscribe(NamedTuple):
@@ -94,7 +82,7 @@ class Sleep(NamedTuple):
     seconds: float
 
 
-Effect = list[Call] | Load | Commit | Subscribe | Sleep
+Effect = list[Call] | Load | Subscribe | Sleep
 Flow = Generator[Effect, Any, T]
 
 
@@ -267,8 +255,9 @@ class BaseClient:
                 now = yield from self._now()
             message = prepare(info.settings, now, body, *options)
             try:
-                merged: bool = yield Commit(topic, info.generation, info.groups, message, now,
-                                            self._heads(info))
+                # a single send's call joins those sent at once (group_commit.py)
+                (merged,) = yield from queue.send(topic, info.generation, info.groups,
+                                                  (message,), now, self._heads(info))
             except TopicGone:
                 if not first:
                     raise UnknownTopic(topic) from None

@@ -21,12 +21,12 @@ from ..storage.peek import PeekPage
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from ..storage.snapshot import SnapshotRow
 from ..storage.stats import TopicStats
-from .base import MISSING, BaseClient, Commit, Flow, Load, Sleep, Subscribe
+from .base import MISSING, BaseClient, Flow, Load, Sleep, Subscribe
 from .clock import Clock
 from .cluster import ClusterExecutor
-from .coalesce import SendCoalescer
 from .connect import connect
 from .executor import Executor
+from .group_commit import GroupCommit
 from .urls import resolve_url
 from .waiter import Waiter
 
@@ -62,8 +62,8 @@ class Client(BaseClient):
         self._waiters: dict[str, Waiter] = {}
         self._waiters_lock = threading.Lock()
         self._decorated: list[Consumer] = []
-        # concurrent single sends from several threads share round trips (coalesce.py)
-        self._sends = SendCoalescer(self._run)
+        # concurrent single sends from several threads share round trips
+        self._commit = GroupCommit(self._execute)
         self._run(self._now())  # measures the server's clock
 
     def _run(self, flow: Flow[T]) -> T:
@@ -85,9 +85,7 @@ class Client(BaseClient):
     def _perform(self, effect: Any) -> Any:
         kind = type(effect)
         if kind is list:
-            return self._execute(effect) if effect else []
-        if kind is Commit:
-            return self._sends.send(*effect)
+            return self._commit(effect) if effect else []
         if kind is Load:
             return self._load_topic(effect.topic, effect.fresh)
         if kind is Subscribe:
@@ -181,7 +179,7 @@ class Client(BaseClient):
              key: bytes | str | None = None) -> SendResult:
         """Send one message (SPEC §2). Merges into an identical pending message of each group
         (earliest due time and highest priority win); never into one in flight. Sends made
-        at once from several threads travel together (group commit, ``coalesce.py``)."""
+        at once from several threads travel together (group commit, ``group_commit.py``)."""
         return self._run(self._send(
             topic, body, (json, priority, delay_ms, deliver_at, slot_basis, key)))
 

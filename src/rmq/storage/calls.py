@@ -27,6 +27,9 @@ class Call:
     args: tuple[Any, ...]
     script: Script | None = None
     keys: tuple[str, ...] = ()
+    # A single send's enqueue.lua call: concurrent ones may travel joined as one call
+    # (send.join; the client's group commit, client/group_commit.py).
+    joins: bool = False
 
 
 Op = Generator[list[Call], list[Any], T]

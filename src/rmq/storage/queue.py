@@ -15,7 +15,7 @@ from .claim import Claimer
 from .dead import dead_letters, purge_dead, requeue_dead
 from .generation import TopicGone
 from .heads import HEADS_MIN_SLOTS, keeps_heads
-from .send import MAX_SCRIPT_BATCH, Outgoing, send, wake
+from .send import MAX_SCRIPT_BATCH, Outgoing, join, send, wake
 from .settle import RECOVER_LIMIT, ack, extend, fail, recover, release, with_acks
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "MAX_SCRIPT_BATCH",
     "RECOVER_LIMIT",
     "send",
+    "join",
     "Claimer",
     "ack",
     "with_acks",

@@ -15,7 +15,7 @@ from .generation import check_stored
 from .keys import HeadsKeys, SlotKeys, wake_channel
 from .scripts import script
 
-__all__ = ["Outgoing", "MAX_SCRIPT_BATCH", "send", "wake"]
+__all__ = ["Outgoing", "MAX_SCRIPT_BATCH", "send", "join", "wake"]
 
 MAX_SCRIPT_BATCH = 500  # messages per script call: keeps each call well under a millisecond
 
@@ -40,8 +40,9 @@ def send(topic: str, generation: str, groups: Sequence[str], batch: Sequence[Out
     that stored before a delete reached it has its data removed by that delete)."""
     if len(batch) == 1:  # a single send, the hottest path: none of a batch's bookkeeping
         slot, member, priority, due = batch[0]
-        (reply,) = yield [_enqueue_call(topic, generation, groups, slot, heads, now,
-                                        (priority, due, 1, member))]
+        (reply,) = yield [Call((generation, now, wake_channel(topic), slot if heads else "",
+                                priority, due, 1, member), script("enqueue"),
+                               _enqueue_keys(topic, slot, tuple(groups), heads), True)]
         check_stored(topic, reply)
         return [bool(reply[0])]
     by_slot: dict[int, list[int]] = defaultdict(list)
@@ -101,6 +102,36 @@ def _enqueue_keys(topic: str, slot: int, groups: tuple[str, ...],
         if heads:
             keys += (HeadsKeys(topic, group).ready, HeadsKeys(topic, group).delayed)
     return tuple(keys)
+
+
+def join(batches: list[list[Call]]) -> Op[list[list[Any]]]:
+    """Single sends made at once, as one round trip: each batch is the one call of a single
+    send (``Call.joins``); calls into the same slot of the same topic and groups travel as
+    one enqueue.lua call (at most MAX_SCRIPT_BATCH messages), their runs one after another
+    and the latest ``now`` for all (every message in it is due by then). Returns, per
+    batch, the replies its own call would have had (a gone topic's code to each sender)."""
+    by_target: dict[tuple[Any, ...], list[int]] = defaultdict(list)
+    for b, (call,) in enumerate(batches):
+        generation, _, channel, heads_slot = call.args[:4]
+        by_target[(call.keys, generation, channel, heads_slot)].append(b)
+    joined: list[Call] = []
+    senders: list[list[int]] = []
+    for indexes in by_target.values():
+        for start in range(0, len(indexes), MAX_SCRIPT_BATCH):
+            chunk = indexes[start : start + MAX_SCRIPT_BATCH]
+            calls = [batches[b][0] for b in chunk]
+            first = calls[0]
+            now = max(call.args[1] for call in calls)
+            runs = [arg for call in calls for arg in call.args[4:]]
+            joined.append(script_call(script("enqueue"), first.keys,
+                                      (first.args[0], now, *first.args[2:4], *runs)))
+            senders.append(chunk)
+    replies = yield joined
+    out: list[list[Any]] = [[] for _ in batches]
+    for chunk, reply in zip(senders, replies, strict=True):
+        for j, b in enumerate(chunk):
+            out[b] = [reply if isinstance(reply, int) else [reply[j]]]
+    return out
 
 
 def wake(topic: str) -> Op[None]:

@@ -1,14 +1,16 @@
-"""Group commit for ``send``: single sends made at once share round trips.
+"""Group commit: single sends made at once share round trips, where batches are executed.
 
-A send made while another send of the same client is on the wire does not open a round trip
-of its own: it queues its message (validated already) and waits. When the round trip in
-flight returns, everything queued meanwhile goes out as one batch (one script call per topic
-and slot, pipelined), and every sender gets its own result, or the batch's error. A lone
-sender still makes one round trip per send; N senders at once make about one per N sends,
-which lifts single sends past the round-trip rate of one connection (docs/benchmarks.md).
+A single send's flow yields its one enqueue call like any other round trip; the call says
+it may join others (``Call.joins``). Such a call made while another of the same client is
+on the wire does not open a round trip of its own: it queues and waits. When the round trip
+in flight returns, everything queued meanwhile goes out as one batch (``storage.send.join``:
+one script call per topic and slot, pipelined), and every sender gets its own reply, or the
+batch's error. A lone sender still makes one round trip per send; N senders at once make
+about one per N sends, which lifts single sends past the round-trip rate of one connection
+(docs/benchmarks.md). Every other batch goes straight to the executor.
 
-``SendCoalescer`` serves threads (``Client``): the first waiting thread carries the next
-batch, so a lone thread never hands its send to another thread. ``AsyncSendCoalescer``
+:class:`GroupCommit` serves threads (``Client``): the first waiting thread carries the next
+batch, so a lone thread never hands its send to another thread. :class:`AsyncGroupCommit`
 serves tasks (``AsyncClient``): carrier tasks run while anything is queued, two at most, so
 that one batch can be prepared while the other is in Redis.
 """
@@ -17,79 +19,63 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import RMQError
-from ..storage import queue as queue_ops
-from ..storage.calls import Op, together
-from ..storage.queue import Outgoing, TopicGone
+from ..storage.calls import Call
+from ..storage.queue import join
 
-__all__ = ["SendCoalescer", "AsyncSendCoalescer"]
+__all__ = ["GroupCommit", "AsyncGroupCommit"]
 
 
 @dataclass(slots=True, eq=False)  # tickets are told apart by identity, not by content
 class _Ticket:
-    topic: str
-    generation: str
-    groups: tuple[str, ...]
-    message: Outgoing
-    now: int
-    heads: bool  # the topic keeps a heads index (queue.keeps_heads)
+    calls: list[Call]
     done: threading.Event | None = None  # threads: None for the one carrying its own batch
     leads: bool = False  # threads: set when this waiting thread is to carry the next batch
-    merged: bool = False
+    replies: list[Any] = field(default_factory=list)
     error: BaseException | None = field(default=None, repr=False)
 
-    def outcome(self) -> bool:
+    def outcome(self) -> list[Any]:
         if self.error is not None:
             raise self.error
-        return self.merged
+        return self.replies
 
 
-def _store(batch: list[_Ticket]) -> Op[None]:
-    """Send the batch, one ``queue_ops.send`` per topic, all in one round trip; each ticket
-    gets its ``merged``, or the TopicGone of its topic (the others are stored all the
-    same)."""
-    if len(batch) == 1:  # a lone sender: nothing to group
-        return (yield from _store_topic(batch))
-    by_topic: dict[tuple[str, str, tuple[str, ...], bool], list[_Ticket]] = defaultdict(list)
-    for ticket in batch:
-        by_topic[(ticket.topic, ticket.generation, ticket.groups, ticket.heads)].append(ticket)
-    yield from together([_store_topic(tickets) for tickets in by_topic.values()])
+def _joined(tickets: list[_Ticket]) -> tuple[list[Call], Any]:
+    """The batch's calls, and the join to hand their replies to (None: a lone sender's)."""
+    if len(tickets) == 1:
+        return tickets[0].calls, None
+    op = join([ticket.calls for ticket in tickets])
+    return next(op), op
 
 
-def _store_topic(tickets: list[_Ticket]) -> Op[None]:
-    """One ``queue_ops.send`` of tickets that share topic, generation, groups and index."""
-    first = tickets[0]
-    try:
-        # One `now` per script call: the latest, so that every message in it is due by then.
-        flags = yield from queue_ops.send(
-            first.topic, first.generation, first.groups, [t.message for t in tickets],
-            max(t.now for t in tickets), first.heads)
-    except TopicGone as gone:
-        for ticket in tickets:
-            ticket.error = TopicGone(gone.topic, gone.stale)  # one each: raised apart
+def _answer(tickets: list[_Ticket], op: Any, replies: list[Any]) -> None:
+    if op is None:
+        tickets[0].replies = replies
         return
-    for ticket, flag in zip(tickets, flags, strict=True):
-        ticket.merged = flag
+    try:
+        op.send(replies)
+    except StopIteration as done:
+        for ticket, own in zip(tickets, done.value, strict=True):
+            ticket.replies = own
 
 
-class SendCoalescer:
-    """Single sends from threads; ``run`` drives an operation to its value."""
+class GroupCommit:
+    """Batches of calls from threads, executed by ``execute``; joinable ones group-commit."""
 
-    def __init__(self, run: Callable[[Op[Any]], Any]):
-        self._run = run
+    def __init__(self, execute: Callable[[list[Call]], list[Any]]):
+        self._execute = execute
         self._lock = threading.Lock()
         self._queued: list[_Ticket] = []
         self._busy = False
 
-    def send(self, topic: str, generation: str, groups: tuple[str, ...], message: Outgoing,
-             now: int, heads: bool) -> bool:
-        """Store ``message``; returns whether it merged everywhere (as ``queue_ops.send``)."""
-        ticket = _Ticket(topic, generation, groups, message, now, heads)
+    def __call__(self, calls: list[Call]) -> list[Any]:
+        if not calls[0].joins:
+            return self._execute(calls)
+        ticket = _Ticket(calls)
         with self._lock:
             if self._busy:
                 ticket.done = threading.Event()
@@ -129,7 +115,8 @@ class SendCoalescer:
         with self._lock:
             batch, self._queued = self._queued, []
         try:
-            self._run(_store(batch))
+            calls, op = _joined(batch)
+            _answer(batch, op, self._execute(calls))
         except BaseException as exc:  # every waiting thread gets the error; none hangs
             # A KeyboardInterrupt or SystemExit belongs to this thread; the others get an
             # error of their own.
@@ -147,8 +134,9 @@ class SendCoalescer:
                 self._hand_over()
 
 
-class AsyncSendCoalescer:
-    """Single sends from asyncio tasks; ``run`` drives an operation to its value.
+class AsyncGroupCommit:
+    """Batches of calls from asyncio tasks, executed by ``execute``; joinable ones
+    group-commit.
 
     Up to ``CARRIERS`` batches are on the wire at once (each on a connection of its own
     from the pool): while one batch is in Redis, the senders answered by the other prepare
@@ -157,20 +145,22 @@ class AsyncSendCoalescer:
 
     CARRIERS = 2
 
-    def __init__(self, run: Callable[[Op[Any]], Awaitable[Any]]):
-        self._run = run
-        self._queued: list[tuple[_Ticket, asyncio.Future[bool]]] = []
+    def __init__(self, execute: Callable[[list[Call]], Awaitable[list[Any]]]):
+        self._execute = execute
+        self._queued: list[tuple[_Ticket, asyncio.Future[list[Any]]]] = []
         self._carriers: set[asyncio.Task[None]] = set()
 
-    async def send(self, topic: str, generation: str, groups: tuple[str, ...],
-                   message: Outgoing, now: int, heads: bool) -> bool:
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._queued.append((_Ticket(topic, generation, groups, message, now, heads), future))
+    def __call__(self, calls: list[Call]) -> Awaitable[list[Any]]:
+        # Not a coroutine itself: a batch that does not join is the executor's awaitable.
+        if not calls[0].joins:
+            return self._execute(calls)
+        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        self._queued.append((_Ticket(calls), future))
         if len(self._carriers) < self.CARRIERS:
             # It runs once the tasks ready now have run: the senders answered together
             # queue their next sends before it takes the queue, and leave together.
             self._carriers.add(asyncio.ensure_future(self._carry()))
-        return await future
+        return future
 
     async def _carry(self) -> None:
         # Until the queue is empty: a ticket queued while every carrier was busy is taken by
@@ -184,9 +174,12 @@ class AsyncSendCoalescer:
         finally:
             self._carriers.discard(asyncio.current_task())
 
-    async def _carry_batch(self, batch: list[tuple[_Ticket, asyncio.Future[bool]]]) -> None:
+    async def _carry_batch(self, batch: list[tuple[_Ticket, asyncio.Future[list[Any]]]]
+                           ) -> None:
+        tickets = [ticket for ticket, _ in batch]
         try:
-            await self._run(_store([ticket for ticket, _ in batch]))
+            calls, op = _joined(tickets)
+            _answer(tickets, op, await self._execute(calls))
         except BaseException as exc:  # noqa: BLE001 - handed to every sender
             for _, future in batch:
                 if not future.done():  # a sender may have been cancelled
@@ -195,9 +188,5 @@ class AsyncSendCoalescer:
                 raise
             return
         for ticket, future in batch:
-            if future.done():
-                continue
-            if ticket.error is not None:
-                future.set_exception(ticket.error)
-            else:
-                future.set_result(ticket.merged)
+            if not future.done():
+                future.set_result(ticket.replies)

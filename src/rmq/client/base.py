@@ -255,9 +255,10 @@ class BaseClient:
                 now = yield from self._now()
             message = prepare(info.settings, now, body, *options)
             try:
-                # a single send's call joins those sent at once (group_commit.py)
-                (merged,) = yield from queue.send(topic, info.generation, info.groups,
-                                                  (message,), now, self._heads(info))
+                # the call may join others sent at once (group_commit.py)
+                (reply,) = yield [queue.enqueue_one(topic, info.generation, info.groups,
+                                                    message, now, self._heads(info))]
+                merged = queue.merged_one(topic, reply)
             except TopicGone:
                 if not first:
                     raise UnknownTopic(topic) from None

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import RMQError
-from ..storage.calls import Call
+from ..storage.calls import Call, Op
 from ..storage.queue import join
 
 __all__ = ["GroupCommit", "AsyncGroupCommit"]
@@ -35,16 +35,20 @@ class _Ticket:
     calls: list[Call]
     done: threading.Event | None = None  # threads: None for the one carrying its own batch
     leads: bool = False  # threads: set when this waiting thread is to carry the next batch
-    replies: list[Any] = field(default_factory=list)
+    replies: list[Any] | None = None
     error: BaseException | None = field(default=None, repr=False)
 
     def outcome(self) -> list[Any]:
         if self.error is not None:
             raise self.error
+        assert self.replies is not None
         return self.replies
 
 
-def _joined(tickets: list[_Ticket]) -> tuple[list[Call], Any]:
+_Join = Op[list[list[Any]]]
+
+
+def _joined(tickets: list[_Ticket]) -> tuple[list[Call], _Join | None]:
     """The batch's calls, and the join to hand their replies to (None: a lone sender's)."""
     if len(tickets) == 1:
         return tickets[0].calls, None
@@ -52,7 +56,7 @@ def _joined(tickets: list[_Ticket]) -> tuple[list[Call], Any]:
     return next(op), op
 
 
-def _answer(tickets: list[_Ticket], op: Any, replies: list[Any]) -> None:
+def _answer(tickets: list[_Ticket], op: _Join | None, replies: list[Any]) -> None:
     if op is None:
         tickets[0].replies = replies
         return
@@ -189,4 +193,4 @@ class AsyncGroupCommit:
             return
         for ticket, future in batch:
             if not future.done():
-                future.set_result(ticket.replies)
+                future.set_result(ticket.outcome())

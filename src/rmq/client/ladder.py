@@ -51,6 +51,11 @@ class Rung(IntEnum):
     EVAL = 4
 
 
+# The rungs as module globals: the hot path compares them per call, and an enum class's
+# attribute costs a lookup through its metaclass each time.
+_PLAIN, _FCALL, _LOAD, _EVALSHA, _EVAL = Rung
+
+
 def is_code_missing(result: Any) -> bool:
     """Whether a call's reply says the server lacks its code: ``NOSCRIPT``, or no such
     function (first use on this server, a restart that kept nothing, a ``FUNCTION FLUSH``)."""
@@ -81,35 +86,35 @@ class ScriptLadder:
     def start(self, call: Call) -> Rung:
         """The rung a call is first sent on."""
         if call.script is None:
-            return Rung.PLAIN
-        return Rung.FCALL if self.functions else Rung.EVALSHA
+            return _PLAIN
+        return _FCALL if self.functions else _EVALSHA
 
     def commands(self, call: Call, rung: Rung) -> list[Command]:
         """What to send for ``call`` on ``rung``; the last command's reply is the call's."""
         script = call.script
         if script is None:
             return [call.args]
-        if rung is Rung.FCALL:
+        if rung is _FCALL:
             return [("FCALL", script.function, len(call.keys), *call.keys, *call.args)]
-        if rung is Rung.LOAD:
+        if rung is _LOAD:
             return [("FUNCTION", "LOAD", script.library.source),
                     ("FCALL", script.function, len(call.keys), *call.keys, *call.args)]
-        name, body = ("EVAL", script.source) if rung is Rung.EVAL else ("EVALSHA", script.sha)
+        name, body = ("EVAL", script.source) if rung is _EVAL else ("EVALSHA", script.sha)
         return [(name, body, len(call.keys), *call.keys, *call.args)]
 
     def climb(self, rung: Rung, reply: Any) -> Rung | None:
         """The rung to send the call on again, or None when ``reply`` is its answer (a
         value, or an error to raise)."""
-        if not isinstance(reply, Exception) or rung is Rung.PLAIN:
+        if not isinstance(reply, Exception) or rung is _PLAIN:
             return None
-        if rung is Rung.EVALSHA:
-            return Rung.EVAL if isinstance(reply, NoScriptError) else None
-        if rung is Rung.EVAL or not (is_code_missing(reply) or functions_refused(reply)):
+        if rung is _EVALSHA:
+            return _EVAL if isinstance(reply, NoScriptError) else None
+        if rung is _EVAL or not (is_code_missing(reply) or functions_refused(reply)):
             return None
-        if rung is Rung.FCALL and self.functions and not functions_refused(reply):
-            return Rung.LOAD
+        if rung is _FCALL and self.functions and not functions_refused(reply):
+            return _LOAD
         self.functions = False  # refused, or loaded and still missing
-        return Rung.EVALSHA
+        return _EVALSHA
 
 
 def run_batch(ladder: ScriptLadder, calls: list[Call]) -> Rounds:
@@ -123,6 +128,7 @@ def run_batch(ladder: ScriptLadder, calls: list[Call]) -> Rounds:
     rungs = [ladder.start(call) for call in calls]
     results: list[Any] = [None] * len(calls)
     todo: list[int] | range = range(len(calls))
+    failed = False
     while todo:
         sent = [ladder.commands(calls[i], rungs[i]) for i in todo]
         commands = sent[0] if len(sent) == 1 else [c for each in sent for c in each]
@@ -132,14 +138,15 @@ def run_batch(ladder: ScriptLadder, calls: list[Call]) -> Rounds:
         for i, each in zip(todo, sent, strict=True):
             at += len(each)
             reply = replies[at - 1]
-            rung = ladder.climb(rungs[i], reply)
-            if rung is None:
-                results[i] = reply
-            else:
-                rungs[i] = rung
-                climbing.append(i)
+            if isinstance(reply, Exception):
+                rung = ladder.climb(rungs[i], reply)
+                if rung is not None:
+                    rungs[i] = rung
+                    climbing.append(i)
+                    continue
+                failed = True
+            results[i] = reply
         todo = climbing
-    for result in results:
-        if isinstance(result, Exception):
-            raise result
+    if failed:
+        raise next(result for result in results if isinstance(result, Exception))
     return results

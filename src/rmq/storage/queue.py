@@ -15,7 +15,7 @@ from .claim import Claimer
 from .dead import dead_letters, purge_dead, requeue_dead
 from .generation import TopicGone
 from .heads import HEADS_MIN_SLOTS, keeps_heads
-from .send import MAX_SCRIPT_BATCH, Outgoing, join, send, wake
+from .send import MAX_SCRIPT_BATCH, Outgoing, enqueue_one, join, merged_one, send, wake
 from .settle import RECOVER_LIMIT, ack, extend, fail, recover, release, with_acks
 
 __all__ = [
@@ -24,6 +24,8 @@ __all__ = [
     "MAX_SCRIPT_BATCH",
     "RECOVER_LIMIT",
     "send",
+    "enqueue_one",
+    "merged_one",
     "join",
     "Claimer",
     "ack",

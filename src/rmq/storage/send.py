@@ -6,14 +6,14 @@ trip."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple
 
 from .calls import Call, Op, command, script_call
 from .generation import check_stored
 from .keys import HeadsKeys, SlotKeys, wake_channel
-from .scripts import script
+from .scripts import Script, script
 
 __all__ = ["Outgoing", "MAX_SCRIPT_BATCH", "send", "join", "wake"]
 
@@ -39,12 +39,8 @@ def send(topic: str, generation: str, groups: Sequence[str], batch: Sequence[Out
     stored anything (each slot's call checks, and every slot shares the generation; a slot
     that stored before a delete reached it has its data removed by that delete)."""
     if len(batch) == 1:  # a single send, the hottest path: none of a batch's bookkeeping
-        slot, member, priority, due = batch[0]
-        (reply,) = yield [Call((generation, now, wake_channel(topic), slot if heads else "",
-                                priority, due, 1, member), script("enqueue"),
-                               _enqueue_keys(topic, slot, tuple(groups), heads), True)]
-        check_stored(topic, reply)
-        return [bool(reply[0])]
+        (reply,) = yield [enqueue_one(topic, generation, groups, batch[0], now, heads)]
+        return [merged_one(topic, reply)]
     by_slot: dict[int, list[int]] = defaultdict(list)
     for index, message in enumerate(batch):
         by_slot[message.slot].append(index)
@@ -66,6 +62,22 @@ def send(topic: str, generation: str, groups: Sequence[str], batch: Sequence[Out
     return merged
 
 
+def enqueue_one(topic: str, generation: str, groups: Sequence[str], message: Outgoing,
+                now: int, heads: bool) -> Call:
+    """A single send's enqueue.lua call: it may travel joined with others sent at once
+    (``join``); ``merged_one`` reads its reply."""
+    slot, member, priority, due = message
+    enqueue, keys, channel = _single_target(topic, slot, tuple(groups), heads)
+    return Call((generation, now, channel, slot if heads else "", priority, due, 1, member),
+                enqueue, keys, True)
+
+
+def merged_one(topic: str, reply: Any) -> bool:
+    """Whether a single send merged everywhere; raises TopicGone as ``send`` does."""
+    check_stored(topic, reply)
+    return bool(reply[0])
+
+
 def _enqueue_call(topic: str, generation: str, groups: Sequence[str], slot: int, heads: bool,
                   now: int, runs: Sequence[Any]) -> Call:
     """One enqueue.lua call into ``slot``; ``runs`` as ``_runs`` makes them."""
@@ -73,7 +85,7 @@ def _enqueue_call(topic: str, generation: str, groups: Sequence[str], slot: int,
                        (generation, now, wake_channel(topic), slot if heads else "", *runs))
 
 
-def _runs(batch: Sequence[Outgoing], chunk: list[int]) -> list[Any]:
+def _runs(batch: Sequence[tuple[Any, bytes, int, int]], chunk: Iterable[int]) -> list[Any]:
     """enqueue.lua's arguments for ``chunk``: runs of messages that share a priority and a
     due time, each ``priority, due, n, member...``. A batch usually is one run, so a message
     costs one argument, its member."""
@@ -93,6 +105,13 @@ def _runs(batch: Sequence[Outgoing], chunk: list[int]) -> list[Any]:
 
 
 @lru_cache(maxsize=4096)
+def _single_target(topic: str, slot: int, groups: tuple[str, ...], heads: bool
+                   ) -> tuple[Script, tuple[str, ...], str]:
+    """What every single send into ``slot`` shares: the script, its keys, the channel."""
+    return script("enqueue"), _enqueue_keys(topic, slot, groups, heads), wake_channel(topic)
+
+
+@lru_cache(maxsize=4096)
 def _enqueue_keys(topic: str, slot: int, groups: tuple[str, ...],
                   heads: bool) -> tuple[str, ...]:
     slot_keys = SlotKeys(topic, slot)
@@ -106,32 +125,32 @@ def _enqueue_keys(topic: str, slot: int, groups: tuple[str, ...],
 
 def join(batches: list[list[Call]]) -> Op[list[list[Any]]]:
     """Single sends made at once, as one round trip: each batch is the one call of a single
-    send (``Call.joins``); calls into the same slot of the same topic and groups travel as
-    one enqueue.lua call (at most MAX_SCRIPT_BATCH messages), their runs one after another
-    and the latest ``now`` for all (every message in it is due by then). Returns, per
-    batch, the replies its own call would have had (a gone topic's code to each sender)."""
-    by_target: dict[tuple[Any, ...], list[int]] = defaultdict(list)
-    for b, (call,) in enumerate(batches):
-        generation, _, channel, heads_slot = call.args[:4]
-        by_target[(call.keys, generation, channel, heads_slot)].append(b)
+    send (``enqueue_one``); the calls into the same slot keys at the same generation travel
+    as one enqueue.lua call (at most MAX_SCRIPT_BATCH messages), their messages in runs as
+    ``send`` makes them and the latest ``now`` for all (every message in it is due by then).
+    Returns, per batch, the replies its own call would have had (a gone topic's code to
+    each sender)."""
+    by_target: dict[tuple[tuple[str, ...], str], list[Call]] = defaultdict(list)
+    for (call,) in batches:
+        by_target[(call.keys, call.args[0])].append(call)
     joined: list[Call] = []
-    senders: list[list[int]] = []
-    for indexes in by_target.values():
-        for start in range(0, len(indexes), MAX_SCRIPT_BATCH):
-            chunk = indexes[start : start + MAX_SCRIPT_BATCH]
-            calls = [batches[b][0] for b in chunk]
-            first = calls[0]
-            now = max(call.args[1] for call in calls)
-            runs = [arg for call in calls for arg in call.args[4:]]
-            joined.append(script_call(script("enqueue"), first.keys,
-                                      (first.args[0], now, *first.args[2:4], *runs)))
-            senders.append(chunk)
+    chunks: list[list[Call]] = []
+    for calls in by_target.values():
+        for start in range(0, len(calls), MAX_SCRIPT_BATCH):
+            chunk = calls[start : start + MAX_SCRIPT_BATCH]
+            # enqueue_one's args: generation, now, channel, index slot, priority, due, 1, member
+            messages = [(0, c.args[7], c.args[4], c.args[5]) for c in chunk]
+            first = chunk[0]
+            joined.append(script_call(script("enqueue"), first.keys, (
+                first.args[0], max(c.args[1] for c in chunk), first.args[2], first.args[3],
+                *_runs(messages, range(len(chunk))))))
+            chunks.append(chunk)
     replies = yield joined
-    out: list[list[Any]] = [[] for _ in batches]
-    for chunk, reply in zip(senders, replies, strict=True):
-        for j, b in enumerate(chunk):
-            out[b] = [reply if isinstance(reply, int) else [reply[j]]]
-    return out
+    answers: dict[int, list[Any]] = {}  # by the call's identity: each sender made its own
+    for chunk, reply in zip(chunks, replies, strict=True):
+        for j, call in enumerate(chunk):
+            answers[id(call)] = [reply if isinstance(reply, int) else [reply[j]]]
+    return [answers[id(call)] for (call,) in batches]
 
 
 def wake(topic: str) -> Op[None]:

@@ -56,15 +56,16 @@ def _joined(tickets: list[_Ticket]) -> tuple[list[Call], _Join | None]:
     return next(op), op
 
 
-def _answer(tickets: list[_Ticket], op: _Join | None, replies: list[Any]) -> None:
+def _answers(op: _Join | None, replies: list[Any]) -> list[list[Any]]:
+    """Each ticket's replies, in batch order."""
     if op is None:
-        tickets[0].replies = replies
-        return
+        return [replies]
     try:
         op.send(replies)
     except StopIteration as done:
-        for ticket, own in zip(tickets, done.value, strict=True):
-            ticket.replies = own
+        answers: list[list[Any]] = done.value
+        return answers
+    raise AssertionError("a join takes one round trip")
 
 
 class GroupCommit:
@@ -120,7 +121,9 @@ class GroupCommit:
             batch, self._queued = self._queued, []
         try:
             calls, op = _joined(batch)
-            _answer(batch, op, self._execute(calls))
+            answers = _answers(op, self._execute(calls))
+            for ticket, replies in zip(batch, answers, strict=True):
+                ticket.replies = replies
         except BaseException as exc:  # every waiting thread gets the error; none hangs
             # A KeyboardInterrupt or SystemExit belongs to this thread; the others get an
             # error of their own.
@@ -180,10 +183,9 @@ class AsyncGroupCommit:
 
     async def _carry_batch(self, batch: list[tuple[_Ticket, asyncio.Future[list[Any]]]]
                            ) -> None:
-        tickets = [ticket for ticket, _ in batch]
         try:
-            calls, op = _joined(tickets)
-            _answer(tickets, op, await self._execute(calls))
+            calls, op = _joined([ticket for ticket, _ in batch])
+            answers = _answers(op, await self._execute(calls))
         except BaseException as exc:  # noqa: BLE001 - handed to every sender
             for _, future in batch:
                 if not future.done():  # a sender may have been cancelled
@@ -191,6 +193,6 @@ class AsyncGroupCommit:
             if isinstance(exc, asyncio.CancelledError):
                 raise
             return
-        for ticket, future in batch:
+        for (_, future), replies in zip(batch, answers, strict=True):
             if not future.done():
-                future.set_result(ticket.outcome())
+                future.set_result(replies)

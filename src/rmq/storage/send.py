@@ -85,21 +85,25 @@ def _enqueue_call(topic: str, generation: str, groups: Sequence[str], slot: int,
                        (generation, now, wake_channel(topic), slot if heads else "", *runs))
 
 
-def _runs(batch: Sequence[tuple[Any, bytes, int, int]], chunk: Iterable[int]) -> list[Any]:
+def _runs(batch: Sequence[Sequence[Any]], chunk: Iterable[int],
+          fields: tuple[int, int, int] = (1, 2, 3)) -> list[Any]:
     """enqueue.lua's arguments for ``chunk``: runs of messages that share a priority and a
     due time, each ``priority, due, n, member...``. A batch usually is one run, so a message
-    costs one argument, its member."""
+    costs one argument, its member. ``fields``: where each item of ``batch`` holds its
+    member, priority and due time (an Outgoing's, by default)."""
+    at_member, at_priority, at_due = fields
     args: list[Any] = []
     run_at = -1
     priority = due_at = None
     for i in chunk:
-        _, member, p, due = batch[i]
+        item = batch[i]
+        p, due = item[at_priority], item[at_due]
         if p != priority or due != due_at:
             if run_at >= 0:
                 args[run_at + 2] = len(args) - run_at - 3
             priority, due_at, run_at = p, due, len(args)
             args += (p, due, 0)
-        args.append(member)
+        args.append(item[at_member])
     args[run_at + 2] = len(args) - run_at - 3
     return args
 
@@ -130,27 +134,31 @@ def join(batches: list[list[Call]]) -> Op[list[list[Any]]]:
     ``send`` makes them and the latest ``now`` for all (every message in it is due by then).
     Returns, per batch, the replies its own call would have had (a gone topic's code to
     each sender)."""
-    by_target: dict[tuple[tuple[str, ...], str], list[Call]] = defaultdict(list)
-    for (call,) in batches:
-        by_target[(call.keys, call.args[0])].append(call)
+    by_target: dict[tuple[tuple[str, ...], str], list[int]] = defaultdict(list)
+    for b, (call,) in enumerate(batches):
+        by_target[(call.keys, call.args[0])].append(b)
     joined: list[Call] = []
-    chunks: list[list[Call]] = []
-    for calls in by_target.values():
-        for start in range(0, len(calls), MAX_SCRIPT_BATCH):
-            chunk = calls[start : start + MAX_SCRIPT_BATCH]
+    chunks: list[list[int]] = []
+    for indexes in by_target.values():
+        for start in range(0, len(indexes), MAX_SCRIPT_BATCH):
+            chunk = indexes[start : start + MAX_SCRIPT_BATCH]
             # enqueue_one's args: generation, now, channel, index slot, priority, due, 1, member
-            messages = [(0, c.args[7], c.args[4], c.args[5]) for c in chunk]
-            first = chunk[0]
-            joined.append(script_call(script("enqueue"), first.keys, (
-                first.args[0], max(c.args[1] for c in chunk), first.args[2], first.args[3],
-                *_runs(messages, range(len(chunk))))))
+            sent = [batches[b][0].args for b in chunk]
+            runs = _runs(sent, range(len(sent)), (7, 4, 5))
+            first = sent[0]
+            joined.append(script_call(script("enqueue"), batches[chunk[0]][0].keys, (
+                first[0], max(a[1] for a in sent), first[2], first[3], *runs)))
             chunks.append(chunk)
     replies = yield joined
-    answers: dict[int, list[Any]] = {}  # by the call's identity: each sender made its own
+    out: list[list[Any]] = [[]] * len(batches)
     for chunk, reply in zip(chunks, replies, strict=True):
-        for j, call in enumerate(chunk):
-            answers[id(call)] = [reply if isinstance(reply, int) else [reply[j]]]
-    return [answers[id(call)] for (call,) in batches]
+        if isinstance(reply, int):  # the topic is gone: every sender is told
+            for b in chunk:
+                out[b] = [reply]
+        else:
+            for b, flag in zip(chunk, reply, strict=True):
+                out[b] = [[flag]]
+    return out
 
 
 def wake(topic: str) -> Op[None]:

@@ -48,11 +48,12 @@ class _Ticket:
 _Join = Op[list[list[Any]]]
 
 
-def _joined(tickets: list[_Ticket]) -> tuple[list[Call], _Join | None]:
-    """The batch's calls, and the join to hand their replies to (None: a lone sender's)."""
-    if len(tickets) == 1:
-        return tickets[0].calls, None
-    op = join([ticket.calls for ticket in tickets])
+def _joined(batches: list[list[Call]]) -> tuple[list[Call], _Join | None]:
+    """The senders' calls as one batch, and the join to hand its replies to (None: a lone
+    sender's)."""
+    if len(batches) == 1:
+        return batches[0], None
+    op = join(batches)
     return next(op), op
 
 
@@ -120,7 +121,7 @@ class GroupCommit:
         with self._lock:
             batch, self._queued = self._queued, []
         try:
-            calls, op = _joined(batch)
+            calls, op = _joined([ticket.calls for ticket in batch])
             answers = _answers(op, self._execute(calls))
             for ticket, replies in zip(batch, answers, strict=True):
                 ticket.replies = replies
@@ -154,7 +155,7 @@ class AsyncGroupCommit:
 
     def __init__(self, execute: Callable[[list[Call]], Awaitable[list[Any]]]):
         self._execute = execute
-        self._queued: list[tuple[_Ticket, asyncio.Future[list[Any]]]] = []
+        self._queued: list[tuple[list[Call], asyncio.Future[list[Any]]]] = []
         self._carriers: set[asyncio.Task[None]] = set()
 
     def __call__(self, calls: list[Call]) -> Awaitable[list[Any]]:
@@ -162,7 +163,7 @@ class AsyncGroupCommit:
         if not calls[0].joins:
             return self._execute(calls)
         future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
-        self._queued.append((_Ticket(calls), future))
+        self._queued.append((calls, future))
         if len(self._carriers) < self.CARRIERS:
             # It runs once the tasks ready now have run: the senders answered together
             # queue their next sends before it takes the queue, and leave together.
@@ -181,10 +182,10 @@ class AsyncGroupCommit:
         finally:
             self._carriers.discard(asyncio.current_task())
 
-    async def _carry_batch(self, batch: list[tuple[_Ticket, asyncio.Future[list[Any]]]]
+    async def _carry_batch(self, batch: list[tuple[list[Call], asyncio.Future[list[Any]]]]
                            ) -> None:
         try:
-            calls, op = _joined([ticket for ticket, _ in batch])
+            calls, op = _joined([sent for sent, _ in batch])
             answers = _answers(op, await self._execute(calls))
         except BaseException as exc:  # noqa: BLE001 - handed to every sender
             for _, future in batch:

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import rmq
-from rmq.client.connection import connect
+from rmq.client.connect import connect
 
 
 class AsyncBridge:

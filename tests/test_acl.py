@@ -23,7 +23,7 @@ from async_bridge import client_of_kind
 from helpers import wait_for
 
 import rmq
-from rmq.client.connection import connect
+from rmq.client.connect import connect
 from rmq.console import create_app
 from rmq.errors import AccessDenied
 from rmq.storage.scripts import script

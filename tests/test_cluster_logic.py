@@ -21,6 +21,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 import rmq
 from rmq.client.cluster import ClusterBatch
+from rmq.client.ladder import Rung, ScriptLadder
 from rmq.errors import AccessDenied
 from rmq.storage.calls import command, script_call
 from rmq.storage.cluster_claim import Band, Choice, Share, SlotHead, choose, claim_across_slots
@@ -195,10 +196,10 @@ def test_a_function_the_node_lacks_is_sent_again_after_loading_the_library():
 def test_when_functions_are_refused_the_scripts_serve_from_then_on(refusal):
     call = script_call(script("head"), [key_on("A")], [1])
     batch = ClusterBatch([call, command("GET", key_on("A"))])
-    batch.loading.add(0)  # the library was loaded before this round
+    batch.rungs[0] = Rung.LOAD  # the library is loaded in this round
     ((_, indexes, _),) = plan(batch)
-    batch.settle(indexes[1:], [refusal, "kept"])
-    assert batch.next_round() and not batch.functions
+    batch.settle(indexes, ["OK", refusal, "kept"])
+    assert batch.next_round() and not batch.ladder.functions
     ((_, indexes, (sent,)),) = plan(batch)
     assert indexes == [0] and sent[:3] == ("EVALSHA", script("head").sha, 1)
     batch.settle(indexes, [NoScriptError("No matching script")])
@@ -210,12 +211,13 @@ def test_when_functions_are_refused_the_scripts_serve_from_then_on(refusal):
 def test_when_scripts_are_refused_too_the_call_says_how_to_load_the_library():
     # a tenant: no FUNCTION LOAD, no EVALSHA (docs/reliability.md, "Security")
     call = script_call(script("head"), [key_on("A")], [1])
-    batch = ClusterBatch([call], functions=False)
+    ladder = ScriptLadder(functions=False)
+    batch = ClusterBatch([call], ladder)
     ((_, indexes, _),) = plan(batch)
     batch.settle(indexes, [NoPermissionError(
         "User t has no permissions to run the 'evalsha' command")])
     assert not batch.next_round()
-    assert batch.functions  # the next batch calls the library again: it may be loaded by then
+    assert ladder.functions  # the next batch calls the library again: it may be loaded by then
     with pytest.raises(AccessDenied, match=script("head").library.name) as refused:
         batch.values()
     assert "FUNCTION LOAD" in str(refused.value) and "EVALSHA" in str(refused.value)
@@ -223,7 +225,7 @@ def test_when_scripts_are_refused_too_the_call_says_how_to_load_the_library():
 
 def test_a_script_the_node_lacks_is_sent_again_with_its_source():
     call = script_call(script("head"), [key_on("A")], [1])
-    batch = ClusterBatch([call], functions=False)
+    batch = ClusterBatch([call], ScriptLadder(functions=False))
     ((_, indexes, (sent,)),) = plan(batch)
     assert sent[:2] == ("EVALSHA", script("head").sha)
     batch.settle(indexes, [NoScriptError("No matching script")])

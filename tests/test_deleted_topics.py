@@ -12,8 +12,9 @@ from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # 
 from helpers import rows
 
 from rmq import errors
-from rmq.client.coalesce import _store, _Ticket
 from rmq.client.outgoing import prepare
+from rmq.storage import queue
+from rmq.storage.generation import TopicGone, check_stored
 from rmq.storage.keys import RegistryKeys, SlotKeys
 from rmq.storage.registry import ConsumerState
 
@@ -108,14 +109,16 @@ def test_a_group_commit_stores_the_live_topics_and_refuses_only_the_deleted_one(
     gone, live = client.topic("gone"), client.topic("live")
     client.delete_topic("gone")
     now = client.now()
-    tickets = [_Ticket(info.name, info.generation, info.groups,
-                       prepare(info.settings, now, body), now, client._heads(info))
-               for info, body in ((gone, b"lost"), (live, b"kept"))]
+    sends = [next(queue.send(info.name, info.generation, info.groups,
+                             [prepare(info.settings, now, body)], now, client._heads(info)))
+             for info, body in ((gone, b"lost"), (live, b"kept"))]
 
-    client._run(_store(tickets))
+    lost, kept = client._run(queue.join(sends))
 
-    assert tickets[0].error is not None and not tickets[0].error.stale
-    assert tickets[1].error is None
+    with pytest.raises(TopicGone) as refused:
+        check_stored("gone", lost[0])
+    assert not refused.value.stale
+    assert kept == [[0]]  # stored, not merged
     assert [r.body for r in rows(client, "live")] == [b"kept"]
     assert topic_keys(client, "gone") == []
 

@@ -1,5 +1,5 @@
-"""Group commit of single sends (``rmq.client.coalesce``): sends made at once, from threads or from
-asyncio tasks, share round trips, and each sender still gets its own result or error."""
+"""Group commit of single sends (``rmq.client.group_commit``): sends made at once, from threads or
+from asyncio tasks, share round trips, and each sender still gets its own result or error."""
 
 from __future__ import annotations
 
@@ -13,24 +13,22 @@ from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # 
 from helpers import rows, wait_for
 
 import rmq
-from rmq.client.coalesce import SendCoalescer
-from rmq.client.outgoing import prepare
+from rmq.client.group_commit import GroupCommit
+from rmq.client.replication import BatchNotReplicated
 
 
 def _sends_in_flight(client: rmq.Client, topic: str, bodies: list[bytes],
-                     run: object) -> tuple[SendCoalescer, list[object]]:
-    """Threads sending ``bodies`` through a coalescer driven by ``run``; returns it and the
-    per-thread outcomes (a bool, or the exception raised)."""
-    coalescer = SendCoalescer(run)  # type: ignore[arg-type]
-    info = client.topic(topic)
+                     execute: object) -> tuple[GroupCommit, list[object]]:
+    """Threads sending ``bodies`` through a group commit whose batches ``execute`` runs;
+    returns it and the per-thread outcomes (``merged``, or the exception raised)."""
+    coalescer = GroupCommit(execute)  # type: ignore[arg-type]
+    client._commit = coalescer
+    client.topic(topic)  # cached: the sends only send
     outcomes: list[object] = [None] * len(bodies)
 
     def send(i: int) -> None:
-        now = client.clock()
-        message = prepare(info.settings, now, bodies[i])
         try:
-            outcomes[i] = coalescer.send(topic, info.generation, tuple(info.groups), message, now,
-                                         client._heads(info))
+            outcomes[i] = client.send(topic, bodies[i]).merged
         except BaseException as exc:  # noqa: BLE001 - the outcome under test
             outcomes[i] = exc
 
@@ -41,22 +39,25 @@ def _sends_in_flight(client: rmq.Client, topic: str, bodies: list[bytes],
 
 def _first_round_trip_held(client: rmq.Client, gate: threading.Event,
                            later: object = None) -> tuple[object, list[object]]:
-    """A coalescer's ``run``: the real client, its first round trip held until ``gate`` is
-    set (so the other senders queue behind it); ``later(n)`` may fail the n-th."""
+    """A group commit's executor: the real client's, its first batch of sends held until
+    ``gate`` is set (so the other senders queue behind it); ``later(n)`` may fail the n-th."""
     calls: list[object] = []
+    execute = client._execute
 
-    def run(op):
-        calls.append(op)
+    def run(batch):
+        if batch[0].script is None or batch[0].script.name != "enqueue":
+            return execute(batch)  # not sends (the registry, the clock): not counted
+        calls.append(batch)
         if len(calls) == 1:
             gate.wait(10)
         elif later is not None:
             later(len(calls))  # type: ignore[operator]
-        return client._run(op)
+        return execute(batch)
 
     return run, calls
 
 
-def _queue_behind_the_first(coalescer: SendCoalescer, threads: list[threading.Thread],
+def _queue_behind_the_first(coalescer: GroupCommit, threads: list[threading.Thread],
                             gate: threading.Event) -> None:
     """Start the first sender, queue the others behind it in order, then let it go."""
     threads[0].start()
@@ -99,12 +100,32 @@ def test_a_failed_batch_raises_in_every_sender_and_the_next_batch_still_goes(cli
     assert all(isinstance(o, rmq.errors.RedisUnavailable) for o in outcomes[1:])
     assert not coalescer._busy
 
-    now = client.clock()
-    message = prepare(client.topic("t").settings, now, b"after")
-    info = client.topic("t")
-    assert coalescer.send("t", info.generation, tuple(info.groups), message, now,
-                          client._heads(info)) is False
+    assert client.send("t", b"after").merged is False
     assert client.stats("t").groups["default"].ready == 2  # x and after; y and z failed
+
+
+def test_a_joined_batch_short_of_replicas_is_not_replicated_in_every_sender_but_stored(client):
+    client.create_topic("t")
+    gate = threading.Event()
+    run, batches = _first_round_trip_held(client, gate)
+
+    def short_of_replicas(batch):  # as the executor says it (replication.py), replies kept
+        replies = run(batch)
+        if len(batches) == 2 and batch is batches[-1]:
+            short = BatchNotReplicated("only 0 of 1 replicas acknowledged", acknowledged=0,
+                                       wanted=1)
+            short.replies = replies
+            raise short
+        return replies
+
+    coalescer, (threads, outcomes) = _sends_in_flight(client, "t", [b"x", b"y", b"z", b"y"],
+                                                      short_of_replicas)
+    _queue_behind_the_first(coalescer, threads, gate)
+    assert outcomes[0] is False
+    assert all(isinstance(o, rmq.errors.NotReplicated) for o in outcomes[1:])
+    assert len({id(o) for o in outcomes[1:]}) == 3  # each its own, raised apart
+    assert client.stats("t").groups["default"].ready == 3  # stored all the same, y merged
+    assert not coalescer._busy
 
 
 class Interrupted(Exception):
@@ -140,8 +161,6 @@ def test_a_sender_interrupted_while_waiting_does_not_strand_the_threads_behind_i
     coalescer, (threads, outcomes) = _sends_in_flight(client, "t", [b"first", b"last"], run)
     threads[0].start()
     wait_for(lambda: coalescer._busy)
-    info = client.topic("t")
-    message = prepare(info.settings, client.clock(), b"interrupted")
 
     def interrupt(*_: object) -> None:
         raise Interrupted
@@ -157,8 +176,7 @@ def test_a_sender_interrupted_while_waiting_does_not_strand_the_threads_behind_i
     try:
         helper.start()
         with pytest.raises(Interrupted):
-            coalescer.send("t", info.generation, tuple(info.groups), message, client.clock(),
-                           client._heads(info))
+            client.send("t", b"interrupted")
     finally:
         signal.signal(signal.SIGUSR1, previous)
         helper.join(10)
@@ -196,13 +214,13 @@ async def test_concurrent_async_sends_share_round_trips(redis_url: str, anyio_ba
         await client.create_topic("t", slots=4)
         await client.topic("t")  # cached: the sends below only queue and wait
         carried: list[object] = []
-        original = client._sends._run
+        original = client._commit._execute
 
-        async def counting(op):
-            carried.append(op)
-            return await original(op)
+        async def counting(batch):
+            carried.append(batch)
+            return await original(batch)
 
-        client._sends._run = counting
+        client._commit._execute = counting
         bodies = [f"p{i % 50}".encode() for i in range(400)]
         results = await asyncio.gather(*(client.send("t", body) for body in bodies))
 
@@ -210,7 +228,7 @@ async def test_concurrent_async_sends_share_round_trips(redis_url: str, anyio_ba
         assert len(carried) < len(bodies) / 10  # hundreds of sends, a handful of round trips
         stats = (await client.stats("t")).groups["default"]
         assert (stats.ready, stats.counters["sent"], stats.counters["merged"]) == (50, 400, 350)
-        assert not client._sends._carriers
+        assert not client._commit._carriers
 
 
 @pytest.mark.anyio
@@ -222,13 +240,13 @@ async def test_a_cancelled_async_sender_does_not_break_the_others(redis_url: str
         await client.topic("t")
         tasks = [asyncio.ensure_future(client.send("t", f"m{i}")) for i in range(20)]
         await asyncio.sleep(0)  # every task has queued its send; the carrier has not run yet
-        assert len(client._sends._queued) == 20
+        assert len(client._commit._queued) == 20
         tasks[3].cancel()  # its sender stops waiting; its message is already on its way
         done = await asyncio.gather(*tasks, return_exceptions=True)
         assert isinstance(done[3], asyncio.CancelledError)
         assert all(isinstance(r, rmq.SendResult) for i, r in enumerate(done) if i != 3)
         assert (await client.stats("t")).groups["default"].ready == 20
-        assert not client._sends._carriers
+        assert not client._commit._carriers
 
 
 @pytest.mark.anyio
@@ -243,20 +261,20 @@ async def test_async_sends_in_rounds_are_all_carried(redis_url: str, anyio_backe
     async with rmq.AsyncClient(redis_url) as client:
         await client.create_topic("t", slots=4)
         await client.topic("t")
-        client._sends.CARRIERS = carriers
+        client._commit.CARRIERS = carriers
         on_the_wire, most = 0, 0
-        original = client._sends._run
+        original = client._commit._execute
 
-        async def counting(op):
+        async def counting(batch):
             nonlocal on_the_wire, most
             on_the_wire += 1
             most = max(most, on_the_wire)
             try:
-                return await original(op)
+                return await original(batch)
             finally:
                 on_the_wire -= 1
 
-        client._sends._run = counting
+        client._commit._execute = counting
 
         async def sender(n: int) -> list[rmq.SendResult]:
             return [await client.send("t", f"s{n}-{i}") for i in range(20)]
@@ -265,6 +283,6 @@ async def test_async_sends_in_rounds_are_all_carried(redis_url: str, anyio_backe
         assert [len(r) for r in results] == [20] * 64
         assert not any(r.merged for rounds in results for r in rounds)
         assert 1 <= most <= carriers
-        assert not client._sends._carriers
+        assert not client._commit._carriers
         stats = (await client.stats("t")).groups["default"]
         assert (stats.ready, stats.counters["sent"]) == (1280, 1280)

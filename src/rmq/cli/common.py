@@ -15,7 +15,7 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from ..client import Client
-from ..client.connection import Retry
+from ..client.retry import Retry
 from ..message import Priority
 
 __all__ = ["CommandError", "open_client", "add_replication_options", "table", "print_json",

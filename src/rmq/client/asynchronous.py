@@ -26,13 +26,15 @@ from ..storage.peek import PeekPage
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from ..storage.snapshot import SnapshotRow
 from ..storage.stats import TopicStats
-from .base import MISSING, BaseClient, Commit, Flow, Load, Sleep, Subscribe
+from .base import MISSING, BaseClient, Flow, Load, Sleep, Subscribe
 from .clock import Clock
 from .cluster import AsyncClusterExecutor
-from .coalesce import AsyncSendCoalescer
-from .connection import AsyncExecutor, AsyncRedis, check_url, open_async, open_async_node
+from .connect import AsyncRedis, open_async, open_async_node
+from .executor import AsyncExecutor
+from .group_commit import AsyncGroupCommit
 from .replication import BatchNotReplicated, Replication
 from .sync import Client
+from .urls import check_url
 from .waiter import AsyncWaiter
 
 __all__ = ["AsyncClient"]
@@ -61,7 +63,7 @@ class AsyncClient(BaseClient):
         self._loading: dict[str, asyncio.Lock] = {}
         self._waiters: dict[str, AsyncWaiter] = {}
         self._handlers: list[tuple[str, Callable[..., Any], dict[str, Any]]] = []
-        self._sends = AsyncSendCoalescer(self._run)  # concurrent sends share round trips
+        self._commit: AsyncGroupCommit | None = None  # concurrent sends share round trips
 
     @classmethod
     async def connect(cls, url: str | None = None, **options: Any) -> AsyncClient:
@@ -77,10 +79,11 @@ class AsyncClient(BaseClient):
             if self._execute is not None:
                 return
             self.url, self.redis = await open_async(self.url, **self.redis_options)
-            self.is_cluster = isinstance(self.redis, aredis.RedisCluster)
+            self._connected(isinstance(self.redis, aredis.RedisCluster))
             self._execute = (AsyncClusterExecutor(self.redis, self.replication)
                              if isinstance(self.redis, aredis.RedisCluster)
                              else AsyncExecutor(self.redis, self.replication))
+            self._commit = AsyncGroupCommit(self._execute)
             await self._run(self.replication.check_server())
             await self._run(self._now())  # measures the server's clock
 
@@ -116,10 +119,8 @@ class AsyncClient(BaseClient):
         # one coroutine less (single sends from many tasks are where that shows).
         kind = type(effect)
         if kind is list:
-            assert self._execute is not None
-            return self._execute(effect) if effect else self._nothing()
-        if kind is Commit:
-            return self._sends.send(*effect)
+            assert self._commit is not None
+            return self._commit(effect) if effect else self._nothing()
         if kind is Load:
             return self._load_topic(effect.topic, effect.fresh)
         if kind is Subscribe:

@@ -8,7 +8,6 @@ done, one effect at a time:
 - ``list[Call]``: one round trip to Redis (what the storage operations yield);
 - :class:`Load`: the topic's registry entry, loaded once for all callers that find their
   cached copy stale at the same moment;
-- :class:`Commit`: a single send joining the group commit (``coalesce.py``);
 - :class:`Subscribe` and :class:`Sleep`: waiting on the topic's wake-up channel.
 
 The sync and async clients differ only in how they perform these effects (their ``_run``).
@@ -30,7 +29,7 @@ from ..storage.calls import Call, Op
 from ..storage.history import TopicHistory
 from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, load_all, problem_of
 from ..storage.peek import PeekPage
-from ..storage.queue import Outgoing, TopicGone
+from ..storage.queue import TopicGone
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from ..storage.snapshot import SnapshotRow, snapshot_slot
 from ..storage.stats import TopicStats, collect
@@ -52,7 +51,7 @@ from .arguments import (
 from .clock import Clock, ServerClock, check_epoch
 from .outgoing import MISSING, as_bytes, prepare, prepare_batch
 
-__all__ = ["BaseClient", "Flow", "Load", "Commit", "Subscribe", "Sleep", "MISSING"]
+__all__ = ["BaseClient", "Flow", "Load", "Subscribe", "Sleep", "MISSING"]
 
 T = TypeVar("T")
 log = logging.getLogger("rmq.client")
@@ -63,17 +62,6 @@ class Load(NamedTuple):
 
     topic: str
     fresh: bool
-
-
-class Commit(NamedTuple):
-    """Store one validated message through the group commit; the answer is ``merged``."""
-
-    topic: str
-    generation: str
-    groups: tuple[str, ...]
-    message: Outgoing
-    now: int
-    heads: bool  # the topic keeps a heads index (queue.keeps_heads)
 
 
 class Subscribe(NamedTuple):
@@ -89,7 +77,7 @@ class Sleep(NamedTuple):
     seconds: float
 
 
-Effect = list[Call] | Load | Commit | Subscribe | Sleep
+Effect = list[Call] | Load | Subscribe | Sleep
 Flow = Generator[Effect, Any, T]
 
 
@@ -115,8 +103,12 @@ class BaseClient:
         self._server_clock = self.clock if isinstance(self.clock, ServerClock) else None
         self.registry_ttl = registry_ttl
         self._cache: dict[str, tuple[float, TopicInfo]] = {}
-        # per (topic, group): the window of slots the next claim passes (queue.Windows)
-        self._windows: queue.Windows = {}
+        self._claimer = queue.Claimer(single_node=True)
+
+    def _connected(self, is_cluster: bool) -> None:
+        """The client knows what it talks to: a single node, or a cluster."""
+        self.is_cluster = is_cluster
+        self._claimer = queue.Claimer(single_node=not is_cluster)
 
     def now(self) -> int:
         """The time by which this client judges due times and leases, in epoch ms: the Redis
@@ -266,8 +258,10 @@ class BaseClient:
                 now = yield from self._now()
             message = prepare(info.settings, now, body, *options)
             try:
-                merged: bool = yield Commit(topic, info.generation, info.groups, message, now,
-                                            self._heads(info))
+                # the call may join others sent at once (group_commit.py)
+                (reply,) = yield [queue.enqueue_one(topic, info.generation, info.groups,
+                                                    message, now, self._heads(info))]
+                merged = queue.merged_one(topic, reply)
             except TopicGone:
                 if not first:
                     raise UnknownTopic(topic) from None
@@ -334,9 +328,8 @@ class BaseClient:
                 yield from self._ack(settle)
                 return Claimed([], None)
             now = yield from self._now()
-            claim = queue.claim(topic, info.generation, group, info.settings, count, now,
-                                lease or info.settings.visibility_timeout, one_call, claimer,
-                                self._windows)
+            claim = self._claimer.claim(topic, info.generation, group, info.settings, count,
+                                        now, lease or info.settings.visibility_timeout, claimer)
             messages, next_due = yield from queue.with_acks(settle, one_call, claim)
             return Claimed(messages, next_due)
 

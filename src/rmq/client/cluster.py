@@ -11,14 +11,13 @@ The cluster's answers are handled per call (:class:`ClusterBatch`, the logic wit
 
 - ``MOVED`` (the slot has a new owner): refresh the slot map, send the call to the owner;
 - ``ASK`` (the slot is migrating): send the call to the node named, after ``ASKING``;
-- no such function (that node lacks RMQ's library): send ``FUNCTION LOAD`` before the call;
-  if the call still finds none, or the ACL refuses this user functions, the scripts serve
-  from then on (``storage/scripts.py`` says why both), and ``NOSCRIPT`` (that node lacks the
-  script) sends it as ``EVAL``, which also caches it; if the ACL refuses the scripts too,
-  the call's answer is ``fallback.no_code_runs`` and the next batch tries ``FCALL`` again;
+- a script call climbs the one fallback ladder (``ladder.py``: ``FCALL``, ``FUNCTION LOAD``
+  on the node that lacks the library, ``EVALSHA``/``EVAL`` once functions are refused); if
+  the ACL refuses the scripts too, the call's answer is ``fallback.no_code_runs`` and the
+  next batch tries ``FCALL`` again;
 - a lost connection, ``TRYAGAIN``, ``CLUSTERDOWN``, an uncovered slot (a failover under
   way): the calls still unanswered are tried again under the one reconnect policy
-  (``connection.retry_policy``: its backoff, the slot map refreshed before each try), then
+  (``retry.retry_policy``: its backoff, the slot map refreshed before each try), then
   :class:`~rmq.errors.RedisUnavailable`.
 
 A call whose node failed mid-pipeline may have run before the connection broke, and is sent
@@ -42,7 +41,6 @@ from redis.exceptions import (
     AskError,
     ClusterDownError,
     MovedError,
-    NoScriptError,
     RedisError,
     ResponseError,
     SlotNotCoveredError,
@@ -52,9 +50,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..storage.calls import Call, routing_key
-from .connection import async_retry_policy, map_errors, retry_policy
-from .fallback import functions_refused, is_code_missing, no_code_runs, scripts_refused
+from .error_map import map_errors
+from .ladder import Command, ScriptLadder
 from .replication import PRIMARY_ONLY, BatchNotReplicated, Replication
+from .retry import async_retry_policy, retry_policy
 
 __all__ = ["ClusterBatch", "ClusterExecutor", "AsyncClusterExecutor"]
 
@@ -76,23 +75,14 @@ def _slot(key: str | bytes) -> int:
 
 # One node's share of a round: the node, the calls it runs (None for an ASKING before one),
 # the commands to send.
-_NodeRound = tuple[Any, list[int | None], list[tuple[Any, ...]]]
-
-
-def _command(call: Call, functions: bool, as_eval: bool) -> tuple[Any, ...]:
-    if call.script is None:
-        return call.args
-    if functions:
-        return ("FCALL", call.script.function, len(call.keys), *call.keys, *call.args)
-    name, body = ("EVAL", call.script.source) if as_eval else ("EVALSHA", call.script.sha)
-    return (name, body, len(call.keys), *call.keys, *call.args)
+_NodeRound = tuple[Any, list[int | None], list[Command]]
 
 
 class ClusterBatch:
     """One batch on a cluster, without I/O: which calls are still unanswered, where each
     goes next, and what the cluster's answers mean (module doc)."""
 
-    def __init__(self, calls: list[Call], functions: bool = True,
+    def __init__(self, calls: list[Call], ladder: ScriptLadder | None = None,
                  replication: Replication = PRIMARY_ONLY):
         self.calls = calls
         self.replication = replication
@@ -100,9 +90,8 @@ class ClusterBatch:
         self.results: list[Any] = [_UNANSWERED] * len(calls)
         self.todo = list(range(len(calls)))
         self.asking: dict[int, str] = {}  # call -> the node an ASK named
-        self.functions = functions  # FCALL; False: the scripts serve (module doc)
-        self.loading: set[int] = set()  # calls sent after a FUNCTION LOAD on their node
-        self.as_eval: set[int] = set()
+        self.ladder = ScriptLadder() if ladder is None else ladder
+        self.rungs = [self.ladder.start(call) for call in calls]  # how each call is sent
         self.stale_map = False  # a MOVED or a fault: refresh the slot map before the next round
         self.fault: BaseException | None = None  # this round failed somewhere: back off
 
@@ -123,15 +112,12 @@ class ClusterBatch:
                     raise RedisConnectionError(
                         f"Redis Cluster serves no node for a slot: {error}") from error
             _, indexes, commands = rounds.setdefault(id(node), (node, [], []))
-            call = self.calls[i]
-            if self.functions and i in self.loading and call.script is not None:
-                indexes.append(None)  # its reply is not read: the call after it tells
-                commands.append(("FUNCTION", "LOAD", call.script.library.source))
-            if i in self.asking:
-                indexes.append(None)
-                commands.append(("ASKING",))
+            sent = self.ladder.commands(self.calls[i], self.rungs[i])
+            if i in self.asking:  # ASKING right before the command it is for
+                sent.insert(-1, ("ASKING",))
+            indexes += [None] * (len(sent) - 1)  # their replies are not read
             indexes.append(i)
-            commands.append(_command(call, self.functions, i in self.as_eval))
+            commands += sent
         for _, indexes, commands in rounds.values():  # each master waits for its replicas
             for wait in self.replication.waits(self._of(indexes)):
                 indexes.append(_WAIT)
@@ -164,16 +150,9 @@ class ClusterBatch:
             self.results[i] = reply
             return
         self.asking.pop(i, None)
-        if isinstance(reply, NoScriptError):
-            self.as_eval.add(i)
-        elif is_code_missing(reply) or functions_refused(reply):  # not run: sent again
-            if self.functions and i not in self.loading and not functions_refused(reply):
-                self.loading.add(i)
-            else:  # refused, or loaded and still missing: the scripts serve from now on
-                self.functions = False
-        elif scripts_refused(reply):  # no form of RMQ's code runs for this user (fallback.py)
-            self.results[i] = no_code_runs(self.calls[i], reply)
-            self.functions = True  # the library may be loaded by the next batch
+        rung = self.ladder.climb(self.rungs[i], reply)
+        if rung is not None:  # not run: sent again on the next rung
+            self.rungs[i] = rung
         elif isinstance(reply, MovedError):  # before AskError, of which redis-py makes it a kind
             self.stale_map = True
         elif isinstance(reply, AskError):
@@ -184,8 +163,8 @@ class ClusterBatch:
         elif isinstance(reply, _LOST):
             self.fault = reply
             self.stale_map = True
-        else:
-            self.results[i] = reply  # an answer: raised when the batch is done
+        else:  # an answer: raised when the batch is done
+            self.results[i] = self.ladder.answer(self.calls[i], self.rungs[i], reply)
 
     def next_round(self) -> bool:
         """Forget the answered calls; whether any call is left for another round. Raises
@@ -234,16 +213,13 @@ class ClusterExecutor:
         self.retry = retry if isinstance(retry, redis.retry.Retry) else retry_policy()
         self.round_trips = 0
         self.pipelines = 0
-        self.functions = True
+        self.ladder = ScriptLadder()
 
     def __call__(self, calls: list[Call]) -> list[Any]:
-        batch = ClusterBatch(calls, self.functions, self.replication)
+        batch = ClusterBatch(calls, self.ladder, self.replication)
         with map_errors():
-            try:
-                # every fault marks the slot map stale: the next try refreshes it first
-                self.retry.call_with_retry(lambda: self._try(batch), lambda _: None)
-            finally:
-                self.functions = batch.functions
+            # every fault marks the slot map stale: the next try refreshes it first
+            self.retry.call_with_retry(lambda: self._try(batch), lambda _: None)
             return batch.values()
 
     def _try(self, batch: ClusterBatch) -> None:
@@ -286,7 +262,7 @@ class ClusterExecutor:
             raise
 
     @staticmethod
-    def _send(server: redis.Redis, commands: list[tuple[Any, ...]]
+    def _send(server: redis.Redis, commands: list[Command]
               ) -> tuple[Any, BaseException | None]:
         """Write one node's pipeline; returns its connection, or the error that stopped it."""
         pool = server.connection_pool
@@ -305,7 +281,7 @@ class ClusterExecutor:
         return connection, None
 
     @staticmethod
-    def _read(server: redis.Redis, connection: Any, commands: list[tuple[Any, ...]],
+    def _read(server: redis.Redis, connection: Any, commands: list[Command],
               lost: BaseException | None) -> tuple[list[Any], BaseException | None]:
         """Read one node's replies (an error reply in its place); a lost connection ends
         them early and is returned."""
@@ -347,16 +323,13 @@ class AsyncClusterExecutor:
                       else async_retry_policy())
         self.round_trips = 0
         self.pipelines = 0
-        self.functions = True
+        self.ladder = ScriptLadder()
 
     async def __call__(self, calls: list[Call]) -> list[Any]:
-        batch = ClusterBatch(calls, self.functions, self.replication)
+        batch = ClusterBatch(calls, self.ladder, self.replication)
         with map_errors():
             await self.client.initialize()  # reads the slot map on first use, then returns
-            try:
-                await self.retry.call_with_retry(lambda: self._try(batch), _nothing)
-            finally:
-                self.functions = batch.functions
+            await self.retry.call_with_retry(lambda: self._try(batch), _nothing)
             return batch.values()
 
     async def _try(self, batch: ClusterBatch) -> None:
@@ -379,7 +352,7 @@ class AsyncClusterExecutor:
         raise _redirections_exceeded(batch)
 
     @staticmethod
-    async def _pipeline(node: Any, commands: list[tuple[Any, ...]]
+    async def _pipeline(node: Any, commands: list[Command]
                         ) -> tuple[list[Any], BaseException | None]:
         pipeline = [PipelineCommand(i, *command) for i, command in enumerate(commands)]
         try:

@@ -23,12 +23,14 @@ from ..storage.peek import PeekPage
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from ..storage.snapshot import SnapshotRow
 from ..storage.stats import TopicStats
-from .base import MISSING, BaseClient, Commit, Flow, Load, Sleep, Subscribe
+from .base import MISSING, BaseClient, Flow, Load, Sleep, Subscribe
 from .clock import Clock
 from .cluster import ClusterExecutor
-from .coalesce import SendCoalescer
-from .connection import Executor, connect, resolve_url
+from .connect import connect
+from .executor import Executor
+from .group_commit import GroupCommit
 from .replication import BatchNotReplicated, Replication
+from .urls import resolve_url
 from .waiter import Waiter
 
 __all__ = ["Client"]
@@ -65,7 +67,7 @@ class Client(BaseClient):
                                           redis_options.get("socket_timeout"))
         self.url = resolve_url(url)  # what None resolved to: hand it to other processes
         self.redis = connect(self.url, **redis_options)
-        self.is_cluster = isinstance(self.redis, redis.RedisCluster)
+        self._connected(isinstance(self.redis, redis.RedisCluster))
         self._execute = (ClusterExecutor(self.redis, self.replication)
                          if isinstance(self.redis, redis.RedisCluster)
                          else Executor(self.redis, self.replication))
@@ -73,8 +75,8 @@ class Client(BaseClient):
         self._waiters: dict[str, Waiter] = {}
         self._waiters_lock = threading.Lock()
         self._decorated: list[Consumer] = []
-        # concurrent single sends from several threads share round trips (coalesce.py)
-        self._sends = SendCoalescer(self._run)
+        # concurrent single sends from several threads share round trips
+        self._commit = GroupCommit(self._execute)
         self._run(self.replication.check_server())
         self._run(self._now())  # measures the server's clock
 
@@ -106,9 +108,7 @@ class Client(BaseClient):
     def _perform(self, effect: Any) -> Any:
         kind = type(effect)
         if kind is list:
-            return self._execute(effect) if effect else []
-        if kind is Commit:
-            return self._sends.send(*effect)
+            return self._commit(effect) if effect else []
         if kind is Load:
             return self._load_topic(effect.topic, effect.fresh)
         if kind is Subscribe:
@@ -220,7 +220,7 @@ class Client(BaseClient):
              key: bytes | str | None = None) -> SendResult:
         """Send one message (SPEC §2). Merges into an identical pending message of each group
         (earliest due time and highest priority win); never into one in flight. Sends made
-        at once from several threads travel together (group commit, ``coalesce.py``)."""
+        at once from several threads travel together (group commit, ``group_commit.py``)."""
         return self._run(self._send(
             topic, body, (json, priority, delay_ms, deliver_at, slot_basis, key)))
 

@@ -17,7 +17,8 @@ import threading
 from typing import Any
 
 from ..storage.keys import wake_channel
-from .connection import AsyncRedis, map_errors
+from .connect import AsyncRedis
+from .error_map import map_errors
 
 __all__ = ["Waiter", "AsyncWaiter"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 
 from ..client import Client
-from ..client.connection import resolve_url
+from ..client.urls import resolve_url
 from .options import SourceOptions
 
 __all__ = ["resolve", "client_for"]

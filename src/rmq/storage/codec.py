@@ -28,6 +28,7 @@ __all__ = [
     "parse_inflight",
     "parse_dead",
     "scored_pairs",
+    "to_ms",
 ]
 
 EPOCH_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
@@ -37,6 +38,11 @@ _LEASE_SUB = 1024
 _LEASE_SHIFT = 2**52
 _NO_KEY = 0xFFFFFFFF
 _LEN = struct.Struct(">I")
+
+
+def to_ms(seconds: float) -> int:
+    """A duration of the settings (seconds) as the scripts take it: whole milliseconds."""
+    return int(round(seconds * 1000))
 
 
 def encode_member(body: bytes, key: bytes | None) -> bytes:

@@ -30,7 +30,7 @@ XADD_ONE = "Streams XADD one at a time"
 # RMQ's enqueue.lua one call per message through bare redis-py: single sends' floor, so the
 # figure shows how much of their gap to XADD is the script and how much RMQ's client.
 ENQUEUE_ONE = "enqueue.lua one at a time, bare redis-py"
-THREADS, TASKS = 32, 512  # concurrent senders sharing one client: group commit (rmq.coalesce)
+THREADS, TASKS = 32, 512  # concurrent senders on one client: group commit (group_commit.py)
 
 
 def run(bench: Bench) -> Report:

@@ -35,26 +35,17 @@
   cluster the client calls once per slot).
 ]]
 --- @include "scores"
---- @include "records"
 --- @include "pending"
 --- @include "group_keys"
 --- @include "key_locks"
 --- @include "unlocked"
---- @include "generation"
+--- @include "claim_args"
 --- @include "take"
 
-local gone = topic_gone(KEYS[1], ARGV[7])
+local gone, now, count, lease_until, serial, promote_limit, scan, holder = claim_args(KEYS[1])
 if gone then
   return gone
 end
-
-local now = tonumber(ARGV[1])
-local count = tonumber(ARGV[2])
-local lease_until = now + tonumber(ARGV[3])
-local serial = ARGV[4] == "1"
-local promote_limit = tonumber(ARGV[5])
-local window = tonumber(ARGV[6])
-local holder = holder_part(ARGV[8])
 local lowest = tonumber(ARGV[9])
 
 local slots, delayed = {}, {}
@@ -81,7 +72,7 @@ local taken = new_taken(serial)
 if serial then
   local candidates = {}
   for i, k in ipairs(slots) do
-    unlocked_heads(k, count, window, function(score, member)
+    unlocked_heads(k, count, scan, function(score, member)
       candidates[#candidates + 1] = {score, i, member}
     end)
   end

@@ -1,0 +1,63 @@
+"""What every claim script shares, on the client's side: the KEYS of a slot claimed from,
+the leading ARGV (``lua/includes/claim_args.lua`` reads them), and the claimed messages
+in the reply (``lua/includes/take.lua``'s ``take_chosen``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+from ..message import Message, claimed_message
+from ..settings import TopicSettings
+from .codec import decode_member
+from .keys import SlotKeys
+
+__all__ = ["claim_keys", "claim_args", "parse_claimed", "SERIAL_SCAN", "PROMOTE_LIMIT"]
+
+PROMOTE_LIMIT = 1000  # due delayed messages one slot promotes per call at most
+# How deep a serial topic's claim looks past messages of keys in flight, per slot: a busy
+# key's backlog up to this size does not hold back the keys queued behind it.
+SERIAL_SCAN = 1000
+
+
+@lru_cache(maxsize=4096)
+def claim_keys(topic: str, group: str, slots: tuple[int, ...]) -> tuple[str, ...]:
+    """The first slot's generation, then per slot its delivery-id counter and group keys."""
+    keys: list[str] = [SlotKeys(topic, slots[0]).generation]
+    for slot in slots:
+        slot_keys = SlotKeys(topic, slot)
+        keys.append(slot_keys.seq)
+        keys.extend(slot_keys.group(group).all())
+    return tuple(keys)
+
+
+def claim_args(settings: TopicSettings, generation: str, now: int, count: int, lease_ms: int,
+               holder: str) -> list[Any]:
+    """ARGV[1..8] of claim.lua and claim_heads.lua (their headers name each)."""
+    scan = max(count, SERIAL_SCAN) if settings.serial_keys else count
+    return [now, count, lease_ms, int(settings.serial_keys), PROMOTE_LIMIT, scan, generation,
+            holder]
+
+
+def parse_claimed(topic: str, group: str, slots: Sequence[int], reply: list[Any],
+                  lease_until: int) -> list[Message]:
+    """The messages of a claim's reply (take.lua's take_chosen), after its first field."""
+    shares = reply[1]
+    at = 2 + 2 * shares
+    seqs = dict(zip(reply[2:at:2], reply[3:at:2], strict=True))  # slot index -> next id
+    out = []
+    while at < len(reply):
+        # a run of messages that share priority, attempts and due time
+        n, priority, attempts, due = reply[at:at + 4]
+        at += 4
+        fields = iter(reply[at:at + 2 * n])
+        at += 2 * n
+        for index, member in zip(fields, fields, strict=True):
+            seq = seqs[index]
+            seqs[index] = seq + 1
+            # most members are the bare body (codec.encode_member): no call for those
+            body, key = decode_member(member) if member[:1] == b"\x00" else (member, None)
+            out.append(claimed_message(topic, group, slots[index - 1], seq, body, priority,
+                                       attempts, due, key, lease_until))
+    return out

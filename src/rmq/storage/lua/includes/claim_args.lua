@@ -1,0 +1,27 @@
+--[[
+  The arguments every claim script opens with (claim.lua, claim_heads.lua; the client's
+  storage/claim_calls.py builds them), each named in the script's header:
+    ARGV[1] now, epoch ms; ARGV[2] count; ARGV[3] lease, ms; ARGV[4] "1" if the topic is
+    key-serial; ARGV[5] how many due delayed messages one slot promotes per call at most;
+    ARGV[6] serial topics: how deep to look into each slot's ready messages (>= count);
+    ARGV[7] the topic's generation as the client read it; ARGV[8] who claims ("": not said).
+
+  claim_args(generation_key) checks the topic's generation first (generation.lua): when
+  the topic is gone it returns the reply to give instead, and nothing else; otherwise nil,
+  then now, count, lease_until, serial, promote_limit, scan and holder (as records.lua's
+  holder_part writes it).
+
+  Provides: claim_args.  Needs: ARGV, and the includes below.
+]]
+--- @include "records"
+--- @include "generation"
+
+local function claim_args(generation_key)
+  local gone = topic_gone(generation_key, ARGV[7])
+  if gone then
+    return gone
+  end
+  local now = tonumber(ARGV[1])
+  return nil, now, tonumber(ARGV[2]), now + tonumber(ARGV[3]), ARGV[4] == "1",
+    tonumber(ARGV[5]), tonumber(ARGV[6]), holder_part(ARGV[8])
+end

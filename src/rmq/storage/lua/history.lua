@@ -15,9 +15,9 @@
   No flags: a sample is not worth memory Redis does not have; when it is out of memory the
   script is refused whole and that bucket's sample is skipped (a gap in the history).
 ]]
+--- @include "server_clock"
 
-local time = rcall("TIME")
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = server_ms()
 local bucket = string.format("%d", math.floor(now / tonumber(ARGV[1])))
 -- "differs", not "is later": a server clock stepped back must not stop the sampling.
 if rcall("EXISTS", KEYS[2]) == 0 or rcall("GET", KEYS[1]) == bucket then

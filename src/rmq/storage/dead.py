@@ -1,0 +1,75 @@
+"""Dead letters, as sans-IO generators (see ``calls.py``): listing them, putting them back
+to pending, purging them."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from ..errors import InvalidMessage
+from ..message import DeadLetter
+from ..settings import TopicSettings
+from .calls import Op, command, script_call
+from .codec import decode_member, parse_dead
+from .keys import SlotKeys, wake_channel
+from .queue import check_stored, keeps_heads
+from .scripts import script
+from .settle import settle_keys
+
+__all__ = ["dead_letters", "requeue_dead", "purge_dead"]
+
+
+def dead_letters(topic: str, group: str, settings: TopicSettings) -> Op[list[DeadLetter]]:
+    """Every dead letter of the group, oldest death first."""
+    results = yield [command("HGETALL", SlotKeys(topic, s).group(group).dead)
+                     for s in range(settings.slots)]
+    letters = []
+    for slot, records in enumerate(results):
+        for delivery, record in records.items():
+            dead = parse_dead(record)
+            body, key = decode_member(dead.member)
+            letters.append(DeadLetter(f"{slot}-{int(delivery)}", topic, group, body, key,
+                                      dead.priority, dead.attempts, dead.error, dead.due_at,
+                                      dead.dead_at))
+    letters.sort(key=lambda d: (d.dead_at, d.id))
+    return letters
+
+
+def _dead_ids_by_slot(ids: Iterable[str], slots: int) -> dict[int, list[str]]:
+    grouped: dict[int, list[str]] = defaultdict(list)
+    for dead_id in ids:
+        slot, _, delivery = str(dead_id).partition("-")
+        if not (slot.isdigit() and delivery.isdigit() and int(slot) < slots):
+            raise InvalidMessage(f"not a dead-letter id of this topic: {dead_id!r}")
+        grouped[int(slot)].append(delivery)
+    return grouped
+
+
+def requeue_dead(topic: str, generation: str, group: str, settings: TopicSettings,
+                 ids: Iterable[str] | None, now: int, one_call: bool) -> Op[int]:
+    """Put dead letters (``ids``, or all) back to pending, ready now with attempts reset.
+    Raises TopicGone if the topic is not at ``generation`` any more (then nothing moved)."""
+    targets = ({s: [] for s in range(settings.slots)} if ids is None
+               else _dead_ids_by_slot(ids, settings.slots))
+    heads = keeps_heads(settings, one_call)
+    calls = []
+    for slot, deliveries in targets.items():
+        calls.append(script_call(script("requeue_dead"), settle_keys(topic, slot, group, heads),
+                                 [generation, now, wake_channel(topic), slot if heads else "",
+                                  *deliveries]))
+    results = yield calls
+    for reply in results:
+        check_stored(topic, reply)
+    return sum(reply[0] for reply in results)
+
+
+def purge_dead(topic: str, group: str, settings: TopicSettings) -> Op[int]:
+    """Delete every dead letter of the group; returns how many there were."""
+    slots = [SlotKeys(topic, s).group(group) for s in range(settings.slots)]
+    listed = yield [command("HKEYS", k.dead) for k in slots]
+    calls = []
+    for k, ids in zip(slots, listed, strict=True):
+        if ids:
+            calls += [command("HDEL", k.dead, *ids), command("ZREM", k.dead_index, *ids)]
+    results = yield calls
+    return sum(results[0::2])

@@ -1,0 +1,172 @@
+"""Settling deliveries, as sans-IO generators (see ``calls.py``): acknowledging, failing,
+giving back and extending them, and recovering those whose lease expired.
+
+Every call passes a generation that its script checks first (``lua/includes/settle_call.lua``):
+a delivery's own (the one it was claimed under, ``Message.generation``) for ``ack``,
+``fail``, ``release`` and ``extend``, so that a delivery of a topic deleted since, or
+deleted and created again under its name, settles nothing of the new topic whose delivery
+ids start again from the same numbers; the topic's as the client read it for ``recover``,
+which raises TopicGone when that read is stale (docs/storage.md, "Deleted topics").
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Collection, Iterable, Sequence
+from functools import lru_cache
+from typing import Any, TypeVar, cast
+
+from ..message import Message
+from ..settings import TopicSettings
+from .calls import Op, script_call, together
+from .codec import run_leases
+from .keys import HeadsKeys, SlotKeys, wake_channel
+from .queue import check_stored, keeps_heads, millis
+from .scripts import script
+
+__all__ = ["ack", "with_acks", "fail", "release", "extend", "recover", "RECOVER_LIMIT",
+           "settle_keys", "retry_args"]
+
+T = TypeVar("T")
+
+RECOVER_LIMIT = 1000  # deliveries a recover call returns per slot and group, in whole leases
+
+# Deliveries of one call: (topic, generation, group, slot).
+_Slot = tuple[str, str, str, int]
+
+
+def retry_args(settings: TopicSettings) -> list[Any]:
+    """The retry settings as fail.lua and recover.lua take them."""
+    return [settings.max_retries, millis(settings.retry_backoff),
+            millis(settings.retry_backoff_max)]
+
+
+def settle_keys(topic: str, slot: int, group: str, heads: bool) -> list[str]:
+    """KEYS of fail, release, recover and requeue_dead: the slot's generation and clock, the
+    9 group keys, and the group's heads index when the topic keeps one."""
+    slot_keys = SlotKeys(topic, slot)
+    keys = [slot_keys.generation, slot_keys.clock, *slot_keys.group(group).all()]
+    if heads:
+        keys += (HeadsKeys(topic, group).ready, HeadsKeys(topic, group).delayed)
+    return keys
+
+
+@lru_cache(maxsize=4096)
+def _group_keys(topic: str, slot: int, group: str) -> tuple[str, ...]:
+    return tuple(SlotKeys(topic, slot).group(group).all())
+
+
+@lru_cache(maxsize=4096)
+def _generation_key(topic: str, slot: int) -> str:
+    return SlotKeys(topic, slot).generation
+
+
+def _by_slot(messages: Iterable[Message]) -> dict[_Slot, list[Message]]:
+    grouped: dict[_Slot, list[Message]] = defaultdict(list)
+    for message in messages:
+        grouped[(message.topic, message.generation, message.group, message.slot)].append(
+            message)
+    return grouped
+
+
+def _by_group(messages: Iterable[Message], one_call: bool
+              ) -> list[tuple[tuple[str, str, str], list[tuple[int, list[Message]]]]]:
+    """Messages by (topic, generation, group), then by slot: all of a group's slots
+    together when ``one_call``, otherwise each slot on its own. Deliveries of two
+    generations of a topic never share a call: each call checks one."""
+    parts: dict[tuple[str, str, str, int | None], list[tuple[int, list[Message]]]] = (
+        defaultdict(list))
+    for (t, n, g, s), ms_ in _by_slot(messages).items():
+        parts[(t, n, g, None if one_call else s)].append((s, ms_))
+    return [((t, n, g), slots) for (t, n, g, _), slots in parts.items()]
+
+
+def ack(messages: Iterable[Message], one_call: bool) -> Op[int]:
+    """Acknowledge deliveries; returns how many were still in flight (none of a topic
+    deleted, or deleted and created again, since they were claimed). ``one_call`` (single
+    node) acks every slot of a topic's group in one script call."""
+    calls = []
+    for (topic, generation, group), slots in _by_group(messages, one_call):
+        # the lowest slot's generation: ack.lua checks that one for the call
+        keys: list[str] = [_generation_key(topic, min(slot for slot, _ in slots))]
+        args: list[Any] = [generation, wake_channel(topic)]
+        for slot, ms_ in slots:
+            keys += _group_keys(topic, slot, group)
+            seqs = [m.seq for m in ms_]
+            whole = run_leases(seqs)
+            args += (len(seqs), *seqs, len(whole), *whole)
+        calls.append(script_call(script("ack"), keys, args))
+    results = yield calls
+    return sum(results)
+
+
+def with_acks(acks: Sequence[Message], one_call: bool, op: Op[T]) -> Op[T]:
+    """``op`` with ``acks`` acknowledged in its first round trip, ahead of it: a consumer
+    loop acks the batch it finished in the same round trip that claims the next one."""
+    if not acks:
+        return (yield from op)
+    _, value = yield from together([ack(acks, one_call), op])
+    return cast(T, value)
+
+
+def fail(message: Message, error: str, settings: TopicSettings, now: int,
+         one_call: bool) -> Op[str | None]:
+    """A failed delivery: "retried", "dead", or None if its lease was already gone (or its
+    topic deleted since it was claimed)."""
+    heads = keeps_heads(settings, one_call)
+    args = [message.generation, now, wake_channel(message.topic),
+            message.slot if heads else "", *retry_args(settings), message.seq, error]
+    keys = settle_keys(message.topic, message.slot, message.group, heads)
+    (reply,) = yield [script_call(script("fail"), keys, args)]
+    retried, dead = reply
+    return "retried" if retried else "dead" if dead else None
+
+
+def release(messages: Iterable[Message], now: int, heads: Collection[str]) -> Op[int]:
+    """Give unstarted deliveries back without counting an attempt; returns how many were
+    still in flight. ``heads``: the topics among theirs that keep a heads index."""
+    calls = []
+    for (t, n, g, s), ms_ in _by_slot(messages).items():
+        indexed = t in heads
+        calls.append(script_call(script("release"), settle_keys(t, s, g, indexed),
+                                 [n, now, wake_channel(t), s if indexed else "",
+                                  *(m.seq for m in ms_)]))
+    results = yield calls
+    return sum(results)
+
+
+def extend(messages: Sequence[Message], until_ms: int) -> Op[list[bool]]:
+    """Move the leases of ``messages`` to ``until_ms``; per message, whether it was still in
+    flight."""
+    grouped = _by_slot(messages)
+    calls = []
+    for (t, n, g, s), ms_ in grouped.items():
+        group_keys = SlotKeys(t, s).group(g)
+        calls.append(script_call(script("extend"), [_generation_key(t, s), group_keys.inflight,
+                                                    group_keys.leases],
+                                 [n, until_ms, *(m.seq for m in ms_)]))
+    results = yield calls
+    held: dict[tuple[str, str, str, int, int], bool] = {}
+    for (where, ms_), flags in zip(grouped.items(), results, strict=True):
+        for m, flag in zip(ms_, flags, strict=True):
+            held[(*where, m.seq)] = bool(flag)
+    return [held[(m.topic, m.generation, m.group, m.slot, m.seq)] for m in messages]
+
+
+def recover(topic: str, generation: str, groups: Sequence[str], settings: TopicSettings,
+            now: int, one_call: bool) -> Op[tuple[int, int]]:
+    """Return every expired lease of the topic to pending; returns (retried, dead). Raises
+    TopicGone if the topic is not at ``generation`` any more (then no slot changed: each
+    slot's call checks, and the slots share the generation)."""
+    heads = keeps_heads(settings, one_call)
+    calls = []
+    for group in groups:
+        for slot in range(settings.slots):
+            calls.append(script_call(
+                script("recover"), settle_keys(topic, slot, group, heads),
+                [generation, now, wake_channel(topic), slot if heads else "",
+                 *retry_args(settings), RECOVER_LIMIT]))
+    results = yield calls
+    for reply in results:
+        check_stored(topic, reply)
+    return sum(r[0] for r in results), sum(r[1] for r in results)

@@ -8,9 +8,11 @@ old topic reloads it and recovers with the new topic's settings."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
-from helpers import rows, states
+from helpers import rows, states, wait_for
 
 import rmq
 from rmq import errors
@@ -161,3 +163,41 @@ def test_a_hand_made_delivery_with_a_generation_that_is_no_str_is_refused(client
     message = rmq.Message("t", "default", 0, 1, b"x", 128, 1, 0, generation=7)  # type: ignore
     with pytest.raises(errors.InvalidArgument, match="generation must be a str"):
         client.ack(message)
+
+
+def test_a_consumer_finishing_a_deleted_topics_message_loses_none_of_the_new_topics(
+        make_client):
+    """The worker runtime's ack of a message its topic's deletion took acknowledges nothing
+    of the topic created again, and the consumer goes on with that topic."""
+    client, admin = make_client(kind="sync"), make_client(kind="sync")
+    client.create_topic("t", slots=1)
+    gate = threading.Event()
+    seen: list[rmq.Message] = []
+
+    def handler(message: rmq.Message) -> None:
+        seen.append(message)
+        if message.body == b"old":
+            assert gate.wait(10), "the test never opened the gate"
+
+    consumer = rmq.Consumer(client, "t", handler, concurrency=1, heartbeat_interval=60)
+    consumer.start()
+    try:
+        admin.send("t", b"old")
+        wait_for(lambda: [m.body for m in seen] == [b"old"], what="the old message started")
+        admin.delete_topic("t")
+        admin.create_topic("t", slots=1)
+        admin.send("t", b"new")
+        (new,) = admin.claim("t")
+        assert new.id == seen[0].id
+
+        gate.set()
+        wait_for(lambda: consumer.handled == 1, what="the old message settled")
+        assert [r.id for r in rows(admin, "t") if r.state == "in_flight"] == [new.id]
+        assert admin.ack(new) == 1
+
+        admin.send("t", b"later")
+        wait_for(lambda: consumer.handled == 2, what="the new topic consumed")
+        assert [m.body for m in seen] == [b"old", b"later"]
+    finally:
+        gate.set()
+        consumer.stop(grace=1)

@@ -8,6 +8,7 @@ old topic reloads it and recovers with the new topic's settings."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import pytest
@@ -16,6 +17,7 @@ from helpers import rows, states, wait_for
 
 import rmq
 from rmq import errors
+from rmq.runtime.holdings import Holdings
 
 CACHED = 3600.0  # a registry cache that would hold the deleted entry for the whole test
 BODIES = [b"a", b"b", b"c", b"d", b"e", b"f"]  # over several of the topic's 4 slots
@@ -201,3 +203,18 @@ def test_a_consumer_finishing_a_deleted_topics_message_loses_none_of_the_new_top
     finally:
         gate.set()
         consumer.stop(grace=1)
+
+
+def test_a_consumer_holds_deliveries_of_two_generations_under_one_id_apart():
+    """A consumer may hold a deleted topic's delivery while it claims the topic created
+    again: settling the old one must not forget the new one of the same slot and id (its
+    lease would go unextended, and no worker would start it)."""
+    old = rmq.Message("t", "default", 0, 1, b"old", 128, 1, 0, None, 30_000, "a" * 16)
+    new = dataclasses.replace(old, body=b"new", generation="b" * 16)
+    holdings = Holdings()
+    holdings.add([old, new], now=0)
+    assert len(holdings) == 2
+    holdings.forget([old])
+    assert holdings.all() == [new]
+    assert holdings.holds(new) and not holdings.holds(old)
+    assert holdings.start_by(new) == 20_000

@@ -48,7 +48,7 @@ def _dead_ids_by_slot(ids: Iterable[str], slots: int) -> dict[int, list[str]]:
 def requeue_dead(topic: str, generation: str, group: str, settings: TopicSettings,
                  ids: Iterable[str] | None, now: int, one_call: bool) -> Op[int]:
     """Put dead letters (``ids``, or all) back to pending, ready now with attempts reset.
-    Raises TopicGone if the topic is not at ``generation`` any more (then nothing moved)."""
+    Raises TopicGone if the topic is not at ``generation`` any more, as ``settle.recover``."""
     targets = ({s: [] for s in range(settings.slots)} if ids is None
                else _dead_ids_by_slot(ids, settings.slots))
     heads = keeps_heads(settings, one_call)

@@ -156,8 +156,9 @@ def extend(messages: Sequence[Message], until_ms: int) -> Op[list[bool]]:
 def recover(topic: str, generation: str, groups: Sequence[str], settings: TopicSettings,
             now: int, one_call: bool) -> Op[tuple[int, int]]:
     """Return every expired lease of the topic to pending; returns (retried, dead). Raises
-    TopicGone if the topic is not at ``generation`` any more (then no slot changed: each
-    slot's call checks, and the slots share the generation)."""
+    TopicGone if the topic is not at ``generation`` any more: each slot's call checks before
+    it changes anything, and a slot that ran before a delete reached it has its data removed
+    by that delete."""
     heads = keeps_heads(settings, one_call)
     calls = []
     for group in groups:

@@ -12,7 +12,7 @@ from helpers import rows, states
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from rmq.storage import queue
+from rmq.storage import settle
 from rmq.storage.codec import run_leases
 from rmq.storage.keys import SlotKeys
 
@@ -289,7 +289,7 @@ def test_recover_finds_the_deliveries_still_held_anywhere_in_a_claims_range(clie
 
 
 def test_a_recover_call_takes_whole_leases_up_to_its_limit_of_deliveries(client, clock):
-    limit = queue.RECOVER_LIMIT
+    limit = settle.RECOVER_LIMIT
     client.create_topic("t", slots=1, visibility_timeout=5, retry_backoff=0)
     share = limit * 3 // 5
     client.send_many("t", [f"m{i}" for i in range(3 * share)])

@@ -15,7 +15,8 @@ from rmq.message import Message, claimed_message
 FIELDS = st.tuples(st.text(max_size=8), st.text(max_size=8), st.integers(0, 1023),
                    st.integers(1, 2**53), st.binary(max_size=64), st.integers(0, 255),
                    st.integers(1, 100), st.integers(0, 2**50),
-                   st.none() | st.binary(max_size=16), st.integers(0, 2**50))
+                   st.none() | st.binary(max_size=16), st.integers(0, 2**50),
+                   st.text(alphabet="0123456789abcdef", max_size=16))
 
 
 @given(FIELDS)
@@ -29,7 +30,7 @@ def test_a_claimed_message_is_the_message_the_constructor_builds(values):
 
 
 def test_a_claimed_message_is_frozen_as_any_message():
-    message = claimed_message("t", "g", 1, 2, b"b", 3, 1, 4, None, 5)
+    message = claimed_message("t", "g", 1, 2, b"b", 3, 1, 4, None, 5, "")
     with pytest.raises(dataclasses.FrozenInstanceError):
         message.seq = 3  # type: ignore[misc]
     assert dataclasses.replace(message, attempts=2) == Message("t", "g", 1, 2, b"b", 3, 2, 4,

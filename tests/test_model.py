@@ -1,5 +1,6 @@
 """A property-based stateful test: random sends, claims, acks, nacks, releases, extensions,
-lease expiries with ``recover``, dead-letter requeues and clock steps, driven against a real
+lease expiries with ``recover``, dead-letter requeues, clock steps and the topic deleted and
+created again under its name, driven against a real
 Redis through the public ``rmq.Client`` and against a small pure-Python model of SPEC §2-3.
 After every step the two must agree: what ``claim`` hands out (and in which order), attempts,
 due times, leases, dead letters and, when asked, ``stats``.
@@ -15,7 +16,11 @@ The model (``Model``) is a reference implementation of the contract, not of the 
 * a failure retries after ``min(retry_backoff * 2**(attempts-1), retry_backoff_max)``, or
   dead-letters the message once it has been delivered ``1 + max_retries`` times; a release
   gives the message back at its old place without counting the attempt;
-* ``requeue_dead`` puts dead letters back, ready now, attempts reset, merging like a send.
+* ``requeue_dead`` puts dead letters back, ready now, attempts reset, merging like a send;
+* ``delete_topic`` drops everything of the topic; created again (maybe with other
+  settings), it starts empty, and the deliveries of the deleted one settle nothing: an ack,
+  nack, release or extension of one changes nothing and says so, although the new topic
+  hands out the same delivery ids (a delivery is known by its generation, slot and id).
 
 Where SPEC leaves an order open the model accepts any choice: two messages with the same
 priority and due time are ordered by send order only when both took their place from a send
@@ -216,11 +221,14 @@ class QueueMachine(RuleBasedStateMachine):
         self.client = client_of_kind(self.client_kind)(self.url, clock=self.clock)
         self.topic = f"model-{uuid.uuid4().hex[:16]}"
         self.model: Model | None = None
-        self.handed: list[rmq.Message] = []  # every delivery claimed so far
+        self.handed: list[rmq.Message] = []  # every delivery claimed since the topic's creation
         self.stamps_this_ms = (self.clock(), 0)
         self.unsatisfied: Counter[Member] = Counter()  # sends not yet followed by a claim
         self.ever_sent: set[Member] = set()
         self.ever_gone: set[Member] = set()  # acknowledged or purged at least once
+        self.live = False  # the topic exists (deleted by delete_topic until created again)
+        self.deleted: list[rmq.Message] = []  # deliveries handed out before a delete_topic
+        self.generation = ""  # the topic's, as claims must report it
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -245,18 +253,23 @@ class QueueMachine(RuleBasedStateMachine):
 
     def pool(self, data: st.DataObject) -> list[rmq.Message]:
         """Deliveries to act on: mostly those in flight, sometimes any recent one (a late
-        ack, nack or release of a delivery already settled)."""
+        ack, nack or release of a delivery already settled), or one of a deleted topic
+        (whose ids the topic created again hands out anew)."""
         live = [f.message for f in self.m.inflight.values()]
-        if live and data.draw(st.integers(0, 4), label="in flight?"):
+        which = data.draw(st.integers(0, 5), label="in flight, recent or deleted?")
+        if live and which >= 3:
             return live
+        if self.deleted and (which >= 1 or not self.handed):
+            return self.deleted[-12:]
         return self.handed[-12:]
 
     def pick(self, data: st.DataObject, label: str) -> list[rmq.Message]:
         pool = self.pool(data)
         return data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=4), label=label)
 
-    def in_flight_key(self, message: rmq.Message) -> tuple[int, int]:
-        return (message.slot, message.seq)
+    def in_flight_key(self, message: rmq.Message) -> tuple[str, int, int]:
+        # A topic created again hands out the same ids: the generation tells them apart.
+        return (message.generation, message.slot, message.seq)
 
     # -- set-up --------------------------------------------------------------------------
 
@@ -271,15 +284,45 @@ class QueueMachine(RuleBasedStateMachine):
                                  visibility_timeout=visibility)
         self.model = Model(self.SLOTS, max_retries, round(backoff * 1000),
                            round(backoff_max * 1000), round(visibility * 1000))
+        self.live = True
+        self.generation = self.client.topic(self.topic).generation
+
+    @precondition(lambda self: self.live and self.handed)
+    @rule()
+    def delete_topic(self) -> None:
+        """Everything of the topic goes; what was handed out stays in ``handed``, for the
+        settling rules to try (mostly: the pool holds no delivery in flight)."""
+        self.client.delete_topic(self.topic)
+        self.live = False
+        self.deleted += self.handed
+        self.handed = []
+        m = self.m
+        self.model = Model(m.slots, m.max_retries, m.backoff_ms, m.backoff_max_ms,
+                           m.visibility_ms)
+        self.unsatisfied.clear()
+        self.ever_sent.clear()
+        self.ever_gone.clear()
+
+    @precondition(lambda self: self.model is not None and not self.live)
+    @rule(max_retries=st.integers(0, 3),
+          backoff=st.sampled_from([0, 0.005, 0.05]),
+          backoff_max=st.sampled_from([0.012, 0.1, 1.0]),
+          visibility=st.sampled_from([1.0, 3.0]))
+    def create_topic_again(self, max_retries: int, backoff: float, backoff_max: float,
+                           visibility: float) -> None:
+        """Under the same name, maybe other settings: a new generation, starting empty."""
+        old = self.generation
+        self.create(max_retries, backoff, backoff_max, visibility)
+        assert self.generation != old
 
     def teardown(self) -> None:
         try:
             # Drain only after a clean run: after a failure the model is out of step.
-            if self.model is not None and sys.exc_info()[0] is None:
+            if self.live and sys.exc_info()[0] is None:
                 self.drain()
         finally:
             try:
-                if self.model is not None:
+                if self.live:
                     self.client.delete_topic(self.topic)
             finally:
                 self.client.close()
@@ -310,6 +353,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.ever_sent.add((body, key))
         return self.m.send(body, key, priority, due, now)
 
+    @precondition(lambda self: self.live)
     @rule(data=st.data())
     def send(self, data: st.DataObject) -> None:
         args = self._send_args(data)
@@ -322,6 +366,7 @@ class QueueMachine(RuleBasedStateMachine):
         assert result.slot == self.m.slot_of(args["body"], args.get("key"))
         assert result.merged == merged, f"send {args}: merged {result.merged}, model {merged}"
 
+    @precondition(lambda self: self.live)
     @rule(data=st.data())
     def send_many(self, data: st.DataObject) -> None:
         n = data.draw(st.integers(1, 8), label="batch size")
@@ -342,6 +387,7 @@ class QueueMachine(RuleBasedStateMachine):
 
     # -- consuming -----------------------------------------------------------------------
 
+    @precondition(lambda self: self.live)
     @rule(count=st.sampled_from([1, 1, 2, 3, 5, 50]),
           lease=st.sampled_from([None, None, 0.5, 2.0]))
     def claim(self, count: int, lease: float | None) -> None:
@@ -368,7 +414,8 @@ class QueueMachine(RuleBasedStateMachine):
                 f"{[(p.body, p.priority, p.due) for p in ahead]}; claimed {got}")
             assert message.priority <= previous_priority
             previous_priority = message.priority
-            assert (message.topic, message.group, message.slot) == (self.topic, GROUP, entry.slot)
+            assert (message.topic, message.group, message.slot, message.generation) == (
+                self.topic, GROUP, entry.slot, self.generation)
             assert (message.priority, message.attempts, message.due_at) == (
                 entry.priority, entry.attempts + 1, entry.due), f"{message} vs model {entry}"
             assert message.lease_until == now + lease_ms
@@ -390,7 +437,7 @@ class QueueMachine(RuleBasedStateMachine):
         expected_next = self.m.next_due(now) if len(messages) < count else None
         assert next_due == expected_next, f"next due {next_due}, model {expected_next}"
 
-    @precondition(lambda self: self.handed)
+    @precondition(lambda self: self.handed or self.deleted)
     @rule(data=st.data())
     def ack(self, data: st.DataObject) -> None:
         batch = self.pick(data, "ack")
@@ -403,11 +450,12 @@ class QueueMachine(RuleBasedStateMachine):
         self.m.counters["acked"] += expected
         assert acked == expected
 
-    @precondition(lambda self: self.handed)
+    @precondition(lambda self: self.handed or self.deleted)
     @rule(data=st.data(), error=st.sampled_from(["boom", "", "ünïcode, with, commas"]))
     def nack(self, data: st.DataObject, error: str) -> None:
         self.fail(data.draw(st.sampled_from(self.pool(data)), label="nack"), error)
 
+    @precondition(lambda self: self.live)
     @rule(count=st.sampled_from([1, 3]), error=st.sampled_from(["boom", "again"]))
     def claim_and_fail(self, count: int, error: str) -> None:
         """A consumer whose handler fails: the quick way to retries and dead letters."""
@@ -425,7 +473,7 @@ class QueueMachine(RuleBasedStateMachine):
                     if where in self.m.inflight else None)
         assert outcome == expected
 
-    @precondition(lambda self: self.handed)
+    @precondition(lambda self: self.handed or self.deleted)
     @rule(data=st.data())
     def release(self, data: st.DataObject) -> None:
         batch = self.pick(data, "release")
@@ -440,7 +488,27 @@ class QueueMachine(RuleBasedStateMachine):
                            held.attempts - 1, None)
         assert released == expected
 
-    @precondition(lambda self: self.handed)
+    def namesakes(self) -> list[rmq.Message]:
+        """Deliveries of a deleted topic whose slot and id a delivery in flight has now."""
+        held = {(slot, seq) for _, slot, seq in self.m.inflight}
+        return [m for m in self.deleted if (m.slot, m.seq) in held]
+
+    @precondition(lambda self: self.live and self.deleted and self.namesakes())
+    @rule(data=st.data(), how=st.sampled_from(["ack", "nack", "release", "extend"]))
+    def settle_a_deleted_namesake(self, data: st.DataObject, how: str) -> None:
+        """The old consumer's settle of a delivery whose id the new topic handed out again:
+        it changes nothing (the invariant compares every stored message)."""
+        message = data.draw(st.sampled_from(self.namesakes()), label="namesake")
+        if how == "ack":
+            assert self.client.ack([message]) == 0
+        elif how == "nack":
+            assert self.client.nack(message, "stale") is None
+        elif how == "release":
+            assert self.client.release([message]) == 0
+        else:
+            assert self.client.extend([message], 10.0) == [False]
+
+    @precondition(lambda self: self.handed or self.deleted)
     @rule(data=st.data(), seconds=st.sampled_from([0.5, 2.0, 10.0]))
     def extend(self, data: st.DataObject, seconds: float) -> None:
         batch = self.pick(data, "extend")
@@ -454,6 +522,7 @@ class QueueMachine(RuleBasedStateMachine):
             expected.append(entry is not None)
         assert held == expected
 
+    @precondition(lambda self: self.live)
     @rule()
     def recover(self) -> None:
         # Redis's order (docs/storage.md, "leases"): longest expired first, then by the
@@ -470,7 +539,7 @@ class QueueMachine(RuleBasedStateMachine):
             self.m.fail(where, "lease expired", now, seq)
         assert recovered == len(expired)
 
-    @precondition(lambda self: self.model is not None and self.m.dead)
+    @precondition(lambda self: self.live and self.m.dead)
     @rule(data=st.data())
     def requeue_dead(self, data: st.DataObject) -> None:
         known = sorted(self.m.dead) + ["0-999999"]
@@ -488,7 +557,7 @@ class QueueMachine(RuleBasedStateMachine):
                        seq if seq is not None else self.m.next_seq())
         assert requeued == len(targets)
 
-    @precondition(lambda self: self.model is not None and len(self.m.dead) >= 2)
+    @precondition(lambda self: self.live and len(self.m.dead) >= 2)
     @rule()
     def purge_dead(self) -> None:
         assert self.client.purge_dead(self.topic, GROUP) == len(self.m.dead)
@@ -510,7 +579,7 @@ class QueueMachine(RuleBasedStateMachine):
         if due is not None:
             self.clock.advance(max(0, due - early - now))
 
-    @precondition(lambda self: self.model is not None and self.m.inflight)
+    @precondition(lambda self: self.live and self.m.inflight)
     @rule(early=st.sampled_from([0, 0, 1]))
     def expire_and_recover(self, early: int) -> None:
         """To the next lease expiry (or 1 ms before it), then ``recover``: the edge."""
@@ -521,6 +590,7 @@ class QueueMachine(RuleBasedStateMachine):
 
     # -- observing -----------------------------------------------------------------------
 
+    @precondition(lambda self: self.live)
     @rule()
     def check_stats(self) -> None:
         """``stats`` (which promotes due messages, so it is a step, not an invariant)."""
@@ -542,6 +612,10 @@ class QueueMachine(RuleBasedStateMachine):
     @invariant()
     def agrees_with_model(self) -> None:
         if self.model is None:
+            return
+        if not self.live:
+            with pytest.raises(rmq.errors.UnknownTopic):
+                list(self.client.snapshot(self.topic))
             return
         now = self.now()
         rows = list(self.client.snapshot(self.topic))

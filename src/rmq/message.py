@@ -44,6 +44,9 @@ class Message:
     counts deliveries so far, 1 on the first. ``key`` is the message's key (None when it has
     none; serial topics then use the body). Times are epoch milliseconds: ``due_at`` is when
     it became due, ``lease_until`` when its lease runs out unless extended.
+    ``generation`` names the creation of the topic it was claimed from: settling a delivery
+    of a topic deleted since (or deleted and created again under its name) changes nothing
+    (docs/reliability.md, "Deleted topics").
     """
 
     topic: str
@@ -56,6 +59,7 @@ class Message:
     due_at: int
     key: bytes | None = None
     lease_until: int = field(default=0, compare=False)
+    generation: str = ""
 
     @property
     def text(self) -> str:
@@ -77,12 +81,13 @@ def _slot_setters(cls: type) -> tuple[Any, ...]:
 
 
 (_SET_TOPIC, _SET_GROUP, _SET_SLOT, _SET_SEQ, _SET_BODY, _SET_PRIORITY, _SET_ATTEMPTS,
- _SET_DUE_AT, _SET_KEY, _SET_LEASE_UNTIL) = _slot_setters(Message)
+ _SET_DUE_AT, _SET_KEY, _SET_LEASE_UNTIL, _SET_GENERATION) = _slot_setters(Message)
 _new = object.__new__
 
 
 def claimed_message(topic: str, group: str, slot: int, seq: int, body: bytes, priority: int,
-                    attempts: int, due_at: int, key: bytes | None, lease_until: int) -> Message:
+                    attempts: int, due_at: int, key: bytes | None, lease_until: int,
+                    generation: str) -> Message:
     """``Message(...)`` for the claims' hot path, the same object at half the cost: a frozen
     dataclass's ``__init__`` sets each field through ``object.__setattr__``, where this
     writes the slots directly (what a consumer spends most of its Python on per message,
@@ -98,6 +103,7 @@ def claimed_message(topic: str, group: str, slot: int, seq: int, body: bytes, pr
     _SET_DUE_AT(message, due_at)
     _SET_KEY(message, key)
     _SET_LEASE_UNTIL(message, lease_until)
+    _SET_GENERATION(message, generation)
     return message
 
 

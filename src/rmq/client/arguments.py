@@ -54,6 +54,9 @@ def check_message(message: object, name: str = "message") -> Message:
     check_group_name(message.group)
     check_int(f"{name}.slot", message.slot, 0, MAX_SLOTS - 1, InvalidArgument)
     check_int(f"{name}.seq", message.seq, 0, 2**53, InvalidArgument)
+    if type(message.generation) is not str:
+        raise InvalidArgument(f"{name}.generation must be a str (as claim sets it), got "
+                              f"{type(message.generation).__name__}")
     return message
 
 
@@ -66,7 +69,8 @@ def check_messages(messages: object, name: str = "messages") -> list[Message]:
     for index, message in enumerate(batch):
         if not (isinstance(message, Message) and (message.topic, message.group) in names
                 and type(message.slot) is int and 0 <= message.slot < MAX_SLOTS
-                and type(message.seq) is int and message.seq >= 0):
+                and type(message.seq) is int and message.seq >= 0
+                and type(message.generation) is str):
             check_message(message, f"{name}[{index}]")
             names.add((message.topic, message.group))
     return batch

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple, TypeVar
 from ..errors import InvalidArgument, RedisUnavailable, UnknownTopic
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
 from ..settings import TopicSettings, check_group_name, check_number, check_topic_name
-from ..storage import history, queue, registry
+from ..storage import dead, history, queue, registry, settle
 from ..storage import peek as peek_ops
 from ..storage.calls import Call, Op
 from ..storage.history import TopicHistory
@@ -323,14 +323,14 @@ class BaseClient:
         one_call = not self.is_cluster
 
         def claim_due(info: TopicInfo, first: bool) -> Flow[Claimed]:
-            settle = acks if first else ()  # the first attempt's round trip acked them
+            acking = acks if first else ()  # the first attempt's round trip acked them
             if info.paused:
-                yield from self._ack(settle)
+                yield from self._ack(acking)
                 return Claimed([], None)
             now = yield from self._now()
             claim = self._claimer.claim(topic, info.generation, group, info.settings, count,
                                         now, lease or info.settings.visibility_timeout, claimer)
-            messages, next_due = yield from queue.with_acks(settle, one_call, claim)
+            messages, next_due = yield from settle.with_acks(acking, one_call, claim)
             return Claimed(messages, next_due)
 
         return (yield from self._on_current(topic, claim_due))
@@ -343,14 +343,21 @@ class BaseClient:
         batch = check_messages(messages)
         if not batch:
             return 0
-        return (yield from queue.ack(batch, not self.is_cluster))
+        return (yield from settle.ack(batch, not self.is_cluster))
 
     def _nack(self, message: Message, error: str | BaseException) -> Flow[str | None]:
         check_message(message)
         text = check_error(error)
-        info = yield from self._topic(message.topic)
+        try:
+            info = yield from self._topic(message.topic)
+            if message.generation and info.generation != message.generation:
+                # a cache older than the delivery's topic has the wrong retry settings; a
+                # delivery older than the topic settles nothing (fail.lua checks)
+                info = yield from self._topic(message.topic, fresh=True)
+        except UnknownTopic:  # deleted: its deliveries went with it, nothing to fail
+            return None
         now = yield from self._now()
-        return (yield from queue.fail(message, text, info.settings, now, not self.is_cluster))
+        return (yield from settle.fail(message, text, info.settings, now, not self.is_cluster))
 
     def _release(self, messages: Sequence[Message]) -> Flow[int]:
         messages = check_messages(messages)
@@ -364,7 +371,7 @@ class BaseClient:
             except UnknownTopic:  # deleted: its deliveries went with it, nothing to give back
                 pass
         now = yield from self._now()
-        return (yield from queue.release(messages, now, heads))
+        return (yield from settle.release(messages, now, heads))
 
     def _extend(self, messages: Message | Sequence[Message], seconds: float) -> Flow[list[bool]]:
         batch = check_messages(messages)
@@ -372,48 +379,53 @@ class BaseClient:
         if not batch:
             return []
         now = yield from self._now()
-        return (yield from queue.extend(batch, now + int(seconds * 1000)))
+        return (yield from settle.extend(batch, now + int(seconds * 1000)))
 
     def _recover(self, topic: str | None) -> Flow[int]:
         if topic is not None:
-            info = yield from self._topic(check_topic_name(topic))
-            return (yield from self._recover_topic(info))
+            return (yield from self._on_current(check_topic_name(topic), self._recover_topic))
         entries = yield from self._topic_entries()
         total = 0
         for info in entries.results.values():
             try:
-                total += yield from self._recover_topic(info)
+                total += yield from self._on_current(info.name, self._recover_topic)
+            except UnknownTopic:  # deleted meanwhile: nothing left to recover
+                continue
             except TOPIC_PROBLEMS as exc:
                 entries.broken[info.name] = problem_of(exc)
         for name, problem in entries.broken.items():
             log.warning("recover() skips topic %r: %s", name, problem)
         return total
 
-    def _recover_topic(self, info: TopicInfo) -> Flow[int]:
+    def _recover_topic(self, info: TopicInfo, first: bool) -> Flow[int]:
         now = yield from self._now()
-        retried, dead = yield from queue.recover(
-            info.name, registry.groups_with_data(info), info.settings, now, not self.is_cluster)
-        return retried + dead
+        retried, dead_ = yield from settle.recover(
+            info.name, info.generation, registry.groups_with_data(info), info.settings, now,
+            not self.is_cluster)
+        return retried + dead_
 
     # -- dead letters, stats, snapshots ---------------------------------------------------
 
     def _dead_letters(self, topic: str, group: str) -> Flow[list[DeadLetter]]:
         check_group_name(group)
         info = yield from self._topic(topic)
-        return (yield from queue.dead_letters(topic, check_group_name(group), info.settings))
+        return (yield from dead.dead_letters(topic, check_group_name(group), info.settings))
 
     def _requeue_dead(self, topic: str, group: str, ids: Iterable[str] | None) -> Flow[int]:
         check_group_name(group)
         wanted = check_ids(ids)
-        info = yield from self._topic(topic)
-        now = yield from self._now()
-        return (yield from queue.requeue_dead(topic, group, info.settings, wanted, now,
-                                              not self.is_cluster))
+
+        def requeue(info: TopicInfo, first: bool) -> Flow[int]:
+            now = yield from self._now()
+            return (yield from dead.requeue_dead(topic, info.generation, group, info.settings,
+                                                 wanted, now, not self.is_cluster))
+
+        return (yield from self._on_current(topic, requeue))
 
     def _purge_dead(self, topic: str, group: str) -> Flow[int]:
         check_group_name(group)
         info = yield from self._topic(topic)
-        return (yield from queue.purge_dead(topic, check_group_name(group), info.settings))
+        return (yield from dead.purge_dead(topic, check_group_name(group), info.settings))
 
     def _stats(self, topic: str) -> Flow[TopicStats]:
         info = yield from self._topic(topic, fresh=True)

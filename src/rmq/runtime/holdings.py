@@ -20,13 +20,14 @@ __all__ = ["Holdings"]
 
 
 class Holdings:
-    """Held messages by (slot, seq), under one condition that signals freed room; and for
+    """Held messages by (generation, slot, seq) (a topic deleted and created again hands out
+    the same slot and seq again), under one condition that signals freed room; and for
     each one the time by which a worker may still start it (below, ``start_by``), in ms of
     the client's clock (the server's)."""
 
     def __init__(self) -> None:
-        self._held: dict[tuple[int, int], Message] = {}
-        self._start_by: dict[tuple[int, int], float] = {}  # the same keys as _held
+        self._held: dict[tuple[str, int, int], Message] = {}
+        self._start_by: dict[tuple[str, int, int], float] = {}  # the same keys as _held
         self._changed = threading.Condition()
 
     def __len__(self) -> int:
@@ -37,19 +38,19 @@ class Holdings:
         held, start_by = self._held, self._start_by
         with self._changed:
             for message in messages:
-                key = (message.slot, message.seq)
+                key = (message.generation, message.slot, message.seq)
                 held[key] = message
                 until = message.lease_until
                 start_by[key] = until - (until - now) / 3
 
     def holds(self, message: Message) -> bool:
-        return (message.slot, message.seq) in self._held
+        return (message.generation, message.slot, message.seq) in self._held
 
     def extended(self, messages: Iterable[Message], until: int, length: int) -> None:
         """The leases of ``messages`` now end at ``until`` (at least) and last ``length``."""
         with self._changed:
             for message in messages:
-                key = (message.slot, message.seq)
+                key = (message.generation, message.slot, message.seq)
                 if key in self._held:
                     self._start_by[key] = until - length / 3
 
@@ -59,13 +60,13 @@ class Holdings:
         of a lease, so a live consumer's leases always have two thirds left; less means
         extensions were missed (the consumer was frozen or cut off) and the lease has run
         out, or may before the next one. One look-up: workers ask it once a message."""
-        return self._start_by.get((message.slot, message.seq))
+        return self._start_by.get((message.generation, message.slot, message.seq))
 
     def forget(self, messages: Iterable[Message]) -> None:
         held, start_by = self._held, self._start_by
         with self._changed:
             for message in messages:
-                key = (message.slot, message.seq)
+                key = (message.generation, message.slot, message.seq)
                 if held.pop(key, None) is not None:
                     del start_by[key]
             self._changed.notify_all()

@@ -57,7 +57,7 @@ class Claimer:
                                           args)]
             check_stored(topic, reply)
             next_due: int | None = reply[0] if reply[0] >= 0 else None
-            return parse_claimed(topic, group, slots, reply, lease_until), next_due
+            return parse_claimed(topic, generation, group, slots, reply, lease_until), next_due
         messages, next_due, window = yield from claim_by_heads(
             topic, generation, group, settings.slots, count, args, lease_until,
             self._windows.get((topic, group)))
@@ -84,7 +84,7 @@ def _claim_on_cluster(topic: str, generation: str, group: str, settings: TopicSe
 
     def claimed(slot: int, reply: Any) -> list[Message]:
         check_stored(topic, reply)
-        return parse_claimed(topic, group, [slot], reply, lease_until)
+        return parse_claimed(topic, generation, group, [slot], reply, lease_until)
 
     return (yield from claim_across_slots(settings.slots, count, read_head, claim_slot,
                                           claimed, lambda reply: check_stored(topic, reply)))

@@ -40,9 +40,10 @@ def claim_args(settings: TopicSettings, generation: str, now: int, count: int, l
             holder]
 
 
-def parse_claimed(topic: str, group: str, slots: Sequence[int], reply: list[Any],
-                  lease_until: int) -> list[Message]:
-    """The messages of a claim's reply (take.lua's take_chosen), after its first field."""
+def parse_claimed(topic: str, generation: str, group: str, slots: Sequence[int],
+                  reply: list[Any], lease_until: int) -> list[Message]:
+    """The messages of a claim's reply (take.lua's take_chosen), after its first field, each
+    carrying the generation it was claimed under (what settling it checks)."""
     shares = reply[1]
     at = 2 + 2 * shares
     seqs = dict(zip(reply[2:at:2], reply[3:at:2], strict=True))  # slot index -> next id
@@ -59,5 +60,5 @@ def parse_claimed(topic: str, group: str, slots: Sequence[int], reply: list[Any]
             # most members are the bare body (codec.encode_member): no call for those
             body, key = decode_member(member) if member[:1] == b"\x00" else (member, None)
             out.append(claimed_message(topic, group, slots[index - 1], seq, body, priority,
-                                       attempts, due, key, lease_until))
+                                       attempts, due, key, lease_until, generation))
     return out

@@ -66,7 +66,7 @@ def claim_by_heads(topic: str, generation: str, group: str, slots_in_topic: int,
             continue
         sync = []
         due, needed, head = reply[0], reply[1], reply[2]
-        claimed += parse_claimed(topic, group, slots, reply[2:], lease_until)
+        claimed += parse_claimed(topic, generation, group, slots, reply[2:], lease_until)
         window = Window(tuple(dict.fromkeys(head)), len({m.slot for m in claimed}))
         next_due = due if due >= 0 else None
         needed = [s for s in needed if 0 <= s < slots_in_topic]

@@ -1,4 +1,5 @@
-"""Dead letters: listing a group's, putting them back to pending, purging them."""
+"""Dead letters, as sans-IO generators (see ``calls.py``): listing them, putting them back
+to pending, purging them."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from ..message import DeadLetter
 from ..settings import TopicSettings
 from .calls import Op, command, script_call
 from .codec import decode_member, parse_dead
+from .generation import check_stored
 from .heads import keeps_heads
 from .keys import SlotKeys, wake_channel
 from .scripts import script
@@ -44,19 +46,22 @@ def _dead_ids_by_slot(ids: Iterable[str], slots: int) -> dict[int, list[str]]:
     return grouped
 
 
-def requeue_dead(topic: str, group: str, settings: TopicSettings, ids: Iterable[str] | None,
-                 now: int, one_call: bool) -> Op[int]:
-    """Put dead letters (``ids``, or all) back to pending, ready now with attempts reset."""
+def requeue_dead(topic: str, generation: str, group: str, settings: TopicSettings,
+                 ids: Iterable[str] | None, now: int, one_call: bool) -> Op[int]:
+    """Put dead letters (``ids``, or all) back to pending, ready now with attempts reset.
+    Raises TopicGone if the topic is not at ``generation`` any more, as ``settle.recover``."""
     targets = ({s: [] for s in range(settings.slots)} if ids is None
                else _dead_ids_by_slot(ids, settings.slots))
     heads = keeps_heads(settings, one_call)
     calls = []
     for slot, deliveries in targets.items():
         calls.append(script_call(script("requeue_dead"), settle_keys(topic, slot, group, heads),
-                                 [now, wake_channel(topic), slot if heads else "",
+                                 [generation, now, wake_channel(topic), slot if heads else "",
                                   *deliveries]))
     results = yield calls
-    return sum(results)
+    for reply in results:
+        check_stored(topic, reply)
+    return sum(reply[0] for reply in results)
 
 
 def purge_dead(topic: str, group: str, settings: TopicSettings) -> Op[int]:

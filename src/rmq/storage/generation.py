@@ -20,12 +20,14 @@ class TopicGone(Exception):
         self.stale = stale
 
 
-# What enqueue.lua and the claim scripts return instead of their reply.
+# What enqueue.lua, the claim scripts and the settling scripts that check the topic's
+# generation (recover, requeue_dead) return instead of their reply.
 _GONE_UNKNOWN = 0
 _GONE_STALE = -1
 
 
 def check_stored(topic: str, reply: Any) -> None:
-    """Raise TopicGone when a send's or a claim's reply says the topic is gone."""
+    """Raise TopicGone when a script's reply (a send's, a claim's, a recover's...) says the
+    topic is gone."""
     if isinstance(reply, int):
         raise TopicGone(topic, stale=reply == _GONE_STALE)

@@ -1,6 +1,13 @@
-"""Settling deliveries: ack, fail (retry or dead-letter), release, extend a lease, and
-recover expired leases. Each batch travels as one script call per slot (an ack as one per
-topic's group on a single node)."""
+"""Settling deliveries, as sans-IO generators (see ``calls.py``): acknowledging, failing,
+giving back and extending them, and recovering those whose lease expired.
+
+Every call passes a generation that its script checks first (``lua/includes/settle_call.lua``):
+a delivery's own (the one it was claimed under, ``Message.generation``) for ``ack``,
+``fail``, ``release`` and ``extend``, so that a delivery of a topic deleted since, or
+deleted and created again under its name, settles nothing of the new topic whose delivery
+ids start again from the same numbers; the topic's as the client read it for ``recover``,
+which raises TopicGone when that read is stale (docs/storage.md, "Deleted topics").
+"""
 
 from __future__ import annotations
 
@@ -13,6 +20,7 @@ from ..message import Message
 from ..settings import TopicSettings
 from .calls import Op, script_call, together
 from .codec import run_leases, to_ms
+from .generation import check_stored
 from .heads import keeps_heads
 from .keys import HeadsKeys, SlotKeys, wake_channel
 from .scripts import script
@@ -24,18 +32,21 @@ T = TypeVar("T")
 
 RECOVER_LIMIT = 1000  # deliveries a recover call returns per slot and group, in whole leases
 
+# Deliveries of one call: (topic, generation, group, slot).
+_Slot = tuple[str, str, str, int]
+
 
 def retry_args(settings: TopicSettings) -> list[Any]:
-    """The retry policy as fail.lua and recover.lua take it: max retries, backoffs in ms."""
+    """The retry settings as fail.lua and recover.lua take them."""
     return [settings.max_retries, to_ms(settings.retry_backoff),
             to_ms(settings.retry_backoff_max)]
 
 
 def settle_keys(topic: str, slot: int, group: str, heads: bool) -> list[str]:
-    """KEYS of fail, release, recover and requeue_dead: the slot clock, the 9 group keys,
-    and the group's heads index when the topic keeps one."""
+    """KEYS of fail, release, recover and requeue_dead: the slot's generation and clock, the
+    9 group keys, and the group's heads index when the topic keeps one."""
     slot_keys = SlotKeys(topic, slot)
-    keys = [slot_keys.clock, *slot_keys.group(group).all()]
+    keys = [slot_keys.generation, slot_keys.clock, *slot_keys.group(group).all()]
     if heads:
         keys += (HeadsKeys(topic, group).ready, HeadsKeys(topic, group).delayed)
     return keys
@@ -46,23 +57,43 @@ def _group_keys(topic: str, slot: int, group: str) -> tuple[str, ...]:
     return tuple(SlotKeys(topic, slot).group(group).all())
 
 
-def _by_slot(messages: Iterable[Message]) -> dict[tuple[str, str, int], list[Message]]:
-    grouped: dict[tuple[str, str, int], list[Message]] = defaultdict(list)
+@lru_cache(maxsize=4096)
+def _generation_key(topic: str, slot: int) -> str:
+    return SlotKeys(topic, slot).generation
+
+
+def _by_slot(messages: Iterable[Message]) -> dict[_Slot, list[Message]]:
+    grouped: dict[_Slot, list[Message]] = defaultdict(list)
     for message in messages:
-        grouped[(message.topic, message.group, message.slot)].append(message)
+        grouped[(message.topic, message.generation, message.group, message.slot)].append(
+            message)
     return grouped
 
 
+def _by_group(messages: Iterable[Message], one_call: bool
+              ) -> list[tuple[tuple[str, str, str], list[tuple[int, list[Message]]]]]:
+    """Messages by (topic, generation, group), then by slot: all of a group's slots
+    together when ``one_call``, otherwise each slot on its own. Deliveries of two
+    generations of a topic never share a call: each call checks one."""
+    parts: dict[tuple[str, str, str, int | None], list[tuple[int, list[Message]]]] = (
+        defaultdict(list))
+    for (t, n, g, s), ms_ in _by_slot(messages).items():
+        parts[(t, n, g, None if one_call else s)].append((s, ms_))
+    return [((t, n, g), slots) for (t, n, g, _), slots in parts.items()]
+
+
 def ack(messages: Iterable[Message], one_call: bool) -> Op[int]:
-    """Acknowledge deliveries; returns how many were still in flight. ``one_call`` (single
+    """Acknowledge deliveries; returns how many were still in flight (none of a topic
+    deleted, or deleted and created again, since they were claimed). ``one_call`` (single
     node) acks every slot of a topic's group in one script call."""
     calls = []
-    for (topic, group), slots in _by_group(messages, one_call):
-        keys: list[str] = []
-        args: list[Any] = [wake_channel(topic)]
-        for slot, ms in slots:
+    for (topic, generation, group), slots in _by_group(messages, one_call):
+        # the lowest slot's generation: ack.lua checks that one for the call
+        keys: list[str] = [_generation_key(topic, min(slot for slot, _ in slots))]
+        args: list[Any] = [generation, wake_channel(topic)]
+        for slot, ms_ in slots:
             keys += _group_keys(topic, slot, group)
-            seqs = [m.seq for m in ms]
+            seqs = [m.seq for m in ms_]
             whole = run_leases(seqs)
             args += (len(seqs), *seqs, len(whole), *whole)
         calls.append(script_call(script("ack"), keys, args))
@@ -79,22 +110,13 @@ def with_acks(acks: Sequence[Message], one_call: bool, op: Op[T]) -> Op[T]:
     return cast(T, value)
 
 
-def _by_group(messages: Iterable[Message], one_call: bool
-              ) -> list[tuple[tuple[str, str], list[tuple[int, list[Message]]]]]:
-    """Messages by (topic, group), then by slot: all of a group's slots together when
-    ``one_call``, otherwise each slot on its own."""
-    parts: dict[tuple[str, str, int | None], list[tuple[int, list[Message]]]] = defaultdict(list)
-    for (t, g, s), ms in _by_slot(messages).items():
-        parts[(t, g, None if one_call else s)].append((s, ms))
-    return [((t, g), slots) for (t, g, _), slots in parts.items()]
-
-
 def fail(message: Message, error: str, settings: TopicSettings, now: int,
          one_call: bool) -> Op[str | None]:
-    """A failed delivery: "retried", "dead", or None if its lease was already gone."""
+    """A failed delivery: "retried", "dead", or None if its lease was already gone (or its
+    topic deleted since it was claimed)."""
     heads = keeps_heads(settings, one_call)
-    args = [now, wake_channel(message.topic), message.slot if heads else "",
-            *retry_args(settings), message.seq, error]
+    args = [message.generation, now, wake_channel(message.topic),
+            message.slot if heads else "", *retry_args(settings), message.seq, error]
     keys = settle_keys(message.topic, message.slot, message.group, heads)
     (reply,) = yield [script_call(script("fail"), keys, args)]
     retried, dead = reply
@@ -102,14 +124,14 @@ def fail(message: Message, error: str, settings: TopicSettings, now: int,
 
 
 def release(messages: Iterable[Message], now: int, heads: Collection[str]) -> Op[int]:
-    """Give unstarted deliveries back without counting an attempt. ``heads``: the topics
-    among theirs that keep a heads index."""
+    """Give unstarted deliveries back without counting an attempt; returns how many were
+    still in flight. ``heads``: the topics among theirs that keep a heads index."""
     calls = []
-    for (t, g, s), ms in _by_slot(messages).items():
+    for (t, n, g, s), ms_ in _by_slot(messages).items():
         indexed = t in heads
         calls.append(script_call(script("release"), settle_keys(t, s, g, indexed),
-                                 [now, wake_channel(t), s if indexed else "",
-                                  *(m.seq for m in ms)]))
+                                 [n, now, wake_channel(t), s if indexed else "",
+                                  *(m.seq for m in ms_)]))
     results = yield calls
     return sum(results)
 
@@ -118,30 +140,35 @@ def extend(messages: Sequence[Message], until_ms: int) -> Op[list[bool]]:
     """Move the leases of ``messages`` to ``until_ms``; per message, whether it was still in
     flight."""
     grouped = _by_slot(messages)
-    calls = [
-        script_call(script("extend"), [SlotKeys(t, s).group(g).inflight,
-                                       SlotKeys(t, s).group(g).leases],
-                    [until_ms, *(m.seq for m in ms)])
-        for (t, g, s), ms in grouped.items()
-    ]
+    calls = []
+    for (t, n, g, s), ms_ in grouped.items():
+        group_keys = SlotKeys(t, s).group(g)
+        calls.append(script_call(script("extend"), [_generation_key(t, s), group_keys.inflight,
+                                                    group_keys.leases],
+                                 [n, until_ms, *(m.seq for m in ms_)]))
     results = yield calls
-    held: dict[tuple[str, str, int, int], bool] = {}
-    for ((t, g, s), ms), flags in zip(grouped.items(), results, strict=True):
-        for m, flag in zip(ms, flags, strict=True):
-            held[(t, g, s, m.seq)] = bool(flag)
-    return [held[(m.topic, m.group, m.slot, m.seq)] for m in messages]
+    held: dict[tuple[str, str, str, int, int], bool] = {}
+    for (where, ms_), flags in zip(grouped.items(), results, strict=True):
+        for m, flag in zip(ms_, flags, strict=True):
+            held[(*where, m.seq)] = bool(flag)
+    return [held[(m.topic, m.generation, m.group, m.slot, m.seq)] for m in messages]
 
 
-def recover(topic: str, groups: Sequence[str], settings: TopicSettings,
+def recover(topic: str, generation: str, groups: Sequence[str], settings: TopicSettings,
             now: int, one_call: bool) -> Op[tuple[int, int]]:
-    """Return every expired lease of the topic to pending; returns (retried, dead)."""
+    """Return every expired lease of the topic to pending; returns (retried, dead). Raises
+    TopicGone if the topic is not at ``generation`` any more: each slot's call checks before
+    it changes anything, and a slot that ran before a delete reached it has its data removed
+    by that delete."""
     heads = keeps_heads(settings, one_call)
     calls = []
     for group in groups:
         for slot in range(settings.slots):
             calls.append(script_call(
                 script("recover"), settle_keys(topic, slot, group, heads),
-                [now, wake_channel(topic), slot if heads else "", *retry_args(settings),
-                 RECOVER_LIMIT]))
+                [generation, now, wake_channel(topic), slot if heads else "",
+                 *retry_args(settings), RECOVER_LIMIT]))
     results = yield calls
+    for reply in results:
+        check_stored(topic, reply)
     return sum(r[0] for r in results), sum(r[1] for r in results)

@@ -3,48 +3,45 @@
   Acknowledge deliveries of one group: the messages are done and gone. On a single node the
   client passes every slot it has acks for in one call; on a cluster, one slot per call.
 
-  KEYS         per slot, the 9 group keys of includes/group_keys.lua
-  ARGV[1]      wake channel
-  ARGV[2..]    per slot, in KEYS order: n, then n delivery ids, then r, then r lease
+  KEYS[1]      the generation of the lowest slot (includes/settle_call.lua)
+  KEYS[2..]    per slot, the 9 group keys of includes/group_keys.lua
+  ARGV[1]      the generation the deliveries were claimed under ("": unchecked)
+  ARGV[2]      wake channel
+  ARGV[3..]    per slot, in KEYS order: n, then n delivery ids, then r, then r lease
                members "first:last" (or a bare id) of runs of consecutive ids among them
                (includes/leases.lua): each run's records are all deleted here, so a claim's
                share acknowledged whole drops its lease at once
 
   Returns how many were acknowledged; an id no longer in flight (already acknowledged, or
-  its lease expired and it was recovered) is not counted and changes nothing.
+  its lease expired and it was recovered) is not counted and changes nothing, nor is any
+  id of a topic deleted (or deleted and created again) since it was claimed: 0.
 
   Flags: allow-oom, since acknowledging frees memory, so that consumers can drain a
   Redis that is out of memory; allow-cross-slot-keys, since on a single node one call
   settles the group's deliveries of every slot (on a cluster, one call per slot).
 ]]
---- @include "group_keys"
+--- @include "settle_call"
 --- @include "settle"
+
+if settle_gone() then
+  return 0
+end
 
 local acked_in_all = 0
 local unlocked_any = false
 local ready_left = false
-local slots, locks = {}, {}
-for first = 1, #KEYS, GROUP_KEY_COUNT do
-  local k = group_keys(first)
-  slots[#slots + 1] = k
+local slots, locks = groups_from(2), {}
+for _, k in ipairs(slots) do
   locks[#locks + 1] = k.locks
 end
 -- Only a serial topic has key locks: one EXISTS over every slot's says whether any slot
 -- must look for locks to free (most topics: none, and no slot pays a call to find out).
 local serial = rcall("EXISTS", unpack(locks)) > 0
-local at = 2
+local at = 3
 for _, k in ipairs(slots) do
-  local n = tonumber(ARGV[at])
-  local ids = {}
-  for i = at + 1, at + n do
-    ids[#ids + 1] = ARGV[i]
-  end
-  at = at + 1 + n
-  local whole = {}
-  for i = at + 1, at + tonumber(ARGV[at]) do
-    whole[#whole + 1] = ARGV[i]
-  end
-  at = at + 1 + #whole
+  local ids, whole
+  ids, at = counted_list(at)
+  whole, at = counted_list(at)
   local acked, unlocked = take_inflight_many(k, ids, whole, serial)
   if acked > 0 then
     rcall("HINCRBY", k.counters, "acked", acked)
@@ -57,6 +54,6 @@ for _, k in ipairs(slots) do
 end
 -- On a serial topic, a released key can unblock ready messages a sleeping consumer skipped.
 if unlocked_any and ready_left then
-  rcall("PUBLISH", ARGV[1], "1")
+  rcall("PUBLISH", ARGV[2], "1")
 end
 return acked_in_all

@@ -57,6 +57,7 @@
 --- @include "slot_stream"
 --- @include "zset_pages"
 --- @include "heads_upkeep"
+--- @include "server_clock"
 
 local NEED_SYNC = 2
 
@@ -66,8 +67,7 @@ if gone then
 end
 
 local heads_ready, heads_delayed = KEYS[2], KEYS[3]
-local time = rcall("TIME")
-local clock_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local clock_ms = server_ms()
 local synced = tonumber(rcall("GET", KEYS[4]))
 if not synced or math.abs(clock_ms - synced) >= tonumber(ARGV[9]) then
   return NEED_SYNC

@@ -4,26 +4,34 @@
   bare id in the leases zset, includes/leases.lua), which decides for it from now on
   whatever the lease of its claim's range says.
 
-  KEYS[1]      hash  the group's in-flight records in one slot
-  KEYS[2]      zset  the group's leases in one slot
-  ARGV[1]      new lease expiry, epoch ms
-  ARGV[2..]    delivery ids
+  KEYS[1]      string  the slot's generation (includes/settle_call.lua)
+  KEYS[2]      hash  the group's in-flight records in one slot
+  KEYS[3]      zset  the group's leases in one slot
+  ARGV[1]      the generation the deliveries were claimed under ("": unchecked)
+  ARGV[2]      new lease expiry, epoch ms
+  ARGV[3..]    delivery ids
 
-  Returns one integer per id: 1 if extended, 0 if the delivery was no longer in flight.
+  Returns one integer per id: 1 if extended, 0 if the delivery was no longer in flight, or
+  its topic was deleted (or deleted and created again) since it was claimed.
 
   Flags: allow-oom, so that consumers draining a Redis that is out of memory keep
   their leases.
 ]]
 --- @include "scores"
 --- @include "bulk"
+--- @include "settle_call"
 
-local until_ms = tonumber(ARGV[1])
-local ids = {}
-for i = 2, #ARGV do
-  ids[#ids + 1] = ARGV[i]
+local ids = argv_list(3)
+local out = {}
+if settle_gone() then
+  for j = 1, #ids do
+    out[j] = 0
+  end
+  return out
 end
-local held = bulk("HMGET", KEYS[1], ids)
-local out, moved = {}, {}
+local until_ms = tonumber(ARGV[2])
+local held = bulk("HMGET", KEYS[2], ids)
+local moved = {}
 for j, id in ipairs(ids) do
   out[j] = held[j] and 1 or 0
   if held[j] then
@@ -31,5 +39,5 @@ for j, id in ipairs(ids) do
     moved[#moved + 1] = id
   end
 end
-bulk("ZADD", KEYS[2], moved)
+bulk("ZADD", KEYS[3], moved)
 return out

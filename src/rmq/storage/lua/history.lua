@@ -18,9 +18,9 @@
   wait after it (storage/scripts.py).
 ]]
 --- @housekeeping
+--- @include "server_clock"
 
-local time = rcall("TIME")
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = server_ms()
 local bucket = string.format("%d", math.floor(now / tonumber(ARGV[1])))
 -- "differs", not "is later": a server clock stepped back must not stop the sampling.
 if rcall("EXISTS", KEYS[2]) == 0 or rcall("GET", KEYS[1]) == bucket then

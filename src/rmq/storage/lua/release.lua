@@ -3,39 +3,40 @@
   Give claimed-but-unstarted deliveries back (a consumer shutting down): each returns to
   pending at its old place, and the delivery does not count as an attempt.
 
-  KEYS[1]      string  the slot clock
-  KEYS[2..10]  the 9 group keys of includes/group_keys.lua
-  KEYS[11]     with a heads index (ARGV[3]): the group's heads_ready (includes/heads.lua)
-  KEYS[12]     with a heads index: the group's heads_delayed
-  ARGV[1]      now, epoch ms
-  ARGV[2]      wake channel
-  ARGV[3]      heads index: this slot's number, or "" when the topic keeps none
-  ARGV[4..]    delivery ids
+  KEYS[1]      string  the slot's generation (includes/settle_call.lua)
+  KEYS[2]      string  the slot clock
+  KEYS[3..11]  the 9 group keys of includes/group_keys.lua
+  KEYS[12]     with a heads index (ARGV[4]): the group's heads_ready (includes/heads.lua)
+  KEYS[13]     with a heads index: the group's heads_delayed
+  ARGV[1]      the generation the deliveries were claimed under ("": unchecked)
+  ARGV[2]      now, epoch ms
+  ARGV[3]      wake channel
+  ARGV[4]      heads index: this slot's number, or "" when the topic keeps none
+  ARGV[5..]    delivery ids
 
-  Returns how many were given back.
+  Returns how many were given back: none when the topic was deleted (or deleted and created
+  again) since they were claimed.
 
   Flags: allow-oom, since it only moves messages already stored (back to pending), so
   that consumers shutting down can give them back on a Redis that is out of memory.
 ]]
 --- @include "scores"
 --- @include "pending"
---- @include "group_keys"
---- @include "heads"
+--- @include "settle_call"
 --- @include "settle"
 
-local now = tonumber(ARGV[1])
-local clock = open_clock(KEYS[1], now)
-local k = group_keys(2)
-if ARGV[3] ~= "" then
-  attach_heads(k, KEYS[11], KEYS[12], ARGV[3])
+if settle_gone() then
+  return 0
 end
+local k, now = open_slot()
+local clock = open_clock(KEYS[2], now)
 local released = 0
-for i = 4, #ARGV do
-  local p, a, due, member = take_inflight(k, ARGV[i])
+for _, id in ipairs(argv_list(SLOT_ARGS + 1)) do
+  local p, a, due, member = take_inflight(k, id)
   if p then
     requeue(k, member, p, a - 1, due, now, clock, due_stamp(due))
     released = released + 1
   end
 end
-finish(clock, ARGV[2])
+finish(clock, ARGV[3])
 return released

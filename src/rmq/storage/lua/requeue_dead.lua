@@ -3,35 +3,35 @@
   Put dead letters of one group in one slot back to pending (ready now, attempts reset),
   merging with anything pending under the same member.
 
-  KEYS[1]      string  the slot clock
-  KEYS[2..10]  the 9 group keys of includes/group_keys.lua
-  KEYS[11]     with a heads index (ARGV[3]): the group's heads_ready (includes/heads.lua)
-  KEYS[12]     with a heads index: the group's heads_delayed
-  ARGV[1]      now, epoch ms
-  ARGV[2]      wake channel
-  ARGV[3]      heads index: this slot's number, or "" when the topic keeps none
-  ARGV[4..]    dead-letter ids; none means every dead letter of the slot
+  KEYS[1]      string  the slot's generation (includes/settle_call.lua)
+  KEYS[2]      string  the slot clock
+  KEYS[3..11]  the 9 group keys of includes/group_keys.lua
+  KEYS[12]     with a heads index (ARGV[4]): the group's heads_ready (includes/heads.lua)
+  KEYS[13]     with a heads index: the group's heads_delayed
+  ARGV[1]      the topic's generation as the client read it from the registry ("": none)
+  ARGV[2]      now, epoch ms
+  ARGV[3]      wake channel
+  ARGV[4]      heads index: this slot's number, or "" when the topic keeps none
+  ARGV[5..]    dead-letter ids; none means every dead letter of the slot
 
-  Returns how many were requeued.
+  Returns {requeued}: how many were requeued; or, touching nothing, the integer
+  GONE_UNKNOWN or GONE_STALE when the topic is gone (the client read its settings before
+  it was deleted).
 
   No flags: without allow-oom, Redis refuses the whole script when it is out of memory,
   instead of failing at its first write and leaving half the dead letters requeued.
 ]]
 --- @include "records"
 --- @include "pending"
---- @include "group_keys"
---- @include "heads"
+--- @include "settle_call"
 
-local now = tonumber(ARGV[1])
-local clock = open_clock(KEYS[1], now)
-local k = group_keys(2)
-if ARGV[3] ~= "" then
-  attach_heads(k, KEYS[11], KEYS[12], ARGV[3])
+local gone = settle_gone()
+if gone then
+  return gone
 end
-local ids = {}
-for i = 4, #ARGV do
-  ids[#ids + 1] = ARGV[i]
-end
+local k, now = open_slot()
+local clock = open_clock(KEYS[2], now)
+local ids = argv_list(SLOT_ARGS + 1)
 if #ids == 0 then
   ids = rcall("ZRANGE", k.dead_index, 0, -1)
 end
@@ -46,5 +46,5 @@ for _, id in ipairs(ids) do
     requeued = requeued + 1
   end
 end
-finish(clock, ARGV[2])
-return requeued
+finish(clock, ARGV[3])
+return {requeued}

@@ -22,6 +22,7 @@
 --- @include "scores"
 --- @include "bulk"
 --- @include "generation"
+--- @include "server_clock"
 
 local gone = topic_gone(KEYS[1], ARGV[1])
 if gone then
@@ -45,6 +46,5 @@ end
 rcall("DEL", KEYS[2], KEYS[3])
 bulk("ZADD", KEYS[2], ready)
 bulk("ZADD", KEYS[3], delayed)
-local time = rcall("TIME")
-rcall("SET", KEYS[4], fmt(tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)))
+rcall("SET", KEYS[4], fmt(server_ms()))
 return redis.status_reply("OK")

@@ -24,7 +24,6 @@ from helpers import wait_for
 
 import rmq
 from rmq.client.connect import connect
-from rmq.console import create_app
 from rmq.errors import AccessDenied
 from rmq.storage.scripts import script
 
@@ -274,6 +273,7 @@ def test_a_one_topic_tenant_writes_no_registry_key_and_the_admins_views_hold(ten
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Starlette suggests a fork of httpx; httpx it is
         from starlette.testclient import TestClient
+    from rmq.console import create_app  # the console extra: not in `./dev floors`
     with TestClient(create_app(admin, sample_interval=None),
                     base_url="http://127.0.0.1:8270") as console:
         overview = console.get("/api/overview")

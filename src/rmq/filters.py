@@ -23,7 +23,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from .errors import InvalidFilter
 from .properties import KEYWORDS, MAX_EXACT_INT, PropertyValue, check_tag
@@ -140,7 +140,7 @@ class _Parser:
         tokens.append(("end", "", len(source) + 1))
         return tokens
 
-    def _fail(self, column: int, expected: str, found: str) -> Any:
+    def _fail(self, column: int, expected: str, found: str) -> NoReturn:
         raise InvalidFilter("where expression", self.source, column, expected, found)
 
     def _peek(self) -> tuple[str, str, int]:
@@ -157,7 +157,7 @@ class _Parser:
         if not self._take(kind, text):
             self._unexpected(expected)
 
-    def _unexpected(self, expected: str) -> Any:
+    def _unexpected(self, expected: str) -> NoReturn:
         kind, text, column = self._peek()
         self._fail(column, expected, "the end" if kind == "end" else repr(text))
 
@@ -289,13 +289,13 @@ def evaluate(node: Any, tag: str | None, properties: Mapping[str, PropertyValue]
         return _compare(node[1], _value(node[2], tag, properties),
                         _value(node[3], tag, properties))
     if kind == "between":
-        value = _value(node[1], tag, properties)
-        return evaluate(["and", ["const", _compare(">=", value, _value(node[2], tag, properties))],
-                         ["const", _compare("<=", value, _value(node[3], tag, properties))]],
+        x = _value(node[1], tag, properties)
+        return evaluate(["and", ["const", _compare(">=", x, _value(node[2], tag, properties))],
+                         ["const", _compare("<=", x, _value(node[3], tag, properties))]],
                         tag, properties)
     if kind == "in":
-        value = _value(node[1], tag, properties)
-        return evaluate(["or", *(["const", _compare("=", value, _value(v, tag, properties))]
+        x = _value(node[1], tag, properties)
+        return evaluate(["or", *(["const", _compare("=", x, _value(v, tag, properties))]
                                  for v in node[2])], tag, properties)
     if kind == "null":
         return _value(node[1], tag, properties) is None

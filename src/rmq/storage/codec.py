@@ -87,7 +87,7 @@ def encode_properties(pairs: Iterable[tuple[str, str | int | float | bool]]) -> 
     """Properties (checked, sorted by name) as stored in a member: per property, u8 name
     length, name, a kind letter (``s``, ``i``, ``f``, ``b``), u32 value length, value text
     (UTF-8; ints in decimal, floats as Python's repr, bools ``1``/``0``)."""
-    out = []
+    out: list[bytes] = []
     for name, value in pairs:
         if isinstance(value, bool):
             kind, text = "b", "1" if value else "0"

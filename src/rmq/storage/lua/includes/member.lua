@@ -37,10 +37,11 @@ local function member_key(member)
   return string.sub(member, at)
 end
 
+-- tonumber is looked up when called: a library cannot read globals while it loads
 local PROPERTY_KINDS = {
   s = function(text) return text end,
-  i = tonumber,
-  f = tonumber,
+  i = function(text) return tonumber(text) end,
+  f = function(text) return tonumber(text) end,
   b = function(text) return text == "1" end,
 }
 

@@ -180,17 +180,20 @@ class _Parser:
         return terms[0] if len(terms) == 1 else ["and", *terms]
 
     def _nested(self) -> None:
+        """Enter a NOT or a parenthesis (the token about to be taken)."""
         self.depth += 1
         if self.depth > MAX_DEPTH:
             self._unexpected(f"at most {MAX_DEPTH} nested NOTs and parentheses")
+        self.at += 1
 
     def _not(self) -> Any:
-        if self._take("keyword", "NOT"):
+        kind, text, _ = self._peek()
+        if (kind, text) == ("keyword", "NOT"):
             self._nested()
             node = ["not", self._not()]
             self.depth -= 1
             return node
-        if self._take("op", "("):
+        if (kind, text) == ("op", "("):
             self._nested()
             node = self._or()
             self._expect("op", ")", "')', AND or OR")

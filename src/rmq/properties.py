@@ -14,10 +14,10 @@ import re
 from collections.abc import Mapping
 
 from .errors import InvalidProperties, InvalidTag
+from .message import PropertyValue
 
 __all__ = ["PropertyValue", "MAX_PROPERTIES", "KEYWORDS", "check_tag", "check_properties"]
 
-PropertyValue = str | int | float | bool
 MAX_PROPERTIES = 64
 MAX_EXACT_INT = 2**53
 # Words of the filter language: a property so named could not be referred to in a filter.

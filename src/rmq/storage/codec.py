@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
+
+from ..message import PropertyValue
 
 __all__ = [
     "EPOCH_MS",
@@ -19,6 +21,7 @@ __all__ = [
     "MemberParts",
     "decode_parts",
     "encode_properties",
+    "EXTENDED_PREFIX",
     "ready_priority",
     "ready_due",
     "delayed_due",
@@ -49,6 +52,7 @@ def to_ms(seconds: float) -> int:
 
 
 _EXTENDED = 0xFFFFFFFE  # the length that announces the extended form
+EXTENDED_PREFIX = b"\x00" + _LEN.pack(_EXTENDED)  # how every extended member starts
 _HAS_KEY, _HAS_TAG, _HAS_PROPERTIES = 1, 2, 4
 _KINDS = {"s": str, "i": int, "f": float, "b": bool}
 
@@ -83,7 +87,7 @@ def encode_member(body: bytes, key: bytes | None, tag: str | None = None,
     return b"\x00" + _LEN.pack(len(key)) + key + body
 
 
-def encode_properties(pairs: Iterable[tuple[str, str | int | float | bool]]) -> bytes:
+def encode_properties(pairs: Iterable[tuple[str, PropertyValue]]) -> bytes:
     """Properties (checked, sorted by name) as stored in a member: per property, u8 name
     length, name, a kind letter (``s``, ``i``, ``f``, ``b``), u32 value length, value text
     (UTF-8; ints in decimal, floats as Python's repr, bools ``1``/``0``)."""
@@ -102,8 +106,8 @@ def encode_properties(pairs: Iterable[tuple[str, str | int | float | bool]]) -> 
     return b"".join(out)
 
 
-def _decode_properties(raw: bytes) -> dict[str, str | int | float | bool]:
-    properties: dict[str, str | int | float | bool] = {}
+def _decode_properties(raw: bytes) -> dict[str, PropertyValue]:
+    properties: dict[str, PropertyValue] = {}
     at = 0
     while at < len(raw):
         n = raw[at]
@@ -123,11 +127,11 @@ class MemberParts(NamedTuple):
     body: bytes
     key: bytes | None
     tag: str | None
-    properties: dict[str, str | int | float | bool]
+    properties: Mapping[str, PropertyValue]
 
 
 def decode_parts(member: bytes) -> MemberParts:
-    """Everything a member holds: body, key, tag and properties (an empty dict if none)."""
+    """Everything a member holds: body, key, tag and properties."""
     if member[:1] != b"\x00":
         return MemberParts(member, None, None, {})
     (n,) = _LEN.unpack_from(member, 1)
@@ -136,7 +140,7 @@ def decode_parts(member: bytes) -> MemberParts:
         return MemberParts(body, key, None, {})
     flags, at = member[5], 6
     key = tag = None
-    properties: dict[str, str | int | float | bool] = {}
+    properties: Mapping[str, PropertyValue] = {}
     if flags & _HAS_KEY:
         (size,) = _LEN.unpack_from(member, at)
         key, at = member[at + 4 : at + 4 + size], at + 4 + size

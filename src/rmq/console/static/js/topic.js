@@ -46,6 +46,7 @@
     setText("c-sent", fmt.rate(g.rates.sent));
     setText("c-acked", fmt.rate(g.rates.acked));
     setText("c-merge", fmt.pct(g.rates.merge_rate));
+    setText("c-filtered", fmt.n(g.counters.filtered || 0));
     setText("c-consumers", `${g.consumers_alive}${g.consumers_dead ? ` (+${g.consumers_dead} dead)` : ""}`);
     for (const button of document.querySelectorAll("#state-tabs button")) {
       button.querySelector(".count").textContent = fmt.n(g.backlog[button.dataset.state]);
@@ -67,6 +68,9 @@
                      onclick: () => unbind(name) }, "×")));
     const unbound = d.unbound_groups.map((name) => el("span", { class: "chip unbound", title: "unbound; keeps what it holds" }, `${name} (unbound)`));
     document.getElementById("groups").replaceChildren(...chips, ...unbound);
+    document.getElementById("filters").replaceChildren(...Object.entries(d.filters).flatMap(([name, f]) => [
+      el("dt", {}, name), el("dd", { class: "mono" },
+        [f.tags ? `tags ${f.tags}` : "", f.where ? `where ${f.where}` : ""].filter(Boolean).join("; "))]));
   }
 
   function showHeat(heat) {
@@ -223,10 +227,13 @@
     return `Saved: ${Object.entries(fields).map(([k, v]) => `${k} = ${v}`).join(", ")}.`;
   });
   onSubmit(document.getElementById("bind-form"), "bind-message", async (fields) => {
-    const result = await api("POST", `${base}/bindings`, { group: fields.group || "" });
+    const result = await api("POST", `${base}/bindings`,
+      { group: fields.group || "", tags: fields.tags || null, where: fields.where || null });
     document.getElementById("bind-form").reset();
     await round();
-    return result.added ? `Bound ${result.group}: it gets every message sent from now on.` : `${result.group} was already bound.`;
+    const filtered = result.tags || result.where ? " that its filters accept" : "";
+    return result.added ? `Bound ${result.group}: it gets every message sent from now on${filtered}.`
+                        : `${result.group} was already bound; its filters are now as given.`;
   });
   // A named level sets the number sent; "Custom…" shows the number itself to type.
   const level = document.getElementById("send-priority");

@@ -12,6 +12,7 @@ from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # 
 from helpers import drain
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_filter_expressions import TABLE
 
 from rmq.filters import compile_filter, evaluate
 
@@ -55,6 +56,7 @@ topics = (f"t{n}" for n in itertools.count())
 @given(where=expressions, sent=messages)
 def test_the_send_script_filters_as_the_reference_evaluator_does(client, where, sent):
     topic = next(topics)
+
     client.create_topic(topic, slots=2)
     client.bind(topic, "g", where=where)
     client.send_many(topic, [{"body": str(n), "tag": tag, "properties": props}
@@ -64,6 +66,17 @@ def test_the_send_script_filters_as_the_reference_evaluator_does(client, where, 
                       if evaluate(program, tag, props) is True)
     assert sorted(m.text for m in drain(client, topic, "g")) == expected
     client.delete_topic(topic)
+
+
+def test_the_send_script_gives_each_expression_of_the_table_its_value(client):
+    client.create_topic("t", slots=4)
+    for n, (where, _, _, _) in enumerate(TABLE):
+        client.bind("t", f"r{n}", where=where)
+    client.send_many("t", [{"body": str(n), "tag": tag, "properties": properties}
+                           for n, (_, properties, tag, _) in enumerate(TABLE)])
+    for n, (where, _, _, expected) in enumerate(TABLE):
+        stored = {m.text for m in drain(client, "t", f"r{n}")}
+        assert (str(n) in stored) is (expected is True), where
 
 
 def test_a_rebind_under_load_never_half_filters_a_batch(make_client):

@@ -69,8 +69,10 @@ TABLE = [
     ("TAG = 'red'", {}, None, None),
     ("TAG IS NULL", {}, None, True),
     ("TAG IS NOT NULL AND price > 1", {"price": 2}, "x", True),
-    # comparing two properties
+    # comparing two properties; NOT of a FALSE AND UNKNOWN is TRUE
     ("price > weight", EU, None, True),
+    ("price NOT BETWEEN colour AND weight", EU, None, True),
+    ("price BETWEEN colour AND 100", EU, None, None),
 ]
 
 

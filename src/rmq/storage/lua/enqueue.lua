@@ -72,6 +72,7 @@ local function group_filter(first)
   if type(program) ~= "table" then
     return nil
   end
+  local passes = compile_filter(program)
   return function(at)
     local meta = metas[at]
     if not meta then
@@ -79,7 +80,7 @@ local function group_filter(first)
       meta = {tag, props}
       metas[at] = meta
     end
-    return filter_passes(program, meta[1], meta[2])
+    return passes(meta[1], meta[2])
   end
 end
 

@@ -9,6 +9,7 @@ from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # 
 from helpers import drain, rows, states
 
 import rmq
+from rmq.storage.keys import RegistryKeys
 
 
 def bodies(client, topic, group):
@@ -180,3 +181,28 @@ def test_a_filter_on_the_default_group_applies_once_it_is_bound(client):
     client.bind("t", "default", tags="keep")
     client.send_many("t", [{"body": b"a", "tag": "keep"}, {"body": b"b", "tag": "drop"}])
     assert bodies(client, "t", "default") == [b"a"]
+
+
+def test_filters_hold_on_a_topic_that_keeps_a_heads_index(client):
+    client.create_topic("t", slots=32)
+    client.bind("t", "big", where="n >= 50")
+    client.send_many("t", [{"body": str(n), "properties": {"n": n}} for n in range(100)])
+    client.send("t", b"one", properties={"n": 99})
+    claimed = client.claim("t", "big", count=1000)
+    assert sorted(m.text for m in claimed) == sorted([str(n) for n in range(50, 100)] + ["one"])
+
+
+def test_a_tagged_message_is_found_by_its_key(client):
+    client.create_topic("t", slots=4)
+    client.send("t", b"x", key="k1", tag="a", properties={"p": 1})
+    client.send("t", b"y", key="k1")
+    found = client.find_messages("t", key=b"k1")
+    assert sorted((r.body, r.tag) for r in found) == [(b"x", "a"), (b"y", None)]
+
+
+def test_filters_rmq_did_not_write_make_the_entry_corrupt(client):
+    client.create_topic("t")
+    client.bind("t", "g", where="x = 1")
+    client.redis.hset(RegistryKeys("t").filters, "g", "not json")
+    with pytest.raises(rmq.errors.CorruptRegistry, match="filters of group 'g'"):
+        client.topic("t", fresh=True)

@@ -24,7 +24,7 @@ from ..errors import ConflictingOptions, InvalidArgument, RedisUnavailable, Unkn
 from ..filters import compile_filter
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
 from ..settings import TopicSettings, check_group_name, check_number, check_topic_name
-from ..storage import dead, history, queue, registry, settle
+from ..storage import bindings, dead, history, queue, registry, settle
 from ..storage import peek as peek_ops
 from ..storage.calls import Call, Op
 from ..storage.history import TopicHistory
@@ -222,12 +222,12 @@ class BaseClient:
         filters = None if keep_filters else compile_filter(tags, where)
         group = check_group_name(group)
         yield from self._topic(topic)
-        return (yield from self._changing(topic, registry.bind(topic, group, filters)))
+        return (yield from self._changing(topic, bindings.bind(topic, group, filters)))
 
     def _unbind(self, topic: str, group: str) -> Flow[bool]:
         group = check_group_name(group)
         yield from self._topic(topic)
-        return (yield from self._changing(topic, registry.unbind(topic, group)))
+        return (yield from self._changing(topic, bindings.unbind(topic, group)))
 
     def _set_paused(self, topic: str, paused: bool) -> Flow[None]:
         yield from self._topic(topic)

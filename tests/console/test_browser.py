@@ -352,4 +352,7 @@ def test_an_operator_binds_a_filtered_group_from_the_topic_page(
     client.send("prices", "eu-order", tag="order", properties={"region": "eu"})
     expect(page.locator("#c-filtered")).to_have_text("1")
     page.goto(f"{base}/find?topic=prices&body=eu-order")
-    expect(page.locator("#find-table tbody tr")).to_contain_text('region="eu"')
+    expect(page.locator("#find-table tbody tr")).to_contain_text('order · region="eu"')
+    page.goto(f"{base}/topics/prices")
+    live(page)
+    expect(page.locator("#peek-table tbody")).to_contain_text('order · region="eu"')

@@ -25,10 +25,6 @@
     return el("td", {}, who, el("div", { class: "prio-text" }, lease));
   }
 
-  function properties(props) {
-    return Object.entries(props).map(([name, value]) => `${name}=${JSON.stringify(value)}`).join(" ");
-  }
-
   async function search(fields) {
     if (!fields.topic) throw new Error("There is no topic to search yet.");
     if (!fields.body && !fields.key) throw new Error("Give a body or a key to find.");
@@ -40,8 +36,8 @@
     fill(document.querySelector("#find-table tbody"), result.rows.map((r) => el("tr", { "data-state": r.state },
       el("td", {}, stateBadge(r.state)), td(r.group), td(r.slot, "num"), td(RMQ.priorityName(r.priority), "num"), td(due(r)),
       td(r.attempts, "num"), holder(r), td(r.id || "–", "mono"), td(r.key === null ? "" : r.key, "mono"),
-      td(r.tag === null ? "" : r.tag, "mono"), td(properties(r.properties), "mono"),
-      el("td", { class: "body" }, r.body), el("td", { class: "error" }, r.error || ""))), 13,
+      td(RMQ.tagAndProperties(r), "mono"),
+      el("td", { class: "body" }, r.body), el("td", { class: "error" }, r.error || ""))), 12,
       "Nothing stored with that body or key (it may have been handled already).");
     return "";
   }

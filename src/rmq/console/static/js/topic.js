@@ -100,10 +100,10 @@
   }
 
   const COLUMNS = {
-    ready: ["Slot", "Priority", "Ready since", "Attempts", "Key", "Body"],
-    delayed: ["Slot", "Priority", "Due", "Attempts", "Key", "Body"],
-    in_flight: ["Delivery", "Slot", "Priority", "Attempts", "Lease until", "Holder", "Key", "Body"],
-    dead: ["Delivery", "Slot", "Priority", "Attempts", "Died", "Last error", "Body"],
+    ready: ["Slot", "Priority", "Ready since", "Attempts", "Key", "Tag / properties", "Body"],
+    delayed: ["Slot", "Priority", "Due", "Attempts", "Key", "Tag / properties", "Body"],
+    in_flight: ["Delivery", "Slot", "Priority", "Attempts", "Lease until", "Holder", "Key", "Tag / properties", "Body"],
+    dead: ["Delivery", "Slot", "Priority", "Attempts", "Died", "Last error", "Tag / properties", "Body"],
   };
   const NUMERIC = new Set(["Slot", "Priority", "Attempts"]);
 
@@ -111,12 +111,13 @@
     const now = Date.now();
     const body = el("td", { class: "body", title: `${fmt.n(r.body_bytes)} bytes` }, r.body);
     const key = td(r.key === null ? "" : r.key, "mono");
+    const meta = td(RMQ.tagAndProperties(r), "mono");
     const common = [td(r.slot, "num"), td(RMQ.priorityName(r.priority), "num")];
     if (view.state === "ready") {
-      return [...common, td(`${fmt.when(r.due_at)} (${fmt.age(now - r.due_at)} ago)`), td(r.attempts, "num"), key, body];
+      return [...common, td(`${fmt.when(r.due_at)} (${fmt.age(now - r.due_at)} ago)`), td(r.attempts, "num"), key, meta, body];
     }
     if (view.state === "delayed") {
-      return [...common, td(`${fmt.when(r.due_at)} (in ${fmt.age(r.due_at - now)})`), td(r.attempts, "num"), key, body];
+      return [...common, td(`${fmt.when(r.due_at)} (in ${fmt.age(r.due_at - now)})`), td(r.attempts, "num"), key, meta, body];
     }
     if (view.state === "in_flight") {
       const lease = r.lease_until ? `${fmt.time(r.lease_until)} (${r.lease_until > now ? "in " + fmt.age(r.lease_until - now) : "expired"})` : "–";
@@ -124,10 +125,10 @@
         ? td(r.holder, "mono")
         : el("td", { class: "muted", title: "claimed without a consumer id (claim's holder argument)" },
           `a consumer of ${r.group} (${g ? g.consumers_alive : "?"} alive)`);
-      return [td(r.id, "mono"), ...common, td(r.attempts, "num"), td(lease), holder, key, body];
+      return [td(r.id, "mono"), ...common, td(r.attempts, "num"), td(lease), holder, key, meta, body];
     }
     return [td(r.id, "mono"), ...common, td(r.attempts, "num"), td(fmt.when(r.dead_at)),
-            el("td", { class: "error" }, r.error), body];
+            el("td", { class: "error" }, r.error), meta, body];
   }
 
   async function refreshPeek() {

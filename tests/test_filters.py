@@ -4,6 +4,8 @@ with an equal one."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
 from helpers import drain, rows, states
@@ -206,3 +208,21 @@ def test_filters_rmq_did_not_write_make_the_entry_corrupt(client):
     client.redis.hset(RegistryKeys("t").filters, "g", "not json")
     with pytest.raises(rmq.errors.CorruptRegistry, match="filters of group 'g'"):
         client.topic("t", fresh=True)
+
+
+def test_single_sends_joined_by_the_group_commit_are_filtered_each(make_client):
+    client = make_client(kind="sync")
+    client.create_topic("t", slots=2)
+    client.bind("t", "even", where="n IN (0, 2, 4, 6, 8)")
+
+    def sender(first: int) -> None:
+        for n in range(first, 200, 8):
+            client.send("t", str(n), properties={"n": n % 10})
+
+    threads = [threading.Thread(target=sender, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(int(m.text) for m in drain(client, "t", "even")) == list(range(0, 200, 2))
+    assert client.stats("t").groups["even"].counters["filtered"] == 100

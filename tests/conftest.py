@@ -4,7 +4,8 @@ Every test that takes ``redis_url`` runs twice: on one Redis node (``[single]``)
 session's 3-master Redis Cluster (``[cluster]``), each emptied before the test. Left out of
 the cluster run: tests marked ``single_node`` (a cluster run would prove nothing more, or
 something a cluster does not promise), tests about the server process itself
-(``test_server.py``), the command line (``test_cli.py``, ``test_cli_errors.py``: an edge
+(``test_server.py``), the command line (``test_cli.py``, ``test_cli_errors.py``,
+``test_cli_filters.py``: an edge
 over the same client) and the Spark suite. The fault scenarios of ``faults/`` that take
 ``redis_url`` run on both; those that kill or cut off a server start their own.
 ``RMQ_TEST_DEPLOYMENTS=single`` runs everything on the single node only.
@@ -36,7 +37,8 @@ DEPLOYMENTS = ("single", "cluster")
 CLIENT_KINDS = ("sync", "async")
 _SYNC_CLIENT_ONLY_FILES = {"test_consumer_runtime.py", "test_handler_decorator.py",
                            "test_send_coalescing.py"}
-_SINGLE_ONLY_FILES = {"test_server.py", "test_cli.py", "test_cli_errors.py"}
+_SINGLE_ONLY_FILES = {"test_server.py", "test_cli.py", "test_cli_errors.py",
+                      "test_cli_filters.py"}
 _SINGLE_ONLY_DIRS = {"spark"}
 
 

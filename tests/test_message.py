@@ -16,7 +16,9 @@ FIELDS = st.tuples(st.text(max_size=8), st.text(max_size=8), st.integers(0, 1023
                    st.integers(1, 2**53), st.binary(max_size=64), st.integers(0, 255),
                    st.integers(1, 100), st.integers(0, 2**50),
                    st.none() | st.binary(max_size=16), st.integers(0, 2**50),
-                   st.text(alphabet="0123456789abcdef", max_size=16))
+                   st.text(alphabet="0123456789abcdef", max_size=16),
+                   st.none() | st.text(max_size=8),
+                   st.dictionaries(st.text(max_size=4), st.integers() | st.text(max_size=4)))
 
 
 @given(FIELDS)

@@ -598,7 +598,8 @@ class QueueMachine(RuleBasedStateMachine):
         g = self.client.stats(self.topic).groups[GROUP]
         ready = self.m.ready(now)
         assert g.counters == {name: self.m.counters[name]
-                              for name in ("sent", "merged", "acked", "retried", "dead")}
+                              for name in ("sent", "merged", "filtered", "acked", "retried",
+                                           "dead")}
         assert (g.ready, g.delayed, g.in_flight, g.dead) == (
             len(ready), len(self.m.pending) - len(ready), len(self.m.inflight),
             len(self.m.dead))

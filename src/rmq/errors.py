@@ -22,6 +22,9 @@ __all__ = [
     "InvalidMessage",
     "TopicConflict",
     "InvalidQuery",
+    "InvalidTag",
+    "InvalidProperties",
+    "InvalidFilter",
     "RedisUnavailable",
     "RedisOutOfMemory",
     "NotReplicated",
@@ -106,6 +109,28 @@ class TopicConflict(InputError):
 class InvalidQuery(InputError):
     """A read (peek, find, history) asked for what cannot exist: an unknown state, a slot
     out of range, a negative offset, nothing to look for."""
+
+
+class InvalidTag(InputError):
+    """A message tag outside 1-128 characters of ``A-Z a-z 0-9 . _ -``."""
+
+
+class InvalidProperties(InputError):
+    """Message properties that are not a dict of at most 64 identifiers to str, int (within
+    +-2**53), finite float or bool."""
+
+
+class InvalidFilter(InputError):
+    """A tag expression or ``where`` expression that does not parse. ``column`` is the
+    1-based position of the problem in ``expression``; ``expected`` says what would have
+    been accepted there."""
+
+    def __init__(self, what: str, expression: str, column: int, expected: str, found: str):
+        super().__init__(f"invalid {what} {expression!r}: at column {column}, expected "
+                         f"{expected}, found {found}")
+        self.expression = expression
+        self.column = column
+        self.expected = expected
 
 
 class RedisUnavailable(RMQError):

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json as _json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from enum import IntEnum
 from typing import Any, NamedTuple
+
+PropertyValue = str | int | float | bool
 
 __all__ = ["Priority", "Message", "Claimed", "DeadLetter", "SendResult", "SendCounts"]
 
@@ -47,6 +50,8 @@ class Message:
     ``generation`` names the creation of the topic it was claimed from: settling a delivery
     of a topic deleted since (or deleted and created again under its name) changes nothing
     (docs/reliability.md, "Deleted topics").
+    ``tag`` and ``properties`` are what it was sent with (None and an empty mapping when
+    none).
     """
 
     topic: str
@@ -60,6 +65,8 @@ class Message:
     key: bytes | None = None
     lease_until: int = field(default=0, compare=False)
     generation: str = ""
+    tag: str | None = None
+    properties: Mapping[str, PropertyValue] = field(default_factory=dict, compare=False)
 
     @property
     def text(self) -> str:
@@ -81,13 +88,15 @@ def _slot_setters(cls: type) -> tuple[Any, ...]:
 
 
 (_SET_TOPIC, _SET_GROUP, _SET_SLOT, _SET_SEQ, _SET_BODY, _SET_PRIORITY, _SET_ATTEMPTS,
- _SET_DUE_AT, _SET_KEY, _SET_LEASE_UNTIL, _SET_GENERATION) = _slot_setters(Message)
+ _SET_DUE_AT, _SET_KEY, _SET_LEASE_UNTIL, _SET_GENERATION, _SET_TAG,
+ _SET_PROPERTIES) = _slot_setters(Message)
 _new = object.__new__
 
 
 def claimed_message(topic: str, group: str, slot: int, seq: int, body: bytes, priority: int,
                     attempts: int, due_at: int, key: bytes | None, lease_until: int,
-                    generation: str) -> Message:
+                    generation: str, tag: str | None = None,
+                    properties: Mapping[str, PropertyValue] | None = None) -> Message:
     """``Message(...)`` for the claims' hot path, the same object at half the cost: a frozen
     dataclass's ``__init__`` sets each field through ``object.__setattr__``, where this
     writes the slots directly (what a consumer spends most of its Python on per message,
@@ -104,6 +113,8 @@ def claimed_message(topic: str, group: str, slot: int, seq: int, body: bytes, pr
     _SET_KEY(message, key)
     _SET_LEASE_UNTIL(message, lease_until)
     _SET_GENERATION(message, generation)
+    _SET_TAG(message, tag)
+    _SET_PROPERTIES(message, {} if properties is None else properties)
     return message
 
 
@@ -111,7 +122,7 @@ def claimed_message(topic: str, group: str, slot: int, seq: int, body: bytes, pr
 class DeadLetter:
     """A message whose retries are spent. ``id`` is its last delivery's id (``"slot-seq"``)
     and is what ``requeue_dead`` takes; ``error`` is the last failure; times are epoch
-    milliseconds."""
+    milliseconds. ``tag`` and ``properties``: what it was sent with."""
 
     id: str
     topic: str
@@ -123,6 +134,8 @@ class DeadLetter:
     error: str
     due_at: int
     dead_at: int
+    tag: str | None = None
+    properties: Mapping[str, PropertyValue] = field(default_factory=dict, compare=False)
 
     @property
     def text(self) -> str:

@@ -330,3 +330,29 @@ def test_the_console_leads_from_each_count_to_its_messages_and_speaks_of_priorit
         if name != "api-docs":
             live(page)
         page.screenshot(path=str(tmp_path / f"edges-{name}.png"), full_page=True)
+
+
+def test_an_operator_binds_a_filtered_group_from_the_topic_page(
+        page: Page, console_process: Any, client: rmq.Client) -> None:
+    base = console_process("--refresh", "1")
+    client.create_topic("prices")
+    page.goto(f"{base}/topics/prices")
+    live(page)
+    page.fill("#bind-form [name=group]", "eu")
+    page.fill("#bind-form [name=where]", "region = ")
+    page.click("#bind-form button[type=submit]")
+    expect(page.locator("#bind-message")).to_contain_text("column 10")
+    page.fill("#bind-form [name=group]", "eu")
+    page.fill("#bind-form [name=tags]", "order || refund")
+    page.fill("#bind-form [name=where]", "region = 'eu'")
+    page.click("#bind-form button[type=submit]")
+    expect(page.locator("#bind-message")).to_contain_text("that its filters accept")
+    expect(page.locator("#filters")).to_contain_text("tags order || refund; where region = 'eu'")
+    client.send("prices", "us-order", tag="order", properties={"region": "us"})
+    client.send("prices", "eu-order", tag="order", properties={"region": "eu"})
+    expect(page.locator("#c-filtered")).to_have_text("1")
+    page.goto(f"{base}/find?topic=prices&body=eu-order")
+    expect(page.locator("#find-table tbody tr")).to_contain_text('order · region="eu"')
+    page.goto(f"{base}/topics/prices")
+    live(page)
+    expect(page.locator("#peek-table tbody")).to_contain_text('order · region="eu"')

@@ -59,8 +59,22 @@ def _raw(text: str | None) -> bytes | None:
 def _options(args: argparse.Namespace) -> dict[str, Any]:
     options = {"priority": args.priority, "delay_ms": args.delay_ms,
                "deliver_at": args.deliver_at, "slot_basis": _raw(args.slot_basis),
-               "key": _raw(args.key)}
+               "key": _raw(args.key), "tag": args.tag,
+               "properties": dict(args.property) if args.property else None}
     return {name: value for name, value in options.items() if value is not None}
+
+
+def _property(text: str) -> tuple[str, Any]:
+    """``name=value``: a value that reads as a JSON number, true/false or "string" is that;
+    anything else is the string as given."""
+    name, equals, raw = text.partition("=")
+    if not equals or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    try:
+        value = json.loads(raw, parse_constant=_no_constant)
+    except ValueError:
+        return name, raw
+    return name, value if isinstance(value, str | int | float | bool) else raw
 
 
 def _item(body: bytes, as_json: bool, where: str) -> dict[str, Any]:
@@ -155,7 +169,8 @@ def dead(args: argparse.Namespace) -> None:
             print_json({"id": letter.id, "body": letter.body, "key": letter.key,
                         "priority": letter.priority, "attempts": letter.attempts,
                         "error": letter.error, "due_at": letter.due_at,
-                        "dead_at": letter.dead_at})
+                        "dead_at": letter.dead_at, "tag": letter.tag,
+                        "properties": dict(letter.properties)})
     elif letters:
         print(table(["id", "attempts", "priority", "died", "error", "body"], [
             [d.id, d.attempts, priority_name(d.priority), _when(d.dead_at),
@@ -241,6 +256,10 @@ def add_parsers(commands: Any) -> None:
                       help="due at TIME: epoch ms or ISO-8601 (local time if no zone)")
     p.add_argument("--slot-basis", metavar="TEXT", help="hash this instead of the body")
     p.add_argument("--key", metavar="TEXT", help="the message key (serial topics)")
+    p.add_argument("--tag", metavar="TAG", help="the message's tag (what --tags filters on)")
+    p.add_argument("--property", type=_property, action="append", metavar="NAME=VALUE",
+                   help="a property (repeatable) for the groups' --where filters: a JSON "
+                        "number, true, false or \"string\" is that, anything else a string")
     p.set_defaults(run=send, late_positional="body")
 
     p = commands.add_parser("dead", help="list, requeue or purge dead letters",

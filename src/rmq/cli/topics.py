@@ -113,13 +113,17 @@ def list_topics(args: argparse.Namespace) -> None:
 def show(args: argparse.Namespace) -> None:
     with open_client(args) as client:
         info = client.topic(args.name, fresh=True)
+    filters = {group: {"tags": f.tags, "where": f.where} for group, f in info.filters}
     data = {"name": info.name, "groups": list(info.groups), "paused": info.paused,
-            "settings": info.settings.to_dict()}
+            "settings": info.settings.to_dict(), "filters": filters}
     if args.json:
         print_json(data)
         return
     print(f"topic:   {info.name}{'  (paused)' if info.paused else ''}")
     print(f"groups:  {', '.join(info.groups)}")
+    for group, f in info.filters:
+        shown = [f"tags {f.tags}" if f.tags else "", f"where {f.where}" if f.where else ""]
+        print(f"  {group}: {'; '.join(part for part in shown if part)}")
     for name, value in info.settings.to_dict().items():
         print(f"  {name:<20} {value}")
 
@@ -147,9 +151,11 @@ def resume(args: argparse.Namespace) -> None:
 
 def bind(args: argparse.Namespace) -> None:
     with open_client(args) as client:
-        added = client.bind(args.name, args.group)
+        added = client.bind(args.name, args.group, tags=args.tags, where=args.where)
+    filtered = " (no filter)" if args.tags is None and args.where is None else (
+        " with its filters")
     print(f"group {args.group!r} {'bound to' if added else 'was already bound to'} "
-          f"topic {args.name!r}")
+          f"topic {args.name!r}{filtered}")
 
 
 def unbind(args: argparse.Namespace) -> None:
@@ -187,6 +193,11 @@ def add_parsers(commands: Any) -> None:
         "--yes", action="store_true", help="confirm the deletion")
     action("pause", pause, "stop consumers claiming from a topic")
     action("resume", resume, "let consumers claim from a paused topic again")
-    action("bind", bind, "bind a group: it receives every message sent from now on",
-           group=True)
+    parser = action("bind", bind, "bind a group: it receives every message sent from now on "
+                    "that its filters accept (binding again replaces them)", group=True)
+    parser.add_argument("--tags", metavar="EXPR",
+                        help="tag expression: '*' or 'a || b' (default: no tag filter)")
+    parser.add_argument("--where", metavar="EXPR",
+                        help="SQL condition on properties and TAG, e.g. "
+                             "\"region = 'eu' AND price > 10\" (default: none)")
     action("unbind", unbind, "unbind a group: it receives no new messages", group=True)

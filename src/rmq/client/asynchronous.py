@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import redis.asyncio as aredis
 
 from ..errors import UnknownTopic
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
+from ..properties import PropertyValue
 from ..runtime import Consumer, start_each
 from ..settings import DEFAULT_GROUP, TopicSettings, check_topic_name
 from ..storage.history import TopicHistory
@@ -199,13 +200,14 @@ class AsyncClient(BaseClient):
                 broken[name] = problem_of(exc)
         return PerTopic(results, dict(sorted(broken.items())))
 
-    async def bind(self, topic: str, group: str) -> bool:
+    async def bind(self, topic: str, group: str, *, tags: str | None = None,
+                   where: str | None = None, keep_filters: bool = False) -> bool:
         """See :meth:`rmq.Client.bind`."""
-        return await self._run(self._bind(topic, group, True))
+        return await self._run(self._bind(topic, group, tags, where, keep_filters))
 
     async def unbind(self, topic: str, group: str) -> bool:
         """See :meth:`rmq.Client.unbind`."""
-        return await self._run(self._bind(topic, group, False))
+        return await self._run(self._unbind(topic, group))
 
     async def pause(self, topic: str) -> None:
         """See :meth:`rmq.Client.pause`."""
@@ -236,11 +238,13 @@ class AsyncClient(BaseClient):
     async def send(self, topic: str, body: Any = MISSING, *, json: Any = MISSING,
                    priority: int | None = None, delay_ms: float | None = None,
                    deliver_at: Any = None, slot_basis: bytes | str | None = None,
-                   key: bytes | str | None = None) -> SendResult:
+                   key: bytes | str | None = None, tag: str | None = None,
+                   properties: Mapping[str, PropertyValue] | None = None) -> SendResult:
         """See :meth:`rmq.Client.send`; sends made at once by several tasks travel
         together."""
         return await self._run(self._send(
-            topic, body, (json, priority, delay_ms, deliver_at, slot_basis, key)))
+            topic, body, (json, priority, delay_ms, deliver_at, slot_basis, key, tag,
+                          properties)))
 
     async def send_many(self, topic: str, items: Iterable[Any]) -> SendCounts:
         """See :meth:`rmq.Client.send_many`."""

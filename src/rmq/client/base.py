@@ -20,10 +20,11 @@ import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, TypeVar
 
-from ..errors import InvalidArgument, RedisUnavailable, UnknownTopic
+from ..errors import ConflictingOptions, InvalidArgument, RedisUnavailable, UnknownTopic
+from ..filters import compile_filter
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
 from ..settings import TopicSettings, check_group_name, check_number, check_topic_name
-from ..storage import dead, history, queue, registry, settle
+from ..storage import bindings, dead, history, queue, registry, settle
 from ..storage import peek as peek_ops
 from ..storage.calls import Call, Op
 from ..storage.history import TopicHistory
@@ -212,10 +213,21 @@ class BaseClient:
             self._cache[name] = (expires, info)
         return entries
 
-    def _bind(self, topic: str, group: str, bound: bool) -> Flow[bool]:
+    def _bind(self, topic: str, group: str, tags: object = None, where: object = None,
+              keep_filters: object = False) -> Flow[bool]:
+        check_flag(keep_filters, "keep_filters")
+        if keep_filters and (tags is not None or where is not None):
+            raise ConflictingOptions("keep_filters=True keeps the group's filters: "
+                                     "give no tags= or where= with it")
+        filters = None if keep_filters else compile_filter(tags, where)
+        group = check_group_name(group)
         yield from self._topic(topic)
-        change = registry.bind if bound else registry.unbind
-        return (yield from self._changing(topic, change(topic, check_group_name(group))))
+        return (yield from self._changing(topic, bindings.bind(topic, group, filters)))
+
+    def _unbind(self, topic: str, group: str) -> Flow[bool]:
+        group = check_group_name(group)
+        yield from self._topic(topic)
+        return (yield from self._changing(topic, bindings.unbind(topic, group)))
 
     def _set_paused(self, topic: str, paused: bool) -> Flow[None]:
         yield from self._topic(topic)
@@ -260,7 +272,8 @@ class BaseClient:
             try:
                 # the call may join others sent at once (group_commit.py)
                 (reply,) = yield [queue.enqueue_one(topic, info.generation, info.groups,
-                                                    message, now, self._heads(info))]
+                                                    message, now, self._heads(info),
+                                                    info.filter_argument)]
                 merged = queue.merged_one(topic, reply)
             except TopicGone:
                 if not first:
@@ -278,7 +291,7 @@ class BaseClient:
             now = yield from self._now()
             batch = prepare_batch(info.settings, now, items)
             merged = yield from queue.send(topic, info.generation, info.groups, batch, now,
-                                           self._heads(info))
+                                           self._heads(info), info.filter_argument)
             return SendCounts(len(batch), sum(merged))
 
         return (yield from self._on_current(topic, send_many))

@@ -23,15 +23,17 @@ from ..errors import (
     MessageTooLarge,
 )
 from ..message import Priority
+from ..properties import check_properties, check_tag
 from ..settings import TopicSettings
-from ..storage.codec import encode_member
+from ..storage.codec import encode_member, encode_properties
 from ..storage.queue import Outgoing
 
 __all__ = ["MISSING", "prepare", "prepare_batch", "canonical_json", "MAX_KEY_BYTES"]
 
 MAX_KEY_BYTES = 64 * 1024
 _SEND_OPTIONS = frozenset(
-    {"body", "json", "priority", "delay_ms", "deliver_at", "slot_basis", "key"}
+    {"body", "json", "priority", "delay_ms", "deliver_at", "slot_basis", "key", "tag",
+     "properties"}
 )
 MISSING: Any = object()  # "not given", distinct from None
 
@@ -129,11 +131,14 @@ def prepare(
     deliver_at: object = None,
     slot_basis: object = None,
     key: object = None,
+    tag: object = None,
+    properties: object = None,
 ) -> Outgoing:
-    """Validate one send and compute what to store. Raises the SPEC §2 errors. The options
-    may be passed by position, in this order (the clients' ``send`` does, per message)."""
+    """Validate one send and compute what to store. Raises the SPEC §2 and §13 errors. The
+    options may be passed by position, in this order (the clients' ``send`` does, per
+    message)."""
     if (json is MISSING and priority is None and delay_ms is None and deliver_at is None
-            and slot_basis is None and key is None):
+            and slot_basis is None and key is None and tag is None and properties is None):
         plain = _plain(settings, now, body)
         if plain is not None:
             return plain
@@ -167,7 +172,8 @@ def prepare(
     slot = zlib.crc32(data if basis_for_slot is None else basis_for_slot) & (settings.slots - 1)
     return Outgoing(
         slot=slot,
-        member=encode_member(data, effective_key),
+        member=encode_member(data, effective_key, check_tag(tag),
+                             encode_properties(check_properties(properties))),
         priority=_priority(priority),
         due_at=_due_at(settings, now, delay_ms, deliver_at),
     )

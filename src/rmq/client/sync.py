@@ -8,13 +8,14 @@ threads, the threads' group commit, and sleeping on a pub/sub connection.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import redis
 
 from ..errors import UnknownTopic
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
+from ..properties import PropertyValue
 from ..runtime import Consumer, run_all
 from ..settings import DEFAULT_GROUP, TopicSettings, check_topic_name
 from ..storage.history import TopicHistory
@@ -178,14 +179,21 @@ class Client(BaseClient):
                 broken[name] = problem_of(exc)
         return PerTopic(results, dict(sorted(broken.items())))
 
-    def bind(self, topic: str, group: str) -> bool:
-        """Bind ``group`` to ``topic``: it receives every message sent from now on.
-        Returns False if it was bound already."""
-        return self._run(self._bind(topic, group, True))
+    def bind(self, topic: str, group: str, *, tags: str | None = None,
+             where: str | None = None, keep_filters: bool = False) -> bool:
+        """Bind ``group`` to ``topic``: it receives every message sent from now on that its
+        filters accept. ``tags``: a tag expression (``"*"`` or ``"a || b"``); ``where``: a
+        SQL-92 condition on the message's properties and ``TAG`` (docs/semantics.md). They
+        replace the group's filters (None: no filter) and reach producers within their
+        ``registry_ttl``. ``keep_filters=True`` binds the group if it is not bound and keeps
+        a bound group's filters (what a starting consumer does). An invalid expression
+        raises InvalidFilter naming its column, and nothing is written. Returns False if
+        the group was bound already."""
+        return self._run(self._bind(topic, group, tags, where, keep_filters))
 
     def unbind(self, topic: str, group: str) -> bool:
         """Stop delivering new messages to ``group``; what it holds stays until purged."""
-        return self._run(self._bind(topic, group, False))
+        return self._run(self._unbind(topic, group))
 
     def pause(self, topic: str) -> None:
         """Consumers stop claiming from ``topic`` (sends are still accepted)."""
@@ -217,12 +225,16 @@ class Client(BaseClient):
     def send(self, topic: str, body: Any = MISSING, *, json: Any = MISSING,
              priority: int | None = None, delay_ms: float | None = None,
              deliver_at: Any = None, slot_basis: bytes | str | None = None,
-             key: bytes | str | None = None) -> SendResult:
+             key: bytes | str | None = None, tag: str | None = None,
+             properties: Mapping[str, PropertyValue] | None = None) -> SendResult:
         """Send one message (SPEC §2). Merges into an identical pending message of each group
         (earliest due time and highest priority win); never into one in flight. Sends made
-        at once from several threads travel together (group commit, ``group_commit.py``)."""
+        at once from several threads travel together (group commit, ``group_commit.py``).
+        ``tag`` (one name) and ``properties`` (a dict of at most 64 identifiers to str, int,
+        float or bool) are what the groups' filters see; both take part in merging."""
         return self._run(self._send(
-            topic, body, (json, priority, delay_ms, deliver_at, slot_basis, key)))
+            topic, body, (json, priority, delay_ms, deliver_at, slot_basis, key, tag,
+                          properties)))
 
     def send_many(self, topic: str, items: Iterable[Any]) -> SendCounts:
         """Send a batch: each item a body, or a dict of ``send`` options (``body`` or

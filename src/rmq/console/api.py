@@ -52,7 +52,11 @@ class NewTopic(TopicChanges):
 
 
 class Binding(Strict):
+    """A group to bind, with its filters (docs/semantics.md); binding again replaces them."""
+
     group: str
+    tags: str | None = Field(None, description="tag expression: '*' or 'a || b'")
+    where: str | None = Field(None, description="SQL condition on properties and TAG")
 
 
 class Outgoing(Strict):
@@ -63,6 +67,8 @@ class Outgoing(Strict):
     delay_ms: int | None = None
     deliver_at: int | None = None
     key: str | None = None
+    tag: str | None = None
+    properties: dict[str, str | bool | int | float] | None = None
 
 
 class Requeue(Strict):
@@ -159,10 +165,13 @@ def resume(request: Request, topic: str) -> dict[str, Any]:
     return {"name": topic, "paused": False}
 
 
-@router.post("/topics/{topic}/bindings", summary="Bind a group: it gets every later message")
+@router.post("/topics/{topic}/bindings",
+             summary="Bind a group: it gets every later message its filters accept")
 def bind(request: Request, topic: str, binding: Binding) -> dict[str, Any]:
-    added = _client(request).bind(topic, binding.group)
-    return {"name": topic, "group": binding.group, "added": added}
+    added = _client(request).bind(topic, binding.group, tags=binding.tags or None,
+                                  where=binding.where or None)
+    return {"name": topic, "group": binding.group, "added": added,
+            "tags": binding.tags or None, "where": binding.where or None}
 
 
 @router.delete("/topics/{topic}/bindings/{group}", summary="Unbind a group")

@@ -19,13 +19,14 @@ import rmq
 __all__ = ["QueueCollector", "registry_for", "COUNTER_HELP"]
 
 COUNTER_HELP = {
-    "sent": "Messages sent to the group (merged ones included)",
+    "sent": "Messages sent to the group that its filters accepted (merged ones included)",
     "merged": "Sends that merged into a message already pending",
+    "filtered": "Messages sent to the topic that the group's filters rejected",
     "acked": "Deliveries acknowledged",
     "retried": "Deliveries that failed and were scheduled again",
     "dead": "Messages dead-lettered after their last retry",
 }
-COUNTER_NAMES = {"sent": "sent", "merged": "merged", "acked": "acked",
+COUNTER_NAMES = {"sent": "sent", "merged": "merged", "filtered": "filtered", "acked": "acked",
                  "retried": "retried", "dead": "dead_lettered"}
 DEAD_AFTER = 10.0
 log = logging.getLogger("rmq.console")

@@ -67,7 +67,8 @@ def _topic_view(client: rmq.Client, info: rmq.TopicInfo) -> tuple[rmq.TopicStats
               for g in stats.groups.values()
               if g.group in info.groups or g.pending or g.in_flight or g.dead]
     view = {"name": name, "paused": info.paused, "slots": info.settings.slots,
-            "bound_groups": list(info.groups), "groups": groups}
+            "bound_groups": list(info.groups), "groups": groups,
+            "filters": {group: {"tags": f.tags, "where": f.where} for group, f in info.filters}}
     return stats, view
 
 
@@ -152,6 +153,7 @@ def message_row(row: rmq.SnapshotRow, body_limit: int | None = 500) -> dict[str,
         "body": text_of(row.body, body_limit), "body_bytes": len(row.body),
         "id": row.id, "lease_until": row.lease_until,
         "dead_at": row.dead_at, "error": row.error, "holder": row.holder,
+        "tag": row.tag, "properties": dict(row.properties),
     }
 
 

@@ -157,7 +157,7 @@ class Consumer:
     def start(self) -> Consumer:
         """Bind the group, register, and start the threads; returns at once."""
         self.client.topic(self.topic, fresh=True)
-        self.client.bind(self.topic, self.group)
+        self.client.bind(self.topic, self.group, keep_filters=True)
         self._running.set()
         self._keeper.start()
         self._workers.start()

@@ -33,7 +33,8 @@ class QueueClient(Protocol):
 
     def topic(self, name: str, *, fresh: bool = False) -> TopicInfo: ...
 
-    def bind(self, topic: str, group: str) -> bool: ...
+    def bind(self, topic: str, group: str, *, tags: str | None = ..., where: str | None = ...,
+             keep_filters: bool = ...) -> bool: ...
 
     def claim_due(self, topic: str, group: str = ..., count: int = ..., *,
                   lease: float | None = ..., ack: Message | Sequence[Message] = ...,

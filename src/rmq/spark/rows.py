@@ -3,25 +3,31 @@
 Reading (batch snapshot and streaming) yields rows of :data:`READ_SCHEMA`; times are Spark
 ``TIMESTAMP`` values (UTC instants, millisecond precision), bodies and keys ``BINARY``.
 Writing takes a DataFrame whose columns are those of ``Client.send``: ``body`` or ``json``,
-and optionally ``priority``, ``delay_ms``, ``deliver_at``, ``slot_basis``, ``key``. The
-schema is checked on the driver (:func:`check_write_schema`) before any task runs.
+and optionally ``priority``, ``delay_ms``, ``deliver_at``, ``slot_basis``, ``key``, ``tag``
+and ``properties`` (a map of string names to one value type, or a struct, whose values are
+strings, integers, floats or booleans; a null value is a property not given). The schema is
+checked on the driver (:func:`check_write_schema`) before any task runs. Read rows carry
+``tag`` and ``properties`` (a JSON object as text, which keeps each value's type; null when
+the message has none).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.types import (
     BinaryType,
+    BooleanType,
     ByteType,
     DataType,
     DoubleType,
     FloatType,
     IntegerType,
     LongType,
+    MapType,
     ShortType,
     StringType,
     StructType,
@@ -53,6 +59,8 @@ READ_SCHEMA = (
     .add("lease_until", TimestampType(), True)
     .add("error", StringType(), True)
     .add("dead_at", TimestampType(), True)
+    .add("tag", StringType(), True)
+    .add("properties", StringType(), True)
 )
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -66,7 +74,10 @@ _WRITE_COLUMNS: dict[str, tuple[tuple[type[DataType], ...], str]] = {
     "deliver_at": ((TimestampType, LongType), "timestamp, or long epoch milliseconds"),
     "slot_basis": (_TEXT, "string or binary"),
     "key": (_TEXT, "string or binary"),
+    "tag": ((StringType,), "string"),
+    "properties": ((MapType, StructType), "a map of string to one value type, or a struct"),
 }
+_PROPERTY_VALUES = (StringType, BooleanType, FloatType, DoubleType) + _INTEGRAL
 
 
 class InvalidSchema(InputError):
@@ -81,11 +92,16 @@ def _timestamp(ms: int | None) -> datetime | None:
     return None if ms is None else _EPOCH + timedelta(milliseconds=ms)
 
 
+def _properties(properties: Mapping[str, Any]) -> str | None:
+    return json.dumps(dict(properties), sort_keys=True, ensure_ascii=False) if properties \
+        else None
+
+
 def snapshot_row(row: SnapshotRow) -> tuple[Any, ...]:
     """A ``Client.snapshot`` row as a row of :data:`READ_SCHEMA`."""
     return (row.topic, row.group, row.slot, row.state, row.priority, _timestamp(row.due_at),
             row.attempts, row.key, row.body, row.id, _timestamp(row.lease_until),
-            row.error, _timestamp(row.dead_at))
+            row.error, _timestamp(row.dead_at), row.tag, _properties(row.properties))
 
 
 def delivery_row(message: Message) -> tuple[Any, ...]:
@@ -93,7 +109,7 @@ def delivery_row(message: Message) -> tuple[Any, ...]:
     ``lease_until``: the streaming query keeps extending it until the batch commits)."""
     return (message.topic, message.group, message.slot, "in_flight", message.priority,
             _timestamp(message.due_at), message.attempts, message.key, message.body,
-            message.id, None, None, None)
+            message.id, None, None, None, message.tag, _properties(message.properties))
 
 
 def check_write_schema(schema: StructType) -> tuple[str, ...]:
@@ -116,10 +132,28 @@ def check_write_schema(schema: StructType) -> tuple[str, ...]:
         if isinstance(field.dataType, TimestampNTZType) and field.name == "deliver_at":
             raise InvalidSchema("column 'deliver_at' is TIMESTAMP_NTZ, which names no instant; "
                                 "cast it to TIMESTAMP or give epoch milliseconds as a long")
-        if not isinstance(field.dataType, types):
+        if not isinstance(field.dataType, types) or (
+                field.name == "properties" and not _property_types(field.dataType)):
             raise InvalidSchema(f"column {field.name!r} must be {wanted}, "
                                 f"not {field.dataType.simpleString()}")
     return tuple(names)
+
+
+def _property_types(data_type: DataType) -> bool:
+    """Whether a ``properties`` column holds what a property can be: a map from strings to
+    strings, integers, floats or booleans, or a struct of fields of those types."""
+    if isinstance(data_type, MapType):
+        return isinstance(data_type.keyType, StringType) and isinstance(
+            data_type.valueType, _PROPERTY_VALUES)
+    assert isinstance(data_type, StructType)
+    return all(isinstance(f.dataType, _PROPERTY_VALUES) for f in data_type.fields)
+
+
+def _row_properties(value: Any) -> dict[str, Any]:
+    """A ``properties`` cell as Arrow hands it over (a map: a list of (name, value) pairs;
+    a struct: a dict) as a dict, without the null values (properties not given)."""
+    pairs = value.items() if isinstance(value, dict) else value
+    return {name: v for name, v in pairs if v is not None}
 
 
 def _deliver_at(value: Any) -> Any:
@@ -145,4 +179,6 @@ def send_items(columns: dict[str, list[Any]], first_row: int) -> Iterator[dict[s
             raise InvalidRow(f"row {row}: {'json' if 'json' in names else 'body'} is null")
         if "deliver_at" in item:
             item["deliver_at"] = _deliver_at(item["deliver_at"])
+        if "properties" in item:
+            item["properties"] = _row_properties(item["properties"]) or None
         yield item

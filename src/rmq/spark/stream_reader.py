@@ -117,7 +117,8 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 info = client.topic(self.options.topic, fresh=True)
             except UnknownTopic as exc:
                 raise plainly(exc) from None
-            client.bind(self.options.topic, self.group)  # like a Consumer, receive from now on
+            # like a Consumer: receive from now on, through the filters the group has
+            client.bind(self.options.topic, self.group, keep_filters=True)
             self._lease = self.options.lease or info.settings.visibility_timeout
             self._client = client
             threading.Thread(target=self._keep_leases, name="rmq-spark-lease-keeper",

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..message import Message, claimed_message
 from ..settings import TopicSettings
-from .codec import decode_member
+from .codec import decode_parts
 from .keys import SlotKeys
 
 __all__ = ["claim_keys", "claim_args", "parse_claimed", "SERIAL_SCAN", "PROMOTE_LIMIT"]
@@ -58,7 +58,13 @@ def parse_claimed(topic: str, generation: str, group: str, slots: Sequence[int],
             seq = seqs[index]
             seqs[index] = seq + 1
             # most members are the bare body (codec.encode_member): no call for those
-            body, key = decode_member(member) if member[:1] == b"\x00" else (member, None)
-            out.append(claimed_message(topic, group, slots[index - 1], seq, body, priority,
-                                       attempts, due, key, lease_until, generation))
+            if member[:1] == b"\x00":
+                body, key, tag, properties = decode_parts(member)
+                out.append(claimed_message(topic, group, slots[index - 1], seq, body,
+                                           priority, attempts, due, key, lease_until,
+                                           generation, tag, properties))
+            else:
+                out.append(claimed_message(topic, group, slots[index - 1], seq, member,
+                                           priority, attempts, due, None, lease_until,
+                                           generation))
     return out

@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
+
+from ..message import PropertyValue
 
 __all__ = [
     "EPOCH_MS",
     "encode_member",
     "decode_member",
+    "MemberParts",
+    "decode_parts",
+    "encode_properties",
+    "EXTENDED_PREFIX",
     "ready_priority",
     "ready_due",
     "delayed_due",
@@ -45,18 +51,106 @@ def to_ms(seconds: float) -> int:
     return int(round(seconds * 1000))
 
 
-def encode_member(body: bytes, key: bytes | None) -> bytes:
-    """The zset member of a message: its body, prefixed by its key when it has one.
+_EXTENDED = 0xFFFFFFFE  # the length that announces the extended form
+EXTENDED_PREFIX = b"\x00" + _LEN.pack(_EXTENDED)  # how every extended member starts
+_HAS_KEY, _HAS_TAG, _HAS_PROPERTIES = 1, 2, 4
+_KINDS = {"s": str, "i": int, "f": float, "b": bool}
+
+
+def encode_member(body: bytes, key: bytes | None, tag: str | None = None,
+                  properties: bytes = b"") -> bytes:
+    """The zset member of a message: its body, prefixed by its key when it has one, or, when
+    it has a tag or properties, the extended form (docs/storage.md, "Members").
 
     Plain bodies are stored as they are, so a pending message costs its body plus the zset
     entry. The prefix starts with a NUL byte, so a body that itself starts with NUL is
-    prefixed too (with the "no key" length) to stay unambiguous.
+    prefixed too (with the "no key" length) to stay unambiguous. ``properties`` is
+    ``encode_properties``'s canonical form, so equal messages give equal members and merge.
     """
+    if tag is not None or properties:
+        flags = (_HAS_KEY if key is not None else 0) | (_HAS_TAG if tag is not None else 0) \
+            | (_HAS_PROPERTIES if properties else 0)
+        parts = [b"\x00", _LEN.pack(_EXTENDED), bytes((flags,))]
+        if key is not None:
+            parts += (_LEN.pack(len(key)), key)
+        if tag is not None:
+            raw = tag.encode("ascii")
+            parts += (bytes((len(raw),)), raw)
+        if properties:
+            parts += (_LEN.pack(len(properties)), properties)
+        parts.append(body)
+        return b"".join(parts)
     if key is None:
         if body[:1] != b"\x00":
             return body
         return b"\x00" + _LEN.pack(_NO_KEY) + body
     return b"\x00" + _LEN.pack(len(key)) + key + body
+
+
+def encode_properties(pairs: Iterable[tuple[str, PropertyValue]]) -> bytes:
+    """Properties (checked, sorted by name) as stored in a member: per property, u8 name
+    length, name, a kind letter (``s``, ``i``, ``f``, ``b``), u32 value length, value text
+    (UTF-8; ints in decimal, floats as Python's repr, bools ``1``/``0``)."""
+    out: list[bytes] = []
+    for name, value in pairs:
+        if isinstance(value, bool):
+            kind, text = "b", "1" if value else "0"
+        elif isinstance(value, int):
+            kind, text = "i", str(value)
+        elif isinstance(value, float):
+            kind, text = "f", repr(value)
+        else:
+            kind, text = "s", value
+        raw_name, raw = name.encode("ascii"), text.encode("utf-8")
+        out += (bytes((len(raw_name),)), raw_name, kind.encode(), _LEN.pack(len(raw)), raw)
+    return b"".join(out)
+
+
+def _decode_properties(raw: bytes) -> dict[str, PropertyValue]:
+    properties: dict[str, PropertyValue] = {}
+    at = 0
+    while at < len(raw):
+        n = raw[at]
+        name = raw[at + 1 : at + 1 + n].decode("ascii")
+        kind = chr(raw[at + 1 + n])
+        (size,) = _LEN.unpack_from(raw, at + 2 + n)
+        text = raw[at + 6 + n : at + 6 + n + size].decode("utf-8")
+        at += 6 + n + size
+        if kind == "b":
+            properties[name] = text == "1"
+        else:
+            properties[name] = _KINDS[kind](text)
+    return properties
+
+
+class MemberParts(NamedTuple):
+    body: bytes
+    key: bytes | None
+    tag: str | None
+    properties: Mapping[str, PropertyValue]
+
+
+def decode_parts(member: bytes) -> MemberParts:
+    """Everything a member holds: body, key, tag and properties."""
+    if member[:1] != b"\x00":
+        return MemberParts(member, None, None, {})
+    (n,) = _LEN.unpack_from(member, 1)
+    if n != _EXTENDED:
+        body, key = decode_member(member)
+        return MemberParts(body, key, None, {})
+    flags, at = member[5], 6
+    key = tag = None
+    properties: Mapping[str, PropertyValue] = {}
+    if flags & _HAS_KEY:
+        (size,) = _LEN.unpack_from(member, at)
+        key, at = member[at + 4 : at + 4 + size], at + 4 + size
+    if flags & _HAS_TAG:
+        size = member[at]
+        tag, at = member[at + 1 : at + 1 + size].decode("ascii"), at + 1 + size
+    if flags & _HAS_PROPERTIES:
+        (size,) = _LEN.unpack_from(member, at)
+        properties, at = _decode_properties(member[at + 4 : at + 4 + size]), at + 4 + size
+    return MemberParts(member[at:], key, tag, properties)
 
 
 def decode_member(member: bytes) -> tuple[bytes, bytes | None]:
@@ -66,6 +160,9 @@ def decode_member(member: bytes) -> tuple[bytes, bytes | None]:
     (n,) = _LEN.unpack_from(member, 1)
     if n == _NO_KEY:
         return member[5:], None
+    if n == _EXTENDED:
+        body, key, _, _ = decode_parts(member)
+        return body, key
     return member[5 + n :], member[5 : 5 + n]
 
 

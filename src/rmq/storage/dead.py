@@ -10,7 +10,7 @@ from ..errors import InvalidMessage
 from ..message import DeadLetter
 from ..settings import TopicSettings
 from .calls import Op, command, script_call
-from .codec import decode_member, parse_dead
+from .codec import decode_parts, parse_dead
 from .generation import check_stored
 from .heads import keeps_heads
 from .keys import SlotKeys, wake_channel
@@ -28,10 +28,10 @@ def dead_letters(topic: str, group: str, settings: TopicSettings) -> Op[list[Dea
     for slot, records in enumerate(results):
         for delivery, record in records.items():
             dead = parse_dead(record)
-            body, key = decode_member(dead.member)
+            body, key, tag, properties = decode_parts(dead.member)
             letters.append(DeadLetter(f"{slot}-{int(delivery)}", topic, group, body, key,
                                       dead.priority, dead.attempts, dead.error, dead.due_at,
-                                      dead.dead_at))
+                                      dead.dead_at, tag, properties))
     letters.sort(key=lambda d: (d.dead_at, d.id))
     return letters
 

@@ -23,7 +23,7 @@ from typing import Any
 from .calls import Op, command, script_call
 from .keys import RegistryKeys
 from .scripts import script
-from .stats import COUNTERS, GroupStats, collect
+from .stats import GroupStats, collect
 
 __all__ = ["WIDTH_MS", "SIZE", "GAP_AFTER_MS", "RECORD", "BACKLOG", "HistorySample",
            "TopicHistory", "record", "read"]
@@ -34,6 +34,9 @@ GAP_AFTER_MS = 3 * WIDTH_MS  # samples further apart than this have no rate betw
 # at (epoch ms), the five counters (cumulative), then ready, delayed, in flight, dead
 RECORD = struct.Struct(">Q5Q4I")
 BACKLOG = ("ready", "delayed", "in_flight", "dead")
+# the counters a sample keeps (stats' filtered count is not among them: rings keep their
+# record size)
+COUNTERS = ("sent", "merged", "acked", "retried", "dead")
 _U32 = 2**32 - 1
 
 

@@ -62,6 +62,10 @@ class RegistryKeys:
         return f"{PREFIX}:{{{self.topic}}}:unbound"
 
     @property
+    def filters(self) -> str:  # hash: bound group -> JSON of its filters (rmq.filters)
+        return f"{PREFIX}:{{{self.topic}}}:filters"
+
+    @property
     def paused(self) -> str:  # string "1" while the topic is paused
         return f"{PREFIX}:{{{self.topic}}}:paused"
 
@@ -78,8 +82,8 @@ class RegistryKeys:
 
     def all(self) -> list[str]:
         """The topic's registry keys (rings of history are per group: ``history_ring``)."""
-        return [self.settings, self.generation, self.groups, self.unbound, self.paused,
-                self.consumers, self.history]
+        return [self.settings, self.generation, self.groups, self.unbound, self.filters,
+                self.paused, self.consumers, self.history]
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,8 +20,10 @@ from typing import Any
 from ..errors import InvalidQuery
 from .calls import Call, Op, command
 from .codec import (
+    EXTENDED_PREFIX,
     LeaseEnds,
     decode_member,
+    decode_parts,
     delayed_due,
     delayed_priority,
     encode_member,
@@ -156,25 +158,27 @@ def _read_ranges(topic: str, group: str, state: State, keys: dict[int, GroupSlot
 def _row(topic: str, group: str, slot: int, state: State, name: bytes, score: float,
          value: bytes | None, now: int, lease: int | None = None) -> SnapshotRow | None:
     if state in ("ready", "delayed"):
-        body, key = decode_member(name)
+        body, key, tag, properties = decode_parts(name)
         if state == "ready":
             due, priority = min(ready_due(score), now), ready_priority(score)
         else:
             due, priority = delayed_due(score), delayed_priority(score)
-        return SnapshotRow(topic, group, slot, state, priority, due, int(value or 0), key, body)
+        return SnapshotRow(topic, group, slot, state, priority, due, int(value or 0), key, body,
+                           tag=tag, properties=properties)
     if value is None:  # settled between the two reads
         return None
     delivery = f"{slot}-{int(name)}"
     if state == "in_flight":
         record = parse_inflight(value)
-        body, key = decode_member(record.member)
+        body, key, tag, properties = decode_parts(record.member)
         return SnapshotRow(topic, group, slot, state, record.priority, record.due_at,
                            record.attempts, key, body, delivery, lease,
-                           holder=record.holder)
+                           holder=record.holder, tag=tag, properties=properties)
     dead = parse_dead(value)
-    body, key = decode_member(dead.member)
+    body, key, tag, properties = decode_parts(dead.member)
     return SnapshotRow(topic, group, slot, state, dead.priority, dead.due_at, dead.attempts,
-                       key, body, delivery, dead_at=dead.dead_at, error=dead.error)
+                       key, body, delivery, dead_at=dead.dead_at, error=dead.error, tag=tag,
+                       properties=properties)
 
 
 # -- find -------------------------------------------------------------------------------
@@ -213,8 +217,8 @@ def find(topic: str, groups: Sequence[str], slots: int, body: bytes | None,
     prefix = _GLOB.sub(rb"\\\1", encode_member(b"", key)) if member is None else b""
 
     def matches(candidate: bytes) -> bool:
-        if member is not None:
-            return candidate == member
+        if member is not None:  # whatever tag and properties it was sent with
+            return candidate == member or decode_member(candidate) == (body, key)
         return decode_member(candidate)[1] == key
 
     scans: dict[Any, tuple[Any, ...]] = {}
@@ -224,6 +228,11 @@ def find(topic: str, groups: Sequence[str], slots: int, body: bytes | None,
             if member is None:
                 scans[(group, s, "ready")] = ("ZSCAN", k.ready, "MATCH", prefix + b"*")
                 scans[(group, s, "delayed")] = ("ZSCAN", k.delayed, "MATCH", prefix + b"*")
+            # messages sent with a tag or properties: their members start alike, whatever
+            # their key and body (codec.encode_member)
+            extended = EXTENDED_PREFIX + b"*"
+            scans[(group, s, "ready", "extended")] = ("ZSCAN", k.ready, "MATCH", extended)
+            scans[(group, s, "delayed", "extended")] = ("ZSCAN", k.delayed, "MATCH", extended)
             # HSCAN's MATCH filters field names only: records are checked here
             scans[(group, s, "in_flight")] = ("HSCAN", k.inflight)
             scans[(group, s, "dead")] = ("HSCAN", k.dead)
@@ -240,7 +249,7 @@ def find(topic: str, groups: Sequence[str], slots: int, body: bytes | None,
                     pending.append((g, s, state, member, float(score)))
     scanned = yield from _scan_all(scans)
     held: list[tuple[str, int, State, bytes, bytes]] = []
-    for (group, s, state), pairs in scanned.items():
+    for (group, s, state, *_), pairs in scanned.items():
         if state in ("ready", "delayed"):
             pending += [(group, s, state, m, float(score)) for m, score in pairs if matches(m)]
             continue

@@ -12,7 +12,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..errors import CorruptRegistry, TopicConflict, UnknownTopic, WrongKeyType
+from ..filters import Filter
 from ..settings import DEFAULT_GROUP, TopicSettings, check_group_name, check_topic_name
+from .bindings import filter_argument, group_filters
 from .calls import Op, command
 from .keys import TOPICS, HeadsKeys, RegistryKeys, SlotKeys
 
@@ -25,8 +27,6 @@ __all__ = [
     "alter_topic",
     "delete_topic",
     "list_topics",
-    "bind",
-    "unbind",
     "set_paused",
     "heartbeat",
     "forget_consumer",
@@ -47,6 +47,13 @@ class TopicInfo:
     paused: bool
     unbound_groups: tuple[str, ...] = ()  # unbound, but what they held stays until purged
     generation: str = ""
+    filters: tuple[tuple[str, Filter], ...] = ()  # (group, its filters) of filtered groups
+    # enqueue.lua's ARGV[5] for ``groups``, computed once per load: "" when none filters
+    filter_argument: str = ""
+
+    def filter_of(self, group: str) -> Filter:
+        """The group's filters (an empty Filter when it has none)."""
+        return dict(self.filters).get(group, Filter())
 
     @property
     def groups(self) -> tuple[str, ...]:
@@ -101,7 +108,7 @@ def load_info(name: str, salvage: bool = False) -> Op[TopicInfo]:
     keys = RegistryKeys(name)
     reads = _entry_reads(keys)
     try:
-        settings, groups, paused, unbound, generation = yield [
+        settings, groups, paused, unbound, generation, filters = yield [
             command(verb, key) for key, (verb, _) in reads.items()]
     except WrongKeyType:
         problem, stored = yield from _wrong_types(reads)
@@ -114,9 +121,12 @@ def load_info(name: str, salvage: bool = False) -> Op[TopicInfo]:
             return _salvaged(name, groups, paused, unbound)  # listed, without settings
         raise UnknownTopic(name)
     try:
-        return TopicInfo(name, _settings(name, settings), _names(name, groups),
+        bound = _names(name, groups)
+        found = group_filters(name, bound, filters)
+        return TopicInfo(name, _settings(name, settings), bound,
                          paused is not None, _names(name, unbound),
-                         _generation(name, generation))
+                         _generation(name, generation), found,
+                         filter_argument(bound or (DEFAULT_GROUP,), found))
     except CorruptRegistry:
         if not salvage:
             raise
@@ -134,7 +144,7 @@ def _entry_reads(keys: RegistryKeys) -> dict[str, tuple[str, str]]:
     """Each key of the entry with the command that reads it and the Redis type it has."""
     return {keys.settings: ("GET", "string"), keys.groups: ("SMEMBERS", "set"),
             keys.paused: ("GET", "string"), keys.unbound: ("SMEMBERS", "set"),
-            keys.generation: ("GET", "string")}
+            keys.generation: ("GET", "string"), keys.filters: ("HGETALL", "hash")}
 
 
 def _wrong_types(reads: dict[str, tuple[str, str]]) -> Op[tuple[str, dict[str, Any]]]:
@@ -274,29 +284,6 @@ def _is_topic_name(raw: bytes) -> bool:
     except ValueError:
         return False
     return True
-
-
-def bind(name: str, group: str) -> Op[bool]:
-    """Bind ``group`` to the topic; returns False if it was bound already. Binding a bound
-    group writes nothing, so a consumer whose group is bound starts even on a Redis that is
-    out of memory and refuses writes."""
-    keys = RegistryKeys(name)
-    bound, unbound = yield [command("SISMEMBER", keys.groups, group),
-                            command("SISMEMBER", keys.unbound, group)]
-    if bound and not unbound:
-        return False
-    added, _ = yield [command("SADD", keys.groups, group), command("SREM", keys.unbound, group)]
-    return bool(added)
-
-
-def unbind(name: str, group: str) -> Op[bool]:
-    """Unbind ``group``; it is remembered as unbound, so that stats, recovery and
-    delete_topic still reach the messages it holds."""
-    keys = RegistryKeys(name)
-    (removed,) = yield [command("SREM", keys.groups, group)]
-    if removed:
-        yield [command("SADD", keys.unbound, group)]
-    return bool(removed)
 
 
 def set_paused(name: str, paused: bool) -> Op[None]:

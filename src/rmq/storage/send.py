@@ -32,14 +32,17 @@ class Outgoing(NamedTuple):
 
 
 def send(topic: str, generation: str, groups: Sequence[str], batch: Sequence[Outgoing],
-         now: int, heads: bool) -> Op[list[bool]]:
-    """Store ``batch`` in every group; returns, per message, whether it merged everywhere.
+         now: int, heads: bool, filters: str = "") -> Op[list[bool]]:
+    """Store ``batch`` in every group whose filters accept it; returns, per message, whether
+    it stored nothing new (merged in every group that accepted it). ``filters``: the groups'
+    filters (``TopicInfo.filter_argument``), one version for every call of the batch.
     ``heads``: the topic keeps a heads index (``heads.keeps_heads``), which each call
     updates. Raises TopicGone if the topic is not at ``generation`` any more; if so, no slot
     stored anything (each slot's call checks, and every slot shares the generation; a slot
     that stored before a delete reached it has its data removed by that delete)."""
     if len(batch) == 1:  # a single send, the hottest path: none of a batch's bookkeeping
-        (reply,) = yield [enqueue_one(topic, generation, groups, batch[0], now, heads)]
+        (reply,) = yield [enqueue_one(topic, generation, groups, batch[0], now, heads,
+                                      filters)]
         return [merged_one(topic, reply)]
     by_slot: dict[int, list[int]] = defaultdict(list)
     for index, message in enumerate(batch):
@@ -49,7 +52,7 @@ def send(topic: str, generation: str, groups: Sequence[str], batch: Sequence[Out
     for slot, indexes in by_slot.items():
         for start in range(0, len(indexes), MAX_SCRIPT_BATCH):
             chunk = indexes[start : start + MAX_SCRIPT_BATCH]
-            calls.append(_enqueue_call(topic, generation, groups, slot, heads, now,
+            calls.append(_enqueue_call(topic, generation, groups, slot, heads, now, filters,
                                        _runs(batch, chunk)))
             order.append(chunk)
     results = yield calls
@@ -63,13 +66,13 @@ def send(topic: str, generation: str, groups: Sequence[str], batch: Sequence[Out
 
 
 def enqueue_one(topic: str, generation: str, groups: Sequence[str], message: Outgoing,
-                now: int, heads: bool) -> Call:
+                now: int, heads: bool, filters: str = "") -> Call:
     """A single send's enqueue.lua call: it may travel joined with others sent at once
     (``join``); ``merged_one`` reads its reply."""
     slot, member, priority, due = message
     enqueue, keys, channel = _single_target(topic, slot, tuple(groups), heads)
-    return Call((generation, now, channel, slot if heads else "", priority, due, 1, member),
-                enqueue, keys, True)
+    return Call((generation, now, channel, slot if heads else "", filters, priority, due, 1,
+                 member), enqueue, keys, True)
 
 
 def merged_one(topic: str, reply: Any) -> bool:
@@ -79,10 +82,11 @@ def merged_one(topic: str, reply: Any) -> bool:
 
 
 def _enqueue_call(topic: str, generation: str, groups: Sequence[str], slot: int, heads: bool,
-                  now: int, runs: Sequence[Any]) -> Call:
+                  now: int, filters: str, runs: Sequence[Any]) -> Call:
     """One enqueue.lua call into ``slot``; ``runs`` as ``_runs`` makes them."""
     return script_call(script("enqueue"), _enqueue_keys(topic, slot, tuple(groups), heads),
-                       (generation, now, wake_channel(topic), slot if heads else "", *runs))
+                       (generation, now, wake_channel(topic), slot if heads else "", filters,
+                        *runs))
 
 
 def _runs(batch: Sequence[Sequence[Any]], chunk: Iterable[int],
@@ -134,20 +138,22 @@ def join(batches: list[list[Call]]) -> Op[list[list[Any]]]:
     ``send`` makes them and the latest ``now`` for all (every message in it is due by then).
     Returns, per batch, the replies its own call would have had (a gone topic's code to
     each sender)."""
-    by_target: dict[tuple[tuple[str, ...], str], list[int]] = defaultdict(list)
+    by_target: dict[tuple[tuple[str, ...], str, str], list[int]] = defaultdict(list)
     for b, (call,) in enumerate(batches):
-        by_target[(call.keys, call.args[0])].append(b)
+        # one version of the groups' filters per call: a batch is never half filtered
+        by_target[(call.keys, call.args[0], call.args[4])].append(b)
     joined: list[Call] = []
     chunks: list[list[int]] = []
     for indexes in by_target.values():
         for start in range(0, len(indexes), MAX_SCRIPT_BATCH):
             chunk = indexes[start : start + MAX_SCRIPT_BATCH]
-            # enqueue_one's args: generation, now, channel, index slot, priority, due, 1, member
+            # enqueue_one's args: generation, now, channel, index slot, filters, priority,
+            # due, 1, member
             sent = [batches[b][0].args for b in chunk]
-            runs = _runs(sent, range(len(sent)), (7, 4, 5))
+            runs = _runs(sent, range(len(sent)), (8, 5, 6))
             first = sent[0]
             joined.append(script_call(script("enqueue"), batches[chunk[0]][0].keys, (
-                first[0], max(a[1] for a in sent), first[2], first[3], *runs)))
+                first[0], max(a[1] for a in sent), first[2], first[3], first[4], *runs)))
             chunks.append(chunk)
     replies = yield joined
     out: list[list[Any]] = [[]] * len(batches)

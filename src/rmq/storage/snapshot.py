@@ -7,13 +7,15 @@ is modified.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from ..message import PropertyValue
 from .calls import Op, command
 from .codec import (
     LeaseEnds,
-    decode_member,
+    decode_parts,
     delayed_due,
     delayed_priority,
     parse_dead,
@@ -36,7 +38,8 @@ class SnapshotRow:
     :attr:`Message.id` and :attr:`DeadLetter.id`) is set for in-flight messages and dead
     letters; ``lease_until`` for in-flight ones, and ``holder``, the id of the consumer that
     claimed it (None when the claim did not say); ``error`` and ``dead_at`` for dead
-    letters. Times are epoch milliseconds."""
+    letters; ``tag`` and ``properties`` are what it was sent with. Times are epoch
+    milliseconds."""
 
     topic: str
     group: str
@@ -52,6 +55,8 @@ class SnapshotRow:
     dead_at: int | None = None
     error: str | None = None
     holder: str | None = None
+    tag: str | None = None
+    properties: Mapping[str, PropertyValue] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,26 +76,28 @@ def snapshot_slot(topic: str, group: str, slot: int, now: int) -> Op[list[Snapsh
 
     def pending(state: State, entries: list[Any], due: Any, prio: Any) -> None:
         for member, score in scored_pairs(entries):
-            body, key = decode_member(member)
+            body, key, tag, properties = decode_parts(member)
             due_at = due(score) if state == "delayed" else min(due(score), now)
             rows.append(SnapshotRow(topic, group, slot, state, prio(score), due_at,
-                                    int(attempts.get(member, 0)), key, body))
+                                    int(attempts.get(member, 0)), key, body, tag=tag,
+                                    properties=properties))
 
     pending("ready", ready, ready_due, ready_priority)
     pending("delayed", delayed, delayed_due, delayed_priority)
     lease_of = LeaseEnds(scored_pairs(leases))
     for delivery, raw in inflight.items():
         record = parse_inflight(raw)
-        body, key = decode_member(record.member)
+        body, key, tag, properties = decode_parts(record.member)
         rows.append(SnapshotRow(topic, group, slot, "in_flight", record.priority, record.due_at,
                                 record.attempts, key, body, f"{slot}-{int(delivery)}",
-                                lease_of(int(delivery)), holder=record.holder))
+                                lease_of(int(delivery)), holder=record.holder, tag=tag,
+                                properties=properties))
     for delivery, raw in dead.items():
         dead_record = parse_dead(raw)
-        body, key = decode_member(dead_record.member)
+        body, key, tag, properties = decode_parts(dead_record.member)
         rows.append(SnapshotRow(topic, group, slot, "dead", dead_record.priority,
                                 dead_record.due_at, dead_record.attempts, key, body,
                                 f"{slot}-{int(delivery)}", dead_at=dead_record.dead_at,
-                                error=dead_record.error))
+                                error=dead_record.error, tag=tag, properties=properties))
     return rows
 

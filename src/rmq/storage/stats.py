@@ -12,14 +12,15 @@ from .scripts import script
 
 __all__ = ["SlotStats", "GroupStats", "TopicStats", "collect"]
 
-COUNTERS = ("sent", "merged", "acked", "retried", "dead")
+COUNTERS = ("sent", "merged", "filtered", "acked", "retried", "dead")
 
 
 @dataclass(frozen=True, slots=True)
 class SlotStats:
     """One group in one slot. ``ready_by_priority`` maps priority to count;
     ``oldest_ready_ms`` is the age of the longest-waiting ready message (0 if none);
-    counters: sent, merged, acked, retried, dead (dead-lettered)."""
+    counters: sent (accepted by the group's filters), merged, filtered (rejected by them),
+    acked, retried, dead (dead-lettered)."""
 
     slot: int
     delayed: int

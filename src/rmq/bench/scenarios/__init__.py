@@ -5,7 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from . import consume, delay, headline, memory, merge, priority, replicas, scale_out, scaling, send
+from . import (
+    consume,
+    delay,
+    filters,
+    headline,
+    memory,
+    merge,
+    priority,
+    replicas,
+    scale_out,
+    scaling,
+    send,
+)
 
 if TYPE_CHECKING:
     from ..context import Bench
@@ -16,6 +28,7 @@ __all__ = ["SCENARIOS"]
 SCENARIOS: dict[str, Callable[[Bench], Report]] = {
     "send": send.run,
     "merge": merge.run,
+    "filters": filters.run,
     "consume": consume.run,
     "replicas": replicas.run,
     "priority": priority.run,

@@ -1,6 +1,7 @@
 #!lua
 --[[
-  Send a batch of messages to one slot, into every bound group, merging duplicates.
+  Send a batch of messages to one slot, into every bound group whose filter accepts them,
+  merging duplicates.
 
   KEYS[1]      string  the slot's generation (includes/generation.lua)
   KEYS[2]      string  the slot clock (last ready stamp handed out)
@@ -12,11 +13,16 @@
   ARGV[3]      wake channel, published when a sleeping consumer has something new to do
   ARGV[4]      this slot's number when the topic keeps a heads index (single node, more
                than 16 slots), else ""
-  ARGV[5..]    runs of messages sharing a priority and a due time, in send order, each:
+  ARGV[5]      the groups' filters as the client read them from the registry: "" when no
+               group has one, else a JSON array with one entry per group in KEYS order, a
+               filter program (includes/filter.lua) or 0 for none
+  ARGV[6..]    runs of messages sharing a priority and a due time, in send order, each:
                priority (0-255), due (epoch ms; <= now means ready now), n, then n members
 
-  Returns one integer per message: 1 when it merged into a pending message in every group;
-  or, storing nothing, the integer GONE_UNKNOWN or GONE_STALE when the topic is gone.
+  Returns one integer per message: 1 when it stored nothing new (it merged into a pending
+  message in every group that accepted it, and one did); or, storing nothing, the integer
+  GONE_UNKNOWN or GONE_STALE when the topic is gone. A group counts what it accepts as
+  `sent` (and `merged`), what its filter rejects as `filtered`.
 
   No flags: without allow-oom, Redis refuses the whole script when it is out of memory,
   instead of failing at its first write and leaving a batch half sent.
@@ -25,6 +31,8 @@
 --- @include "group_keys"
 --- @include "generation"
 --- @include "heads"
+--- @include "member"
+--- @include "filter"
 
 local gone = topic_gone(KEYS[1], ARGV[1])
 if gone then
@@ -36,7 +44,7 @@ local clock = open_clock(KEYS[2], now)
 
 local runs = {}
 local total = 0
-local i = 5
+local i = 6
 while i <= #ARGV do
   local n = tonumber(ARGV[i + 2])
   runs[#runs + 1] = {tonumber(ARGV[i]), tonumber(ARGV[i + 1]), i + 3, i + 2 + n, total}
@@ -46,6 +54,7 @@ end
 
 local slot = ARGV[4]
 local stride = slot == "" and GROUP_KEY_COUNT or GROUP_KEY_COUNT + 2
+local filters = ARGV[5] ~= "" and cjson.decode(ARGV[5]) or nil
 
 local function open_group(first)
   local k = group_keys(first)
@@ -55,47 +64,97 @@ local function open_group(first)
   return k
 end
 
+-- The filter of the group whose keys start at KEYS[first], as accepts(i) over ARGV[i], or
+-- nil when it has none. A member's tag and properties are decoded once for all groups.
+local metas = {}
+local function group_filter(first)
+  local program = filters and filters[(first - 3) / stride + 1]
+  if type(program) ~= "table" then
+    return nil
+  end
+  local passes = compile_filter(program)
+  return function(at)
+    local meta = metas[at]
+    if not meta then
+      local tag, props = member_meta(ARGV[at])
+      meta = {tag, props}
+      metas[at] = meta
+    end
+    return passes(meta[1], meta[2])
+  end
+end
+
+-- Per message: 2 while no group has accepted it, 1 while every group that did merged it,
+-- 0 once a group stored it new.
+local UNSEEN = filters and 2 or 1
+
 -- A single send: put_pending itself, which put_pending_run is defined to equal message by
 -- message, without the batch path's tables and closures (a sixth of a single send's
 -- server instructions, CHANGELOG.md).
 if total == 1 then
-  local priority, due, member = runs[1][1], runs[1][2], ARGV[runs[1][3]]
-  local merged_everywhere = 1
+  local priority, due, at = runs[1][1], runs[1][2], runs[1][3]
+  local member = ARGV[at]
+  local merged_everywhere = UNSEEN
   for first = 3, #KEYS, stride do
     local k = open_group(first)
-    rcall("HINCRBY", k.counters, "sent", 1)
-    if put_pending(k, member, priority, due, now, clock, nil) then
-      rcall("HINCRBY", k.counters, "merged", 1)
+    local accepts = group_filter(first)
+    if accepts and not accepts(at) then
+      rcall("HINCRBY", k.counters, "filtered", 1)
     else
-      merged_everywhere = 0
+      rcall("HINCRBY", k.counters, "sent", 1)
+      if put_pending(k, member, priority, due, now, clock, nil) then
+        rcall("HINCRBY", k.counters, "merged", 1)
+        if merged_everywhere == 2 then
+          merged_everywhere = 1
+        end
+      else
+        merged_everywhere = 0
+      end
     end
   end
   finish(clock, ARGV[3])
-  return {merged_everywhere}
+  return {merged_everywhere == 1 and 1 or 0}
 end
 
 local merged_everywhere = {}
 for n = 1, total do
-  merged_everywhere[n] = 1
+  merged_everywhere[n] = UNSEEN
 end
 
 for first = 3, #KEYS, stride do
   local k = open_group(first)
-  local merged = 0
+  local accepts = group_filter(first)
+  local merged, accepted = 0, 0
   for _, run in ipairs(runs) do
     local offset = run[5]
     put_pending_run(k, run[3], run[4], run[1], run[2], now, clock, function(n, was_merged)
+      accepted = accepted + 1
       if was_merged then
         merged = merged + 1
+        if merged_everywhere[offset + n] == 2 then
+          merged_everywhere[offset + n] = 1
+        end
       else
         merged_everywhere[offset + n] = 0
       end
-    end)
+    end, accepts)
   end
-  rcall("HINCRBY", k.counters, "sent", total)
+  if accepted > 0 then
+    rcall("HINCRBY", k.counters, "sent", accepted)
+  end
+  if accepted < total then
+    rcall("HINCRBY", k.counters, "filtered", total - accepted)
+  end
   if merged > 0 then
     rcall("HINCRBY", k.counters, "merged", merged)
   end
 end
 finish(clock, ARGV[3])
+if filters then
+  for n = 1, total do
+    if merged_everywhere[n] == 2 then
+      merged_everywhere[n] = 0
+    end
+  end
+end
 return merged_everywhere

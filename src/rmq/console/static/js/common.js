@@ -186,6 +186,12 @@ const RMQ = (() => {
   const PRIORITY_NAMES = { 64: "LOW", 128: "MEDIUM", 192: "HIGH" };
   function priorityName(p) { return PRIORITY_NAMES[p] || String(p); }
 
+  // A message's tag and properties in one line: "order · region="eu" price=12".
+  function tagAndProperties(r) {
+    const props = Object.entries(r.properties || {}).map(([name, value]) => `${name}=${JSON.stringify(value)}`).join(" ");
+    return [r.tag || "", props].filter(Boolean).join(" · ");
+  }
+
   // "1 dead letter", "28 dead letters"
   function plural(n, noun) { return `${fmt.n(n)} ${noun}${n === 1 ? "" : "s"}`; }
 
@@ -209,5 +215,6 @@ const RMQ = (() => {
   }
 
   return { COLORS, api, fmt, el, td, fill, badge, stateBadge, setText, showMessage, banner,
-           poll, formJSON, onSubmit, query, priorityBar, priorityColor, priorityName, plural };
+           poll, formJSON, onSubmit, query, priorityBar, priorityColor, priorityName, plural,
+           tagAndProperties };
 })();

@@ -36,7 +36,8 @@
     fill(document.querySelector("#find-table tbody"), result.rows.map((r) => el("tr", { "data-state": r.state },
       el("td", {}, stateBadge(r.state)), td(r.group), td(r.slot, "num"), td(RMQ.priorityName(r.priority), "num"), td(due(r)),
       td(r.attempts, "num"), holder(r), td(r.id || "–", "mono"), td(r.key === null ? "" : r.key, "mono"),
-      el("td", { class: "body" }, r.body), el("td", { class: "error" }, r.error || ""))), 11,
+      td(RMQ.tagAndProperties(r), "mono"),
+      el("td", { class: "body" }, r.body), el("td", { class: "error" }, r.error || ""))), 12,
       "Nothing stored with that body or key (it may have been handled already).");
     return "";
   }

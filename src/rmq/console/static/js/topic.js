@@ -46,6 +46,7 @@
     setText("c-sent", fmt.rate(g.rates.sent));
     setText("c-acked", fmt.rate(g.rates.acked));
     setText("c-merge", fmt.pct(g.rates.merge_rate));
+    setText("c-filtered", fmt.n(g.counters.filtered || 0));
     setText("c-consumers", `${g.consumers_alive}${g.consumers_dead ? ` (+${g.consumers_dead} dead)` : ""}`);
     for (const button of document.querySelectorAll("#state-tabs button")) {
       button.querySelector(".count").textContent = fmt.n(g.backlog[button.dataset.state]);
@@ -67,6 +68,9 @@
                      onclick: () => unbind(name) }, "×")));
     const unbound = d.unbound_groups.map((name) => el("span", { class: "chip unbound", title: "unbound; keeps what it holds" }, `${name} (unbound)`));
     document.getElementById("groups").replaceChildren(...chips, ...unbound);
+    document.getElementById("filters").replaceChildren(...Object.entries(d.filters).flatMap(([name, f]) => [
+      el("dt", {}, name), el("dd", { class: "mono" },
+        [f.tags ? `tags ${f.tags}` : "", f.where ? `where ${f.where}` : ""].filter(Boolean).join("; "))]));
   }
 
   function showHeat(heat) {
@@ -96,10 +100,10 @@
   }
 
   const COLUMNS = {
-    ready: ["Slot", "Priority", "Ready since", "Attempts", "Key", "Body"],
-    delayed: ["Slot", "Priority", "Due", "Attempts", "Key", "Body"],
-    in_flight: ["Delivery", "Slot", "Priority", "Attempts", "Lease until", "Holder", "Key", "Body"],
-    dead: ["Delivery", "Slot", "Priority", "Attempts", "Died", "Last error", "Body"],
+    ready: ["Slot", "Priority", "Ready since", "Attempts", "Key", "Tag / properties", "Body"],
+    delayed: ["Slot", "Priority", "Due", "Attempts", "Key", "Tag / properties", "Body"],
+    in_flight: ["Delivery", "Slot", "Priority", "Attempts", "Lease until", "Holder", "Key", "Tag / properties", "Body"],
+    dead: ["Delivery", "Slot", "Priority", "Attempts", "Died", "Last error", "Tag / properties", "Body"],
   };
   const NUMERIC = new Set(["Slot", "Priority", "Attempts"]);
 
@@ -107,12 +111,13 @@
     const now = Date.now();
     const body = el("td", { class: "body", title: `${fmt.n(r.body_bytes)} bytes` }, r.body);
     const key = td(r.key === null ? "" : r.key, "mono");
+    const meta = td(RMQ.tagAndProperties(r), "mono");
     const common = [td(r.slot, "num"), td(RMQ.priorityName(r.priority), "num")];
     if (view.state === "ready") {
-      return [...common, td(`${fmt.when(r.due_at)} (${fmt.age(now - r.due_at)} ago)`), td(r.attempts, "num"), key, body];
+      return [...common, td(`${fmt.when(r.due_at)} (${fmt.age(now - r.due_at)} ago)`), td(r.attempts, "num"), key, meta, body];
     }
     if (view.state === "delayed") {
-      return [...common, td(`${fmt.when(r.due_at)} (in ${fmt.age(r.due_at - now)})`), td(r.attempts, "num"), key, body];
+      return [...common, td(`${fmt.when(r.due_at)} (in ${fmt.age(r.due_at - now)})`), td(r.attempts, "num"), key, meta, body];
     }
     if (view.state === "in_flight") {
       const lease = r.lease_until ? `${fmt.time(r.lease_until)} (${r.lease_until > now ? "in " + fmt.age(r.lease_until - now) : "expired"})` : "–";
@@ -120,10 +125,10 @@
         ? td(r.holder, "mono")
         : el("td", { class: "muted", title: "claimed without a consumer id (claim's holder argument)" },
           `a consumer of ${r.group} (${g ? g.consumers_alive : "?"} alive)`);
-      return [td(r.id, "mono"), ...common, td(r.attempts, "num"), td(lease), holder, key, body];
+      return [td(r.id, "mono"), ...common, td(r.attempts, "num"), td(lease), holder, key, meta, body];
     }
     return [td(r.id, "mono"), ...common, td(r.attempts, "num"), td(fmt.when(r.dead_at)),
-            el("td", { class: "error" }, r.error), body];
+            el("td", { class: "error" }, r.error), meta, body];
   }
 
   async function refreshPeek() {
@@ -223,10 +228,13 @@
     return `Saved: ${Object.entries(fields).map(([k, v]) => `${k} = ${v}`).join(", ")}.`;
   });
   onSubmit(document.getElementById("bind-form"), "bind-message", async (fields) => {
-    const result = await api("POST", `${base}/bindings`, { group: fields.group || "" });
+    const result = await api("POST", `${base}/bindings`,
+      { group: fields.group || "", tags: fields.tags || null, where: fields.where || null });
     document.getElementById("bind-form").reset();
     await round();
-    return result.added ? `Bound ${result.group}: it gets every message sent from now on.` : `${result.group} was already bound.`;
+    const filtered = result.tags || result.where ? " that its filters accept" : "";
+    return result.added ? `Bound ${result.group}: it gets every message sent from now on${filtered}.`
+                        : `${result.group} was already bound; its filters are now as given.`;
   });
   // A named level sets the number sent; "Custom…" shows the number itself to type.
   const level = document.getElementById("send-priority");

@@ -122,11 +122,25 @@ end
 -- an equal or higher priority merges with no write at all (the founding case's duplicates).
 -- Everything else (a duplicate within the batch, a member in delayed, a priority raise) goes
 -- through put_pending after the buffered adds are written, so it sees the state it would
--- have seen one send at a time. Calls on_send(n, merged) for the n-th member.
-local function put_pending_run(k, first, last, priority, due, now, clock, on_send)
-  local members = {}
-  for i = first, last do
-    members[#members + 1] = ARGV[i]
+-- have seen one send at a time. Calls on_send(n, merged) for the n-th member. `accepts`,
+-- when given, is the group's filter: accepts(i) says whether ARGV[i] is for this group;
+-- the members it rejects are left out (on_send is not called for them).
+local function put_pending_run(k, first, last, priority, due, now, clock, on_send, accepts)
+  local members, positions = {}, nil
+  if accepts then
+    positions = {}
+    for i = first, last do
+      if accepts(i) then
+        members[#members + 1] = ARGV[i]
+        positions[#members] = i - first + 1
+      end
+    end
+    local report = on_send
+    on_send = function(n, merged) report(positions[n], merged) end
+  else
+    for i = first, last do
+      members[#members + 1] = ARGV[i]
+    end
   end
   if #members == 0 then
     return

@@ -1,0 +1,93 @@
+"""A group's binding to a topic and its filters, in the registry: ``bind`` and ``unbind``,
+and reading the bound groups' filters into what the send script takes (docs/storage.md,
+"Filters at send time"). Sans-IO operations, like ``registry.py``.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..errors import CorruptRegistry
+from ..filters import Filter
+from .calls import Op, command
+from .keys import RegistryKeys
+
+__all__ = ["bind", "unbind", "group_filters", "filter_argument"]
+
+
+def bind(name: str, group: str, filters: Filter | None) -> Op[bool]:
+    """Bind ``group`` to the topic with ``filters`` (an empty Filter: none), replacing the
+    ones it had; ``filters=None`` keeps a bound group's filters as they are (what a starting
+    consumer does). Returns False if it was bound already. Nothing is written when nothing
+    changes, so a consumer whose group is bound starts even on a Redis that is out of memory
+    and refuses writes.
+
+    The filters are written before the group is bound, so a client that reads the group
+    bound reads its filters too (each write is one command, atomic)."""
+    keys = RegistryKeys(name)
+    bound, unbound, stored = yield [command("SISMEMBER", keys.groups, group),
+                                    command("SISMEMBER", keys.unbound, group),
+                                    command("HGET", keys.filters, group)]
+    is_bound = bool(bound) and not unbound
+    if filters is None:
+        filters = _parse_filter(name, group, stored) if is_bound and stored else Filter()
+    record = _filter_record(filters)
+    if record != stored:
+        yield [command("HSET", keys.filters, group, record) if record is not None
+               else command("HDEL", keys.filters, group)]
+    if is_bound:
+        return False
+    added, _ = yield [command("SADD", keys.groups, group), command("SREM", keys.unbound, group)]
+    return bool(added)
+
+
+def _filter_record(filters: Filter) -> bytes | None:
+    if not filters.program:
+        return None
+    return json.dumps({"tags": filters.tags, "where": filters.where,
+                       "program": filters.program}, ensure_ascii=False,
+                      sort_keys=True).encode("utf-8")
+
+
+def unbind(name: str, group: str) -> Op[bool]:
+    """Unbind ``group``; it is remembered as unbound, so that stats, recovery and
+    delete_topic still reach the messages it holds. Its filters go with the binding."""
+    keys = RegistryKeys(name)
+    (removed,) = yield [command("SREM", keys.groups, group)]
+    if removed:
+        yield [command("SADD", keys.unbound, group), command("HDEL", keys.filters, group)]
+    return bool(removed)
+
+
+def group_filters(name: str, bound: tuple[str, ...],
+                  stored: dict[bytes, bytes]) -> tuple[tuple[str, Filter], ...]:
+    """The bound groups' filters as stored by ``bind`` (an entry of a group not bound, left
+    by an unbind, is not one)."""
+    out = []
+    for raw_group, raw in stored.items():
+        group = raw_group.decode("utf-8", "replace")
+        if group not in bound:
+            continue
+        out.append((group, _parse_filter(name, group, raw)))
+    return tuple(sorted(out))
+
+
+def _parse_filter(name: str, group: str, raw: bytes) -> Filter:
+    try:
+        record = json.loads(raw)
+        found = Filter(record["tags"], record["where"], record["program"])
+        if not isinstance(found.program, str) or not found.program:
+            raise ValueError("no program")
+        json.loads(found.program)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise CorruptRegistry(name, f"the filters of group {group!r} are not RMQ's: "
+                                    f"{exc}") from None
+    return found
+
+
+def filter_argument(groups: tuple[str, ...], filters: tuple[tuple[str, Filter], ...]) -> str:
+    """enqueue.lua's ARGV[5]: one program (or 0) per group in send order, "" if none."""
+    if not filters:
+        return ""
+    programs = dict(filters)
+    return "[" + ",".join(programs[g].program if g in programs else "0" for g in groups) + "]"

@@ -223,3 +223,19 @@ def test_a_waiting_claim_at_the_limit_returns_once_an_ack_frees_capacity(make_cl
     claimer.join(timeout=20)
     assert len(got[0]) == 1
     assert time.monotonic() - acked < 2  # woken by the ack, not by its lease's end (30 s)
+
+
+def test_a_late_settle_of_an_earlier_topic_frees_no_capacity_of_the_topic_now(client):
+    client.create_topic("renders", slots=1)
+    client.set_limits("renders", max_in_flight=1)
+    _send(client, "renders", 1)
+    (old,) = client.claim("renders")
+    client.delete_topic("renders")
+    client.create_topic("renders", slots=1)
+    client.set_limits("renders", max_in_flight=1)
+    _send(client, "renders", 2)
+    (new,) = client.claim("renders")
+    assert new.id == old.id  # the same delivery id, in another creation of the topic
+    client.ack(old)
+    client.release([old])
+    assert client.claim("renders") == []  # the new delivery still holds the one unit

@@ -298,6 +298,7 @@ class QueueMachine(RuleBasedStateMachine):
         settling rules to try (mostly: the pool holds no delivery in flight)."""
         self.client.delete_topic(self.topic)
         self.live = False
+        self.max_in_flight, self.permits = None, {}  # the limits go with the topic
         self.deleted += self.handed
         self.handed = []
         m = self.m
@@ -545,19 +546,21 @@ class QueueMachine(RuleBasedStateMachine):
                 self.permits[where] = now + int(seconds * 1000)
         assert held == expected
 
-    @precondition(lambda self: self.live)
     def settled(self, messages: list[rmq.Message]) -> None:
         """A limited group's settled deliveries give back their permits."""
         if self.max_in_flight is not None:
             for message in messages:
-                self.permits.pop(self.in_flight_key(message), None)
+                if message.generation == self.generation:  # an earlier topic's hold none
+                    self.permits.pop(self.in_flight_key(message), None)
 
+    @precondition(lambda self: self.live)
     @rule(max_in_flight=st.sampled_from([None, None, 1, 2, 5]))
     def set_limits(self, max_in_flight: int | None) -> None:
         stored = self.client.set_limits(self.topic, GROUP, max_in_flight=max_in_flight)
         assert stored == rmq.GroupLimits(max_in_flight)
         self.max_in_flight = max_in_flight
 
+    @precondition(lambda self: self.live)
     @rule()
     def recover(self) -> None:
         # Redis's order (docs/storage.md, "leases"): longest expired first, then by the

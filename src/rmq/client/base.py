@@ -388,7 +388,8 @@ class BaseClient(LimitFlows):
             return None
         now = yield from self._now()
         fail = settle.fail(message, text, info.settings, now, not self.is_cluster)
-        if info.limits(message.group).max_in_flight is None:
+        if (info.limits(message.group).max_in_flight is None
+                or message.generation != info.generation):  # no permit of the topic now
             return (yield from fail)
         outcome, _ = yield from together([fail, limit_ops.free([message], now)])
         return cast(str | None, outcome)

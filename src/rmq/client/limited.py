@@ -106,20 +106,22 @@ class LimitFlows:
 
     def _limited(self, messages: Sequence[Message]) -> Flow[list[Message]]:
         """Those of ``messages`` whose group has a max_in_flight: they hold permits to free.
-        The registry entry comes from the cache."""
+        The registry entry comes from the cache. A delivery of an earlier creation of its
+        topic holds none (its id may be a delivery's of the topic as it is now)."""
         limited: list[Message] = []
-        limits: dict[tuple[str, str], bool] = {}
+        current: dict[tuple[str, str], str | None] = {}  # the limited groups' generation
         for m in messages:
             key = (m.topic, m.group)
-            if key not in limits:
+            if key not in current:
                 try:
                     info = yield from self._topic(m.topic)
                 # Deleted, or its entry unreadable: a settle of it goes on, and its
                 # permits expire with its leases.
                 except (UnknownTopic, *TOPIC_PROBLEMS):
                     info = None
-                limits[key] = info is not None and info.limits(m.group).max_in_flight is not None
-            if limits[key]:
+                limited_now = info is not None and info.limits(m.group).max_in_flight is not None
+                current[key] = info.generation if info is not None and limited_now else None
+            if current[key] is not None and current[key] == m.generation:
                 limited.append(m)
         return limited
 

@@ -36,6 +36,14 @@ BAD_CALLS = {
     "claim count float": (lambda c, m: c.claim("t", count=2.0), "count"),
     "claim ack None": (lambda c, m: c.claim("t", ack=None), "ack"),
     "claim_due lease 1e300": (lambda c, m: c.claim_due("t", lease=1e300), "lease"),
+    "wait_for_capacity timeout negative": (
+        lambda c, m: c.wait_for_capacity("t", timeout=-1), "timeout"),
+    "wait_for_capacity timeout NaN": (
+        lambda c, m: c.wait_for_capacity("t", timeout=NAN), "timeout"),
+    "wait_for_capacity group": (lambda c, m: c.wait_for_capacity("t", "a b"), "group"),
+    "set_limits max_in_flight": (lambda c, m: c.set_limits("t", max_in_flight=0),
+                                 "max_in_flight"),
+    "set_limits rate": (lambda c, m: c.set_limits("t", rate=(1, -1)), "rate seconds"),
     "extend seconds text": (lambda c, m: c.extend(m, "5"), "seconds"),
     "extend seconds 1e300": (lambda c, m: c.extend(m, 1e300), "seconds"),
     "extend seconds NaN": (lambda c, m: c.extend(m, NAN), "seconds"),

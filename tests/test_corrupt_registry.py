@@ -16,6 +16,8 @@ CORRUPTIONS = {
     "an unknown setting": ("settings", b'{"slots": 8, "colour": "blue"}'),
     "a setting out of range": ("settings", b'{"slots": 3}'),
     "a bound group that is no name": ("groups", b"bad:group{"),
+    "limits that are not RMQ's": ("limits", b'{"max_in_flight": 0, "rate": null}'),
+    "limits of a group that is no name": ("limits", b"bad:group{"),
 }
 
 
@@ -24,6 +26,10 @@ def _corrupt(client, topic: str, how: str) -> None:
     keys = RegistryKeys(topic)
     if what == "settings":
         client.redis.set(keys.settings, value)
+    elif what == "limits":
+        group = "default" if value.startswith(b"{") else value
+        stored = value if value.startswith(b"{") else b'{"max_in_flight": 1, "rate": null}'
+        client.redis.hset(keys.limits, group, stored)
     else:
         client.redis.sadd(keys.groups, value)
     client.redis.sadd(TOPICS, topic)
@@ -72,3 +78,12 @@ def test_an_unreadable_heartbeat_hides_no_other_consumer(client):
                                    0))
     client.redis.hset(RegistryKeys("jobs").consumers, "c2", b"{garbage")
     assert [c.id for c in client.consumers("jobs")] == ["c1"]
+
+
+def test_a_delivery_of_a_topic_whose_entry_breaks_is_still_acknowledged(make_client):
+    client = make_client(registry_ttl=0)
+    client.create_topic("broken")
+    client.send("broken", b"work")
+    (message,) = client.claim("broken")
+    _corrupt(client, "broken", "not JSON")
+    assert client.ack(message) == 1

@@ -229,6 +229,10 @@ class QueueMachine(RuleBasedStateMachine):
         self.live = False  # the topic exists (deleted by delete_topic until created again)
         self.deleted: list[rmq.Message] = []  # deliveries handed out before a delete_topic
         self.generation = ""  # the topic's, as claims must report it
+        # The group's max_in_flight (SPEC §10) and its permits: delivery -> deadline
+        # (docs/storage.md, "Group limits")
+        self.max_in_flight: int | None = None
+        self.permits: dict[tuple[int, int], int] = {}
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -294,6 +298,7 @@ class QueueMachine(RuleBasedStateMachine):
         settling rules to try (mostly: the pool holds no delivery in flight)."""
         self.client.delete_topic(self.topic)
         self.live = False
+        self.max_in_flight, self.permits = None, {}  # the limits go with the topic
         self.deleted += self.handed
         self.handed = []
         m = self.m
@@ -395,7 +400,18 @@ class QueueMachine(RuleBasedStateMachine):
         messages, next_due = self.client.claim_due(self.topic, GROUP, count, lease=lease)
         lease_ms = round(lease * 1000) if lease is not None else self.m.visibility_ms
         remaining = self.m.ready(now)
-        want = min(count, len(remaining))
+        capacity = count
+        if self.max_in_flight is not None:  # permits past their deadline are trimmed first
+            self.permits = {k: d for k, d in self.permits.items() if d > now}
+            capacity = max(0, self.max_in_flight - len(self.permits))
+            for message in messages:
+                self.permits[self.in_flight_key(message)] = now + lease_ms
+            # (a lowered limit may leave more in flight until they settle, but no claim
+            # adds to them)
+            assert not messages or len(self.permits) <= self.max_in_flight, (
+                f"{len(messages)} claimed of {count} with capacity {capacity}: "
+                f"{sorted(self.permits)} in flight, max {self.max_in_flight}")
+        want = min(count, len(remaining), capacity)
         got = [(m.body, m.key, m.priority, m.attempts, m.due_at) for m in messages]
         expected = [(p.body, p.key, p.priority, p.attempts + 1, p.due, p.seq)
                     for p in sorted(remaining, key=lambda p: (-p.priority, p.due, p.seq or 0))]
@@ -434,6 +450,8 @@ class QueueMachine(RuleBasedStateMachine):
             passed = [p for p in remaining if precedes(p, first)]
             assert not passed, (f"claimed a run from {first.body!r} (slot {first.slot}, "
                                 f"due={first.due}) past {[(p.body, p.due) for p in passed]}")
+        if capacity < count:
+            return  # held back: the reply's next due time may be the limit's
         expected_next = self.m.next_due(now) if len(messages) < count else None
         assert next_due == expected_next, f"next due {next_due}, model {expected_next}"
 
@@ -442,6 +460,7 @@ class QueueMachine(RuleBasedStateMachine):
     def ack(self, data: st.DataObject) -> None:
         batch = self.pick(data, "ack")
         acked = self.client.ack(batch)
+        self.settled(batch)
         expected = 0
         for message in batch:
             if self.m.inflight.pop(self.in_flight_key(message), None) is not None:
@@ -468,6 +487,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.reserve_stamps(1)
         now = self.now()
         outcome = self.client.nack(message, error)
+        self.settled([message])
         where = self.in_flight_key(message)
         expected = (self.m.fail(where, error, now, self.m.next_seq())
                     if where in self.m.inflight else None)
@@ -479,6 +499,7 @@ class QueueMachine(RuleBasedStateMachine):
         batch = self.pick(data, "release")
         now = self.now()
         released = self.client.release(batch)
+        self.settled(batch)
         expected = 0
         for message in batch:
             held = self.m.inflight.pop(self.in_flight_key(message), None)
@@ -520,7 +541,24 @@ class QueueMachine(RuleBasedStateMachine):
             if entry is not None:
                 entry.lease_until = now + int(seconds * 1000)
             expected.append(entry is not None)
+            where = self.in_flight_key(message)
+            if self.max_in_flight is not None and entry is not None and where in self.permits:
+                self.permits[where] = now + int(seconds * 1000)
         assert held == expected
+
+    def settled(self, messages: list[rmq.Message]) -> None:
+        """A limited group's settled deliveries give back their permits."""
+        if self.max_in_flight is not None:
+            for message in messages:
+                if message.generation == self.generation:  # an earlier topic's hold none
+                    self.permits.pop(self.in_flight_key(message), None)
+
+    @precondition(lambda self: self.live)
+    @rule(max_in_flight=st.sampled_from([None, None, 1, 2, 5]))
+    def set_limits(self, max_in_flight: int | None) -> None:
+        stored = self.client.set_limits(self.topic, GROUP, max_in_flight=max_in_flight)
+        assert stored == rmq.GroupLimits(max_in_flight)
+        self.max_in_flight = max_in_flight
 
     @precondition(lambda self: self.live)
     @rule()
@@ -668,6 +706,7 @@ class QueueMachine(RuleBasedStateMachine):
     def drain(self) -> None:
         """Let every lease expire and every delay pass, then consume everything: each send
         must have been followed by a claim, and only dead letters remain."""
+        self.set_limits(None)
         for _ in range(4 * (self.m.max_retries + 2)):
             events = [p.due for p in self.m.pending.values()]
             events += [f.lease_until for f in self.m.inflight.values()]

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 from .client import Client, ServerClock, system_clock
 from .errors import RMQError
 from .message import DeadLetter, Message, Priority, SendCounts, SendResult
-from .settings import TopicSettings
+from .settings import GroupLimits, TopicSettings
 from .storage.history import HistorySample, TopicHistory
 from .storage.isolation import PerTopic
 from .storage.peek import PeekPage
@@ -24,6 +24,7 @@ __all__ = [
     "Consumer",
     "ConsumerInfo",
     "DeadLetter",
+    "GroupLimits",
     "GroupStats",
     "HistorySample",
     "Message",

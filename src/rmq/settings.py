@@ -7,10 +7,10 @@ import re
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from .errors import InputError, InvalidGroupName, InvalidSetting, InvalidTopicName
+from .errors import InputError, InvalidArgument, InvalidGroupName, InvalidSetting, InvalidTopicName
 
-__all__ = ["TopicSettings", "check_topic_name", "check_group_name", "check_int", "check_number",
-           "DEFAULT_GROUP", "MAX_LEASE"]
+__all__ = ["TopicSettings", "GroupLimits", "check_topic_name", "check_group_name", "check_int",
+           "check_number", "DEFAULT_GROUP", "MAX_LEASE"]
 
 DEFAULT_GROUP = "default"
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")
@@ -109,6 +109,57 @@ class TopicSettings:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+MAX_LIMIT = 1_000_000  # the largest max_in_flight, and the largest count of a rate
+MIN_RATE_SECONDS = 0.001
+
+
+@dataclass(frozen=True, slots=True)
+class GroupLimits:
+    """A group's fleet-wide limits (SPEC §10), held by every consumer of the group together.
+
+    max_in_flight: at most this many of the group's messages in flight at any moment
+        (1 to 1 000 000), or None for no such limit.
+    rate: ``(count, seconds)``: at most ``count`` of the group's messages claimed in any
+        ``seconds`` (count 1 to 1 000 000, seconds 0.001 to 86 400), or None.
+
+    A bad value raises :class:`~rmq.errors.InvalidArgument` naming it.
+    """
+
+    max_in_flight: int | None = None
+    rate: tuple[int, float] | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_in_flight is not None:
+            check_int("max_in_flight", self.max_in_flight, 1, MAX_LIMIT, InvalidArgument)
+        if self.rate is not None:
+            if isinstance(self.rate, str | bytes) or not isinstance(self.rate, tuple | list) \
+                    or len(self.rate) != 2:
+                raise InvalidArgument(
+                    f"rate must be (count, seconds) or None, got {self.rate!r}")
+            count, seconds = self.rate
+            check_int("rate count", count, 1, MAX_LIMIT, InvalidArgument)
+            check_number("rate seconds", seconds, MIN_RATE_SECONDS, _DAY, InvalidArgument)
+            object.__setattr__(self, "rate", (count, seconds))
+
+    @property
+    def unlimited(self) -> bool:
+        """True when neither limit is set."""
+        return self.max_in_flight is None and self.rate is None
+
+    def to_json(self) -> str:
+        return json.dumps({"max_in_flight": self.max_in_flight,
+                           "rate": None if self.rate is None else list(self.rate)},
+                          separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> GroupLimits:
+        stored = json.loads(text)
+        if not isinstance(stored, dict) or set(stored) != {"max_in_flight", "rate"}:
+            raise ValueError(f"not a group's limits: {text!r}")
+        rate = stored["rate"]
+        return cls(stored["max_in_flight"], None if rate is None else tuple(rate))
 
 
 def check_int(name: str, value: object, low: int, high: int,

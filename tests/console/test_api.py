@@ -104,6 +104,36 @@ def test_pause_resume_bind_and_unbind(api: TestClient, client: rmq.Client) -> No
     assert "unknown topic 'x'" in error_of(api.post("/api/topics/x/pause", headers=JSON), 404)
 
 
+def test_an_operator_sets_and_removes_a_groups_limits(api: TestClient,
+                                                     client: rmq.Client) -> None:
+    client.create_topic("t")
+    set_ = api.post("/api/topics/t/limits", json={"group": "gpu", "max_in_flight": 4,
+                                                   "rate": {"count": 100, "seconds": 60}})
+    assert set_.status_code == 200, set_.text
+    assert set_.json()["limits"] == {"max_in_flight": 4, "rate": {"count": 100, "seconds": 60}}
+    assert client.limits("t", "gpu") == rmq.GroupLimits(4, (100, 60))
+    client.bind("t", "gpu")
+    groups = {g["group"]: g for g in api.get("/api/topics/t").json()["groups"]}
+    assert groups["gpu"]["limits"] == {"max_in_flight": 4,
+                                       "rate": {"count": 100, "seconds": 60}}
+    assert api.post("/api/topics/t/limits", json={"group": "gpu"}).json()["limits"] == {
+        "max_in_flight": None, "rate": None}
+    assert client.limits("t", "gpu") == rmq.GroupLimits()
+
+
+@pytest.mark.parametrize(("body", "words"), [
+    ({"max_in_flight": 0}, "max_in_flight must be an integer from 1 to 1000000, got 0"),
+    ({"rate": {"count": 5, "seconds": 0}}, "rate seconds must be a number from 0.001"),
+    ({"group": "a b", "max_in_flight": 1}, "invalid group name 'a b'"),
+])
+def test_bad_limits_are_refused_and_change_nothing(api: TestClient, client: rmq.Client,
+                                                   body: dict, words: str) -> None:
+    client.create_topic("t")
+    client.set_limits("t", max_in_flight=3)
+    assert words in error_of(api.post("/api/topics/t/limits", json=body), 400)
+    assert client.limits("t") == rmq.GroupLimits(3)
+
+
 def test_send_peek_and_find(api: TestClient, client: rmq.Client) -> None:
     client.create_topic("t", slots=2)
     sent = api.post("/api/topics/t/messages", json={"body": "hello", "priority": 200})

@@ -356,3 +356,26 @@ def test_an_operator_binds_a_filtered_group_from_the_topic_page(
     page.goto(f"{base}/topics/prices")
     live(page)
     expect(page.locator("#peek-table tbody")).to_contain_text('order · region="eu"')
+
+
+def test_an_operator_sets_a_groups_limits_on_the_topic_page(
+        page: Page, console_process: Any, client: rmq.Client) -> None:
+    base = console_process("--refresh", "1")
+    client.create_topic("renders")
+    client.set_limits("renders", max_in_flight=4)
+    page.goto(f"{base}/topics/renders")
+    live(page)
+    expect(page.locator("#limits-now")).to_contain_text("Limits of default: max in flight 4.")
+    page.fill("#limits-form [name=max_in_flight]", "2")
+    page.fill("#limits-form [name=rate_count]", "100")
+    page.fill("#limits-form [name=rate_seconds]", "60")
+    page.click("#limits-form button[type=submit]")
+    expect(page.locator("#limits-message")).to_contain_text(
+        "Limits of default: max in flight 2, rate 100 per 60s.")
+    assert client.limits("renders") == rmq.GroupLimits(2, (100, 60))
+    page.fill("#limits-form [name=rate_count]", "0")
+    page.fill("#limits-form [name=rate_seconds]", "60")
+    page.click("#limits-form button[type=submit]")
+    expect(page.locator("#limits-message")).to_contain_text(
+        "rate count must be an integer from 1 to 1000000, got 0")
+    assert client.limits("renders") == rmq.GroupLimits(2, (100, 60))

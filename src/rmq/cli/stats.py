@@ -25,6 +25,7 @@ from .common import (
     seconds,
     table,
 )
+from .limits import describe
 
 __all__ = ["add_parsers"]
 
@@ -61,6 +62,8 @@ def render(stats: TopicStats, previous: TopicStats | None, interval: float,
             bands = "  ".join(f"{priority_name(p)}: {n}"
                               for p, n in group.ready_by_priority.items())
             lines.append(f"ready by priority ({name}): {bands}")
+        if not group.limits.unlimited:
+            lines.append(f"limits ({name}): {describe(group.limits)}")
     if slots:
         for name, group in stats.groups.items():
             lines.append(f"\nslots of {name}:")
@@ -112,6 +115,8 @@ def view(current: TopicStats, previous: TopicStats | None, interval: float,
             bands = "  ".join(f"{priority_name(p)}: {n:,}"
                               for p, n in group.ready_by_priority.items())
             parts.append(Text(f"ready by priority ({name}): {bands}", style="dim"))
+        if not group.limits.unlimited:
+            parts.append(Text(f"limits ({name}): {describe(group.limits)}", style="dim"))
     if slots:
         for name, group in current.groups.items():
             busiest = sorted(group.slots, key=lambda s: -(s.ready + s.delayed + s.in_flight))

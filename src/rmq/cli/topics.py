@@ -1,4 +1,4 @@
-"""``rmq topic create|list|show|alter|delete|pause|resume|bind|unbind``."""
+"""``rmq topic create|list|show|alter|delete|pause|resume|bind|unbind|limits``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 from ..errors import TopicConflict
 from ..settings import TopicSettings
+from . import limits
 from .common import CommandError, open_client, print_json, table
 
 __all__ = ["add_parsers"]
@@ -114,8 +115,10 @@ def show(args: argparse.Namespace) -> None:
     with open_client(args) as client:
         info = client.topic(args.name, fresh=True)
     filters = {group: {"tags": f.tags, "where": f.where} for group, f in info.filters}
+    limited = {group: info.limits(group) for group in sorted(info.group_limits)}
     data = {"name": info.name, "groups": list(info.groups), "paused": info.paused,
-            "settings": info.settings.to_dict(), "filters": filters}
+            "settings": info.settings.to_dict(), "filters": filters,
+            "limits": {group: limits.as_json(value) for group, value in limited.items()}}
     if args.json:
         print_json(data)
         return
@@ -126,6 +129,8 @@ def show(args: argparse.Namespace) -> None:
         print(f"  {group}: {'; '.join(part for part in shown if part)}")
     for name, value in info.settings.to_dict().items():
         print(f"  {name:<20} {value}")
+    for group, value in limited.items():
+        print(f"limits of {group}: {limits.describe(value)}")
 
 
 def delete(args: argparse.Namespace) -> None:
@@ -201,3 +206,6 @@ def add_parsers(commands: Any) -> None:
                         help="SQL condition on properties and TAG, e.g. "
                              "\"region = 'eu' AND price > 10\" (default: none)")
     action("unbind", unbind, "unbind a group: it receives no new messages", group=True)
+    limits.configure(action("limits", limits.limits,
+                            "show or set a group's fleet-wide limits (held by all its "
+                            "consumers together)"))

@@ -20,7 +20,7 @@ from ..errors import UnknownTopic
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
 from ..properties import PropertyValue
 from ..runtime import Consumer, start_each
-from ..settings import DEFAULT_GROUP, TopicSettings, check_topic_name
+from ..settings import DEFAULT_GROUP, GroupLimits, TopicSettings, check_topic_name
 from ..storage.history import TopicHistory
 from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, problem_of
 from ..storage.peek import PeekPage
@@ -31,8 +31,10 @@ from .base import MISSING, BaseClient, Flow, Load, Sleep, Subscribe
 from .clock import Clock
 from .cluster import AsyncClusterExecutor
 from .connect import AsyncRedis, open_async, open_async_node
+from .error_map import map_errors
 from .executor import AsyncExecutor
 from .group_commit import AsyncGroupCommit
+from .limited import AwaitCapacity
 from .replication import BatchNotReplicated, Replication
 from .sync import Client
 from .urls import check_url
@@ -128,6 +130,8 @@ class AsyncClient(BaseClient):
             return self._drain(effect.topic)
         if kind is Sleep:
             return self._sleep(effect.topic, effect.seconds)
+        if kind is AwaitCapacity:
+            return self._await_capacity(effect.key, effect.seconds)
         raise TypeError(f"not an effect: {effect!r}")
 
     @staticmethod
@@ -136,6 +140,11 @@ class AsyncClient(BaseClient):
 
     async def _drain(self, topic: str) -> Any:
         return await (await self.waiter(topic)).drain()
+
+    async def _await_capacity(self, key: str, seconds: float) -> bool:
+        assert self.redis is not None  # effects run on an open client
+        with map_errors():
+            return await self.redis.blpop([key], timeout=seconds) is not None
 
     async def _sleep(self, topic: str, seconds: float) -> Any:
         return await (await self.waiter(topic)).wait(seconds)
@@ -216,6 +225,21 @@ class AsyncClient(BaseClient):
     async def resume(self, topic: str) -> None:
         """See :meth:`rmq.Client.resume`."""
         await self._run(self._set_paused(topic, False))
+
+    async def set_limits(self, topic: str, group: str = DEFAULT_GROUP, *,
+                         max_in_flight: int | None = None,
+                         rate: tuple[int, float] | None = None) -> GroupLimits:
+        """See :meth:`rmq.Client.set_limits`."""
+        return await self._run(self._set_limits(topic, group, max_in_flight, rate))
+
+    async def limits(self, topic: str, group: str = DEFAULT_GROUP) -> GroupLimits:
+        """See :meth:`rmq.Client.limits`."""
+        return await self._run(self._limits(topic, group))
+
+    async def wait_for_capacity(self, topic: str, group: str = DEFAULT_GROUP,
+                                timeout: float = 10.0) -> bool:
+        """See :meth:`rmq.Client.wait_for_capacity`."""
+        return await self._run(self._wait_for_capacity(topic, group, timeout))
 
     async def consumers(self, topic: str, dead_after: float = 10.0) -> list[ConsumerInfo]:
         """See :meth:`rmq.Client.consumers`."""

@@ -18,15 +18,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar, cast
 
 from ..errors import ConflictingOptions, InvalidArgument, RedisUnavailable, UnknownTopic
 from ..filters import compile_filter
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
 from ..settings import TopicSettings, check_group_name, check_number, check_topic_name
 from ..storage import bindings, dead, history, queue, registry, settle
+from ..storage import limits as limit_ops
 from ..storage import peek as peek_ops
-from ..storage.calls import Call, Op
+from ..storage.calls import Call, Op, together
 from ..storage.history import TopicHistory
 from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, load_all, problem_of
 from ..storage.peek import PeekPage
@@ -50,6 +51,7 @@ from .arguments import (
     check_wait,
 )
 from .clock import Clock, ServerClock, check_epoch
+from .limited import AwaitCapacity, LimitFlows
 from .outgoing import MISSING, as_bytes, prepare, prepare_batch
 
 __all__ = ["BaseClient", "Flow", "Load", "Subscribe", "Sleep", "MISSING"]
@@ -78,11 +80,11 @@ class Sleep(NamedTuple):
     seconds: float
 
 
-Effect = list[Call] | Load | Subscribe | Sleep
+Effect = list[Call] | Load | Subscribe | Sleep | AwaitCapacity
 Flow = Generator[Effect, Any, T]
 
 
-class BaseClient:
+class BaseClient(LimitFlows):
     """What both clients share: the clock, the registry cache, and one flow per method.
 
     ``clock``: None (the default) judges time by the Redis server's clock
@@ -105,6 +107,7 @@ class BaseClient:
         self.registry_ttl = registry_ttl
         self._cache: dict[str, tuple[float, TopicInfo]] = {}
         self._claimer = queue.Claimer(single_node=True)
+        self._held_back = {}
 
     def _connected(self, is_cluster: bool) -> None:
         """The client knows what it talks to: a single node, or a cluster."""
@@ -314,6 +317,9 @@ class BaseClient:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return messages
+            if (topic, group) in self._held_back:  # by the group's limits: wait for capacity
+                yield from self._wait_for_capacity(topic, group, remaining)
+                continue
             if not subscribed:
                 # Subscribe, then claim again: a send between the two is not missed.
                 yield Subscribe(topic)
@@ -333,17 +339,22 @@ class BaseClient:
             check_lease(lease)
         claimer = "" if holder is None else check_consumer_id(holder, "holder")
         acks = check_messages(ack, "ack")
-        one_call = not self.is_cluster
 
         def claim_due(info: TopicInfo, first: bool) -> Flow[Claimed]:
             acking = acks if first else ()  # the first attempt's round trip acked them
             if info.paused:
                 yield from self._ack(acking)
                 return Claimed([], None)
+            limited = yield from self._limited(acking)
             now = yield from self._now()
+            lease_s = lease or info.settings.visibility_timeout
+            if not info.limits(group).unlimited:
+                return (yield from self._claim_limited(info, group, count, now, lease_s,
+                                                       claimer, acking, limited))
+            self._held_back.pop((topic, group), None)
             claim = self._claimer.claim(topic, info.generation, group, info.settings, count,
-                                        now, lease or info.settings.visibility_timeout, claimer)
-            messages, next_due = yield from settle.with_acks(acking, one_call, claim)
+                                        now, lease_s, claimer)
+            messages, next_due = yield from self._settling(acking, limited, now, claim)
             return Claimed(messages, next_due)
 
         return (yield from self._on_current(topic, claim_due))
@@ -356,7 +367,13 @@ class BaseClient:
         batch = check_messages(messages)
         if not batch:
             return 0
-        return (yield from settle.ack(batch, not self.is_cluster))
+        limited = yield from self._limited(batch)
+        if not limited:
+            return (yield from settle.ack(batch, not self.is_cluster))
+        now = yield from self._now()
+        acked, _ = yield from together([settle.ack(batch, not self.is_cluster),
+                                        limit_ops.free(limited, now)])
+        return cast(int, acked)
 
     def _nack(self, message: Message, error: str | BaseException) -> Flow[str | None]:
         check_message(message)
@@ -370,7 +387,12 @@ class BaseClient:
         except UnknownTopic:  # deleted: its deliveries went with it, nothing to fail
             return None
         now = yield from self._now()
-        return (yield from settle.fail(message, text, info.settings, now, not self.is_cluster))
+        fail = settle.fail(message, text, info.settings, now, not self.is_cluster)
+        if (info.limits(message.group).max_in_flight is None
+                or message.generation != info.generation):  # no permit of the topic now
+            return (yield from fail)
+        outcome, _ = yield from together([fail, limit_ops.free([message], now)])
+        return cast(str | None, outcome)
 
     def _release(self, messages: Sequence[Message]) -> Flow[int]:
         messages = check_messages(messages)
@@ -383,16 +405,25 @@ class BaseClient:
                     heads.append(name)
             except UnknownTopic:  # deleted: its deliveries went with it, nothing to give back
                 pass
+        limited = yield from self._limited(messages)
         now = yield from self._now()
-        return (yield from settle.release(messages, now, heads))
+        released, _ = yield from together([settle.release(messages, now, heads),
+                                           limit_ops.free(limited, now)])
+        return cast(int, released)
 
     def _extend(self, messages: Message | Sequence[Message], seconds: float) -> Flow[list[bool]]:
         batch = check_messages(messages)
         check_lease(seconds, "seconds")
         if not batch:
             return []
+        limited = yield from self._limited(batch)
         now = yield from self._now()
-        return (yield from settle.extend(batch, now + int(seconds * 1000)))
+        until = now + int(seconds * 1000)
+        held = yield from settle.extend(batch, until)
+        permits = {id(m) for m in limited}
+        yield from limit_ops.extend([m for m, h in zip(batch, held, strict=True)
+                                     if h and id(m) in permits], until)
+        return held
 
     def _recover(self, topic: str | None) -> Flow[int]:
         if topic is not None:
@@ -444,7 +475,7 @@ class BaseClient:
         info = yield from self._topic(topic, fresh=True)
         now = yield from self._now()
         return (yield from collect(topic, registry.groups_with_data(info), info.settings.slots,
-                                   info.paused, now))
+                                   info.paused, now, info.limits))
 
     def _snapshot_parts(self, topic: str, groups: Sequence[str] | None,
                         slots: Sequence[int] | None) -> Flow[list[tuple[str, int]]]:

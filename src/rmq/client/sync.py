@@ -17,7 +17,7 @@ from ..errors import UnknownTopic
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
 from ..properties import PropertyValue
 from ..runtime import Consumer, run_all
-from ..settings import DEFAULT_GROUP, TopicSettings, check_topic_name
+from ..settings import DEFAULT_GROUP, GroupLimits, TopicSettings, check_topic_name
 from ..storage.history import TopicHistory
 from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, problem_of
 from ..storage.peek import PeekPage
@@ -28,8 +28,10 @@ from .base import MISSING, BaseClient, Flow, Load, Sleep, Subscribe
 from .clock import Clock
 from .cluster import ClusterExecutor
 from .connect import connect
+from .error_map import map_errors
 from .executor import Executor
 from .group_commit import GroupCommit
+from .limited import AwaitCapacity
 from .replication import BatchNotReplicated, Replication
 from .urls import resolve_url
 from .waiter import Waiter
@@ -116,6 +118,9 @@ class Client(BaseClient):
             return self.waiter(effect.topic).drain()
         if kind is Sleep:
             return self.waiter(effect.topic).wait(effect.seconds)
+        if kind is AwaitCapacity:
+            with map_errors():
+                return self.redis.blpop([effect.key], timeout=effect.seconds) is not None
         raise TypeError(f"not an effect: {effect!r}")
 
     def _load_topic(self, name: str, fresh: bool) -> TopicInfo:
@@ -202,6 +207,29 @@ class Client(BaseClient):
     def resume(self, topic: str) -> None:
         """Consumers claim from ``topic`` again."""
         self._run(self._set_paused(topic, False))
+
+    def set_limits(self, topic: str, group: str = DEFAULT_GROUP, *,
+                   max_in_flight: int | None = None,
+                   rate: tuple[int, float] | None = None) -> GroupLimits:
+        """Set the group's fleet-wide limits, held by all its consumers together (SPEC §10):
+        at most ``max_in_flight`` of its messages in flight at once, at most ``rate=(count,
+        seconds)`` of them claimed in any ``seconds``. Both are set at once: a limit given
+        as None (or left out) is removed. Bad values raise InvalidArgument and write
+        nothing. Returns the limits now stored."""
+        return self._run(self._set_limits(topic, group, max_in_flight, rate))
+
+    def limits(self, topic: str, group: str = DEFAULT_GROUP) -> GroupLimits:
+        """The group's fleet-wide limits as stored now (see :meth:`set_limits`)."""
+        return self._run(self._limits(topic, group))
+
+    def wait_for_capacity(self, topic: str, group: str = DEFAULT_GROUP,
+                          timeout: float = 10.0) -> bool:
+        """After a ``claim_due`` held back by the group's limits: sleep until a unit of
+        capacity is given back to this waiter (an ack, a nack, a release), or until the
+        limit may allow more (an expiring lease, the rate's next unit), at most ``timeout``
+        seconds. Returns False at once when this client's last claim of the group was not
+        held back (then wait for work instead)."""
+        return self._run(self._wait_for_capacity(topic, group, timeout))
 
     def consumers(self, topic: str, dead_after: float = 10.0) -> list[ConsumerInfo]:
         """Registered consumers of ``topic``; ``alive`` is false after ``dead_after`` s of

@@ -59,6 +59,19 @@ class Binding(Strict):
     where: str | None = Field(None, description="SQL condition on properties and TAG")
 
 
+class Rate(Strict):
+    count: int = Field(description="messages, 1-1000000")
+    seconds: float = Field(description="the window, 0.001-86400 seconds")
+
+
+class Limits(Strict):
+    """A group's fleet-wide limits (docs/limits.md); a limit left out or null is removed."""
+
+    group: str = "default"
+    max_in_flight: int | None = Field(None, description="1-1000000 messages in flight at once")
+    rate: Rate | None = Field(None, description="at most count claimed in any seconds")
+
+
 class Outgoing(Strict):
     """A message to send: UTF-8 text; ``delay_ms`` or ``deliver_at`` (epoch ms) for later."""
 
@@ -172,6 +185,15 @@ def bind(request: Request, topic: str, binding: Binding) -> dict[str, Any]:
                                   where=binding.where or None)
     return {"name": topic, "group": binding.group, "added": added,
             "tags": binding.tags or None, "where": binding.where or None}
+
+
+@router.post("/topics/{topic}/limits", summary="Set a group's fleet-wide limits "
+             "(max in flight, rate)")
+def set_limits(request: Request, topic: str, limits: Limits) -> dict[str, Any]:
+    rate = None if limits.rate is None else (limits.rate.count, limits.rate.seconds)
+    stored = _client(request).set_limits(topic, limits.group,
+                                         max_in_flight=limits.max_in_flight, rate=rate)
+    return {"name": topic, "group": limits.group, "limits": views.limits_view(stored)}
 
 
 @router.delete("/topics/{topic}/bindings/{group}", summary="Unbind a group")

@@ -54,7 +54,15 @@ def _group_view(group: rmq.GroupStats, samples: list[rmq.HistorySample],
         "rates": _latest_rates(samples),
         "consumers_alive": sum(c.alive for c in mine),
         "consumers_dead": sum(not c.alive for c in mine),
+        "limits": limits_view(group.limits),
     }
+
+
+def limits_view(limits: rmq.GroupLimits) -> dict[str, Any]:
+    """A group's limits as the API gives them (and takes them: api.Limits)."""
+    rate = None if limits.rate is None else {"count": limits.rate[0],
+                                             "seconds": limits.rate[1]}
+    return {"max_in_flight": limits.max_in_flight, "rate": rate}
 
 
 def _topic_view(client: rmq.Client, info: rmq.TopicInfo) -> tuple[rmq.TopicStats,

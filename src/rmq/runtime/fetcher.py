@@ -1,7 +1,8 @@
 """Claiming for a consumer, from one thread: claim what the prefetch wants (``prefetch.py``),
 hand the messages to the workers, and otherwise sleep on the topic's wake-up channel until
-work arrives or the next delayed message is due (an idle consumer does not poll). Each
-claim's round trip is timed for the prefetch."""
+work arrives or the next delayed message is due (an idle consumer does not poll). A claim
+held back by the group's limits sleeps on the group's wake list instead, until capacity is
+given back to it (docs/limits.md). Each claim's round trip is timed for the prefetch."""
 
 from __future__ import annotations
 
@@ -68,7 +69,8 @@ class Fetcher:
                     self.holdings.add(messages, self.client.now())
                     self.workers.submit(messages)
                     continue
-                waiter.wait(self._idle_timeout(next_due))
+                if not self.client.wait_for_capacity(self.topic, self.group, self.idle_wake):
+                    waiter.wait(self._idle_timeout(next_due))
             except UnknownTopic:
                 if gone:
                     log.debug("%s: topic %r still does not exist", self.consumer_id, self.topic)

@@ -16,6 +16,7 @@ __all__ = [
     "GroupSlotKeys",
     "RegistryKeys",
     "HeadsKeys",
+    "LimitKeys",
     "wake_channel",
     "topic_of",
 ]
@@ -70,6 +71,10 @@ class RegistryKeys:
         return f"{PREFIX}:{{{self.topic}}}:paused"
 
     @property
+    def limits(self) -> str:  # hash: group -> JSON of its GroupLimits (only limited groups)
+        return f"{PREFIX}:{{{self.topic}}}:limits"
+
+    @property
     def consumers(self) -> str:  # hash: consumer id -> JSON heartbeat record
         return f"{PREFIX}:{{{self.topic}}}:consumers"
 
@@ -83,7 +88,42 @@ class RegistryKeys:
     def all(self) -> list[str]:
         """The topic's registry keys (rings of history are per group: ``history_ring``)."""
         return [self.settings, self.generation, self.groups, self.unbound, self.filters,
-                self.paused, self.consumers, self.history]
+                self.paused, self.limits, self.consumers, self.history]
+
+
+@dataclass(frozen=True, slots=True)
+class LimitKeys:
+    """Keys of one group's fleet-wide limits (docs/limits.md), beside the registry entry on
+    the topic's tag ``{topic}``: one node holds all of them, on a cluster too."""
+
+    topic: str
+    group: str
+
+    def _key(self, kind: str) -> str:
+        return f"{PREFIX}:{{{self.topic}}}:limit:{self.group}:{kind}"
+
+    @property
+    def limits(self) -> str:  # hash: group -> JSON of its GroupLimits (the registry's)
+        return RegistryKeys(self.topic).limits
+
+    @property
+    def permits(self) -> str:  # zset: delivery id (or "token:i" placeholder) -> deadline ms
+        return self._key("permits")
+
+    @property
+    def rate(self) -> str:  # zset: "token:count" -> Redis TIME of a claim, ms
+        return self._key("rate")
+
+    @property
+    def waiters(self) -> str:  # zset: waiter id -> deadline of its wait, ms
+        return self._key("waiters")
+
+    @property
+    def wake(self) -> str:  # list: one token per unit of capacity given back to a waiter
+        return self._key("wake")
+
+    def all(self) -> list[str]:
+        return [self.permits, self.rate, self.waiters, self.wake]
 
 
 @dataclass(frozen=True, slots=True)

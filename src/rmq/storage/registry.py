@@ -7,16 +7,22 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..errors import CorruptRegistry, TopicConflict, UnknownTopic, WrongKeyType
+from ..errors import CorruptRegistry, InputError, TopicConflict, UnknownTopic, WrongKeyType
 from ..filters import Filter
-from ..settings import DEFAULT_GROUP, TopicSettings, check_group_name, check_topic_name
+from ..settings import (
+    DEFAULT_GROUP,
+    GroupLimits,
+    TopicSettings,
+    check_group_name,
+    check_topic_name,
+)
 from .bindings import filter_argument, group_filters
 from .calls import Op, command
-from .keys import TOPICS, HeadsKeys, RegistryKeys, SlotKeys
+from .keys import TOPICS, HeadsKeys, LimitKeys, RegistryKeys, SlotKeys
 
 __all__ = [
     "TopicInfo",
@@ -28,6 +34,7 @@ __all__ = [
     "delete_topic",
     "list_topics",
     "set_paused",
+    "set_limits",
     "heartbeat",
     "forget_consumer",
     "list_consumers",
@@ -54,6 +61,11 @@ class TopicInfo:
     def filter_of(self, group: str) -> Filter:
         """The group's filters (an empty Filter when it has none)."""
         return dict(self.filters).get(group, Filter())
+    group_limits: Mapping[str, GroupLimits] = field(default_factory=dict)  # limited ones
+
+    def limits(self, group: str) -> GroupLimits:
+        """The group's limits (no limit for a group that has none stored)."""
+        return self.group_limits.get(group, NO_LIMITS)
 
     @property
     def groups(self) -> tuple[str, ...]:
@@ -108,7 +120,7 @@ def load_info(name: str, salvage: bool = False) -> Op[TopicInfo]:
     keys = RegistryKeys(name)
     reads = _entry_reads(keys)
     try:
-        settings, groups, paused, unbound, generation, filters = yield [
+        settings, groups, paused, unbound, generation, filters, limits = yield [
             command(verb, key) for key, (verb, _) in reads.items()]
     except WrongKeyType:
         problem, stored = yield from _wrong_types(reads)
@@ -126,7 +138,8 @@ def load_info(name: str, salvage: bool = False) -> Op[TopicInfo]:
         return TopicInfo(name, _settings(name, settings), bound,
                          paused is not None, _names(name, unbound),
                          _generation(name, generation), found,
-                         filter_argument(bound or (DEFAULT_GROUP,), found))
+                         filter_argument(bound or (DEFAULT_GROUP,), found),
+                         _limits(name, limits))
     except CorruptRegistry:
         if not salvage:
             raise
@@ -144,7 +157,8 @@ def _entry_reads(keys: RegistryKeys) -> dict[str, tuple[str, str]]:
     """Each key of the entry with the command that reads it and the Redis type it has."""
     return {keys.settings: ("GET", "string"), keys.groups: ("SMEMBERS", "set"),
             keys.paused: ("GET", "string"), keys.unbound: ("SMEMBERS", "set"),
-            keys.generation: ("GET", "string"), keys.filters: ("HGETALL", "hash")}
+            keys.generation: ("GET", "string"), keys.filters: ("HGETALL", "hash"),
+            keys.limits: ("HGETALL", "hash")}
 
 
 def _wrong_types(reads: dict[str, tuple[str, str]]) -> Op[tuple[str, dict[str, Any]]]:
@@ -156,8 +170,8 @@ def _wrong_types(reads: dict[str, tuple[str, str]]) -> Op[tuple[str, dict[str, A
     wrong = [key for key, (_, want) in reads.items() if found[key] not in (want, "none")]
     readable = [key for key in reads if key not in wrong]
     values = yield [command(reads[key][0], key) for key in readable]
-    stored: dict[str, Any] = {key: None if verb == "GET" else set()
-                              for key, (verb, _) in reads.items()}
+    empty: dict[str, Any] = {"GET": None, "SMEMBERS": set(), "HGETALL": {}}
+    stored = {key: empty[verb] for key, (verb, _) in reads.items()}
     stored.update(zip(readable, values, strict=True))
     problem = "; ".join(f"its key {key} is a Redis {found[key]}, not a {reads[key][1]}"
                         for key in wrong)
@@ -184,6 +198,22 @@ def _generation(name: str, stored: bytes | None) -> str:
     if not generation.isalnum():
         raise CorruptRegistry(name, f"its generation is not RMQ's: {stored!r}")
     return generation
+
+
+NO_LIMITS = GroupLimits()
+
+
+def _limits(name: str, stored: dict[bytes, bytes]) -> dict[str, GroupLimits]:
+    """The limited groups' limits as stored; one that is not RMQ's makes the entry corrupt
+    (a limit must never be silently dropped)."""
+    limits = {}
+    for raw_group, raw in stored.items():
+        try:
+            limits[check_group_name(raw_group.decode())] = GroupLimits.from_json(raw)
+        except (ValueError, TypeError, InputError):
+            raise CorruptRegistry(name, f"the limits of group {raw_group!r} are not RMQ's: "
+                                        f"{raw!r}") from None
+    return limits
 
 
 def _names(name: str, stored: set[bytes], readable: bool = False) -> tuple[str, ...]:
@@ -267,6 +297,8 @@ def delete_topic(info: TopicInfo) -> Op[None]:
     # the heads indexes (single node, many slots); absent keys cost an UNLINK that finds none
     for group in groups_with_data(info):
         data += HeadsKeys(info.name, group).all()
+    for group in set(groups_with_data(info)) | set(info.group_limits):
+        data += LimitKeys(info.name, group).all()
     # UNLINK frees a big backlog in the background instead of blocking Redis while it does.
     yield [command("UNLINK", k) for k in data]
 
@@ -289,6 +321,14 @@ def _is_topic_name(raw: bytes) -> bool:
 def set_paused(name: str, paused: bool) -> Op[None]:
     key = RegistryKeys(name).paused
     yield [command("SET", key, "1") if paused else command("DEL", key)]
+
+
+def set_limits(name: str, group: str, limits: GroupLimits) -> Op[None]:
+    """Store the group's limits (both at once); no limit at all removes its entry, so an
+    unlimited group costs its claims nothing."""
+    key = RegistryKeys(name).limits
+    yield [command("HDEL", key, group) if limits.unlimited
+           else command("HSET", key, group, limits.to_json())]
 
 
 def heartbeat(state: ConsumerState, now: int) -> Op[None]:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..settings import GroupLimits
 from .calls import Op, script_call
 from .keys import SlotKeys
 from .scripts import script
@@ -35,7 +36,7 @@ class SlotStats:
 
 @dataclass(frozen=True, slots=True)
 class GroupStats:
-    """Totals of a group over its slots, and the slots themselves."""
+    """Totals of a group over its slots, its fleet-wide limits, and the slots themselves."""
 
     group: str
     delayed: int
@@ -46,6 +47,7 @@ class GroupStats:
     oldest_ready_ms: int
     counters: dict[str, int]
     slots: list[SlotStats] = field(default_factory=list)
+    limits: GroupLimits = GroupLimits()
 
     @property
     def pending(self) -> int:
@@ -76,7 +78,7 @@ def _slot_stats(slot: int, reply: list[Any], now: int) -> SlotStats:
                      counters)
 
 
-def _group_stats(group: str, slots: list[SlotStats]) -> GroupStats:
+def _group_stats(group: str, slots: list[SlotStats], limits: GroupLimits) -> GroupStats:
     by_priority: dict[int, int] = {}
     counters = dict.fromkeys(COUNTERS, 0)
     for s in slots:
@@ -94,16 +96,18 @@ def _group_stats(group: str, slots: list[SlotStats]) -> GroupStats:
         oldest_ready_ms=max((s.oldest_ready_ms for s in slots), default=0),
         counters=counters,
         slots=slots,
+        limits=limits,
     )
 
 
 def collect(topic: str, groups: Sequence[str], slots: int, paused: bool,
-            now: int) -> Op[TopicStats]:
+            now: int, limits: Callable[[str], GroupLimits] = lambda _: GroupLimits()
+            ) -> Op[TopicStats]:
     calls = [script_call(script("stats"), SlotKeys(topic, s).group(g).all(), [now])
              for g in groups for s in range(slots)]
     replies = yield calls
     out = {}
     for gi, group in enumerate(groups):
         per_slot = [_slot_stats(s, replies[gi * slots + s], now) for s in range(slots)]
-        out[group] = _group_stats(group, per_slot)
+        out[group] = _group_stats(group, per_slot, limits(group))
     return TopicStats(topic, paused, out)

@@ -40,6 +40,17 @@
     }
   }
 
+  function describeLimits(limits) {
+    const parts = [];
+    if (limits.max_in_flight !== null) parts.push(`max in flight ${fmt.n(limits.max_in_flight)}`);
+    if (limits.rate !== null) parts.push(`rate ${fmt.n(limits.rate.count)} per ${limits.rate.seconds}s`);
+    return parts.length ? parts.join(", ") : "none";
+  }
+
+  function showLimits(g) {
+    setText("limits-now", `Limits of ${g.group}: ${describeLimits(g.limits)}. An empty field removes that limit.`);
+  }
+
   function showCards(g) {
     for (const s of ["ready", "delayed", "in_flight", "dead"]) setText(`c-${s}`, fmt.n(g.backlog[s]));
     setText("c-oldest", g.backlog.ready ? fmt.age(g.oldest_ready_ms) : "–");
@@ -163,6 +174,7 @@
     const g = group();
     showHeader(detail);
     showCards(g);
+    showLimits(g);
     showSettings(detail);
     showHeat(detail.heat);
     RMQCharts.showPriorities(charts.priority, g.ready_by_priority);
@@ -226,6 +238,18 @@
     document.getElementById("alter-form").reset();
     await round();
     return `Saved: ${Object.entries(fields).map(([k, v]) => `${k} = ${v}`).join(", ")}.`;
+  });
+  onSubmit(document.getElementById("limits-form"), "limits-message", async (fields) => {
+    const g = group();
+    if ((fields.rate_count === undefined) !== (fields.rate_seconds === undefined)) {
+      throw new Error("A rate needs both a count and seconds (or neither, for no rate).");
+    }
+    const rate = fields.rate_count === undefined ? null : { count: fields.rate_count, seconds: fields.rate_seconds };
+    const result = await api("POST", `${base}/limits`, { group: g ? g.group : "default",
+      max_in_flight: fields.max_in_flight === undefined ? null : fields.max_in_flight, rate });
+    document.getElementById("limits-form").reset();
+    await round();
+    return `Limits of ${result.group}: ${describeLimits(result.limits)}.`;
   });
   onSubmit(document.getElementById("bind-form"), "bind-message", async (fields) => {
     const result = await api("POST", `${base}/bindings`,

@@ -1,0 +1,154 @@
+"""A group's fleet-wide limits in the client's flows (SPEC §10, docs/limits.md): setting and
+reading them, a limited group's claim (reserve, claim, settle: ``storage/limits.py``), the
+permits freed beside settles, and the wait of a claimer held back for capacity.
+
+``LimitFlows`` is a part of :class:`~rmq.client.base.BaseClient`, kept apart so that the
+limits read as one concept; it relies on the registry cache and clock of the base.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Generator, Sequence
+from typing import Any, NamedTuple, TypeVar, cast
+
+from ..errors import UnknownTopic
+from ..message import Claimed, Message
+from ..settings import GroupLimits, check_group_name, check_topic_name
+from ..storage import limits as limit_ops
+from ..storage import queue, registry, settle
+from ..storage.calls import Op, together
+from ..storage.generation import TopicGone
+from ..storage.isolation import TOPIC_PROBLEMS
+from ..storage.registry import TopicInfo
+from .arguments import check_wait
+
+__all__ = ["AwaitCapacity", "LimitFlows", "CAPACITY_WAIT_MS"]
+
+T = TypeVar("T")
+# A flow of the base client (base.Flow, which names this module's effect among its own).
+Flow = Generator[Any, Any, T]
+
+# How long a claimer held back by its group's limits stays registered as waiting for a
+# token: the longest a consumer sleeps on the wake list before it claims again.
+CAPACITY_WAIT_MS = 10_000
+
+
+class AwaitCapacity(NamedTuple):
+    """Block on a limited group's wake list (BLPOP) until a token or ``seconds`` pass."""
+
+    key: str
+    seconds: float
+
+
+class LimitFlows:
+    """The limits' flows; the base client provides what is declared here."""
+
+    is_cluster: bool
+    _claimer: queue.Claimer
+    # per (topic, group) whose last claim here was held back by the group's limits: when
+    # more capacity may come with no settle (epoch ms), or None (_wait_for_capacity)
+    _held_back: dict[tuple[str, str], int | None]
+
+    def now(self) -> int:
+        raise NotImplementedError
+
+    def _topic(self, name: str, fresh: bool = False) -> Flow[TopicInfo]:
+        raise NotImplementedError
+
+    def _changing(self, name: str, op: Op[T]) -> Flow[T]:
+        raise NotImplementedError
+
+    def _set_limits(self, topic: str, group: str, max_in_flight: int | None,
+                    rate: tuple[int, float] | None) -> Flow[GroupLimits]:
+        limits = GroupLimits(max_in_flight, rate)
+        check_group_name(group)
+        yield from self._topic(topic)
+        yield from self._changing(topic, registry.set_limits(topic, group, limits))
+        return limits
+
+    def _limits(self, topic: str, group: str) -> Flow[GroupLimits]:
+        check_group_name(group)
+        info = yield from self._topic(topic, fresh=True)
+        return info.limits(group)
+
+
+    def _claim_limited(self, info: TopicInfo, group: str, count: int, now: int,
+                       lease: float, claimer: str, acks: Sequence[Message],
+                       limited: Sequence[Message]) -> Flow[Claimed]:
+        """A claim under the group's limits (storage/limits.py): reserve, claim what was
+        granted, settle the reservation. Granted nothing, it records when to wait for
+        capacity (``_wait_for_capacity``)."""
+        topic, lease_ms = info.name, round(lease * 1000)
+        token = secrets.token_hex(8)
+        reservation = yield from self._settling(acks, limited, now, limit_ops.reserve(
+            topic, group, count, now, lease_ms, token, claimer or token, CAPACITY_WAIT_MS))
+        if reservation.units == 0:
+            self._held_back[(topic, group)] = reservation.wake_at
+        else:
+            self._held_back.pop((topic, group), None)
+        messages: list[Message] = []
+        next_due = None
+        if reservation.units:
+            try:
+                messages, next_due = yield from self._claimer.claim(
+                    topic, info.generation, group, info.settings, reservation.units, now,
+                    lease, claimer)
+            except TopicGone:  # refused: its units go back before the claim is retried
+                yield from limit_ops.settle(topic, group, reservation, now, now, [])
+                raise
+            yield from limit_ops.settle(topic, group, reservation, now, now + lease_ms,
+                                        messages)
+        if reservation.units < count and reservation.wake_at is not None:
+            next_due = reservation.wake_at if next_due is None else min(next_due,
+                                                                        reservation.wake_at)
+        return Claimed(messages, next_due)
+
+    def _limited(self, messages: Sequence[Message]) -> Flow[list[Message]]:
+        """Those of ``messages`` whose group has a max_in_flight: they hold permits to free.
+        The registry entry comes from the cache. A delivery of an earlier creation of its
+        topic holds none (its id may be a delivery's of the topic as it is now)."""
+        limited: list[Message] = []
+        current: dict[tuple[str, str], str | None] = {}  # the limited groups' generation
+        for m in messages:
+            key = (m.topic, m.group)
+            if key not in current:
+                try:
+                    info = yield from self._topic(m.topic)
+                # Deleted, or its entry unreadable: a settle of it goes on, and its
+                # permits expire with its leases.
+                except (UnknownTopic, *TOPIC_PROBLEMS):
+                    info = None
+                limited_now = info is not None and info.limits(m.group).max_in_flight is not None
+                current[key] = info.generation if info is not None and limited_now else None
+            if current[key] is not None and current[key] == m.generation:
+                limited.append(m)
+        return limited
+
+    def _settling(self, acks: Sequence[Message], limited: Sequence[Message], now: int,
+                  op: Op[T]) -> Op[T]:
+        """``op`` with ``acks`` acknowledged (and the ``limited`` ones' permits freed) in its
+        first round trip, ahead of it."""
+        if not limited:
+            return (yield from settle.with_acks(acks, not self.is_cluster, op))
+        _, _, value = yield from together([settle.ack(acks, not self.is_cluster),
+                                           limit_ops.free(limited, now), op])
+        return cast(T, value)
+
+    def _wait_for_capacity(self, topic: str, group: str, timeout: float) -> Flow[bool]:
+        """Sleep while this client's last claim of the group was held back by its limits,
+        until a unit of capacity is given back to this waiter or the limit may allow more
+        (at most ``timeout`` s). False at once if it was not held back."""
+        check_topic_name(topic)
+        check_group_name(group)
+        timeout = check_wait(timeout, "timeout")
+        if (topic, group) not in self._held_back:
+            return False
+        wake_at = self._held_back.pop((topic, group))
+        timeout = min(timeout, CAPACITY_WAIT_MS / 1000)  # as long as it is registered
+        if wake_at is not None:
+            timeout = min(timeout, max(0.0, (wake_at - self.now()) / 1000))
+        if timeout <= 0:
+            return True
+        yield AwaitCapacity(limit_ops.wake_key(topic, group), timeout)
+        return True

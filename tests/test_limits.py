@@ -1,0 +1,241 @@
+"""Fleet-wide limits per group (SPEC §10): set, read, validated, stored in the registry and
+shown by stats."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
+from helpers import wait_for
+
+import rmq
+from rmq import errors
+
+
+def test_a_group_without_limits_has_none(client):
+    client.create_topic("renders")
+    assert client.limits("renders") == rmq.GroupLimits(None, None)
+    assert client.limits("renders", "thumbnails") == rmq.GroupLimits()
+
+
+def test_set_limits_stores_both_limits_of_the_group(client):
+    client.create_topic("renders")
+    stored = client.set_limits("renders", "gpu", max_in_flight=4, rate=(100, 60))
+    assert stored == rmq.GroupLimits(max_in_flight=4, rate=(100, 60))
+    assert client.limits("renders", "gpu") == stored
+    assert client.limits("renders") == rmq.GroupLimits()  # another group is not limited
+
+
+def test_a_limit_given_as_none_is_removed(client):
+    client.create_topic("renders")
+    client.set_limits("renders", max_in_flight=4, rate=(10, 1))
+    client.set_limits("renders", rate=(10, 1))
+    assert client.limits("renders") == rmq.GroupLimits(None, (10, 1))
+    client.set_limits("renders")
+    assert client.limits("renders") == rmq.GroupLimits()
+
+
+def test_limits_are_seen_by_another_client_at_once(make_client):
+    writer, reader = make_client(), make_client()
+    writer.create_topic("renders")
+    assert reader.limits("renders") == rmq.GroupLimits()
+    writer.set_limits("renders", max_in_flight=2)
+    assert reader.limits("renders") == rmq.GroupLimits(2)
+
+
+@pytest.mark.parametrize(("max_in_flight", "rate", "problem"), [
+    (0, None, "max_in_flight must be an integer from 1 to 1000000, got 0"),
+    (1_000_001, None, "max_in_flight must be an integer from 1 to 1000000"),
+    (2.5, None, "max_in_flight must be an integer"),
+    (True, None, "max_in_flight must be an integer"),
+    ("4", None, "max_in_flight must be an integer"),
+    (None, 5, r"rate must be \(count, seconds\) or None, got 5"),
+    (None, (1, 2, 3), r"rate must be \(count, seconds\)"),
+    (None, "10/1", r"rate must be \(count, seconds\)"),
+    (None, (0, 1), "rate count must be an integer from 1 to 1000000, got 0"),
+    (None, (1_000_001, 1), "rate count must be an integer from 1 to 1000000"),
+    (None, (1.5, 1), "rate count must be an integer"),
+    (None, (10, 0), "rate seconds must be a number from 0.001 to 86400, got 0"),
+    (None, (10, 86_401), "rate seconds must be a number from 0.001 to 86400"),
+    (None, (10, float("nan")), "rate seconds must be a number"),
+])
+def test_bad_limits_raise_invalid_argument_and_write_nothing(client, max_in_flight, rate,
+                                                             problem):
+    client.create_topic("renders")
+    client.set_limits("renders", max_in_flight=3, rate=(5, 1))
+    with pytest.raises(errors.InvalidArgument, match=problem):
+        client.set_limits("renders", max_in_flight=max_in_flight, rate=rate)
+    assert client.limits("renders") == rmq.GroupLimits(3, (5, 1))
+
+
+def test_limits_at_the_edges_of_their_ranges_are_accepted(client):
+    client.create_topic("renders")
+    client.set_limits("renders", max_in_flight=1_000_000, rate=(1_000_000, 0.001))
+    assert client.limits("renders") == rmq.GroupLimits(1_000_000, (1_000_000, 0.001))
+    client.set_limits("renders", max_in_flight=1, rate=(1, 86_400))
+    assert client.limits("renders") == rmq.GroupLimits(1, (1, 86_400))
+
+
+def test_limits_of_an_unknown_topic_or_a_bad_group_name_are_refused(client):
+    with pytest.raises(errors.UnknownTopic):
+        client.set_limits("nowhere", max_in_flight=1)
+    with pytest.raises(errors.UnknownTopic):
+        client.limits("nowhere")
+    client.create_topic("renders")
+    with pytest.raises(errors.InvalidGroupName):
+        client.set_limits("renders", "no spaces", max_in_flight=1)
+
+
+def test_stats_show_each_groups_limits(client):
+    client.create_topic("renders")
+    client.bind("renders", "gpu")
+    client.bind("renders", "audit")
+    client.set_limits("renders", "gpu", max_in_flight=4, rate=(100, 60))
+    stats = client.stats("renders")
+    assert stats.groups["gpu"].limits == rmq.GroupLimits(4, (100, 60))
+    assert stats.groups["audit"].limits == rmq.GroupLimits()
+    assert stats.to_dict()["groups"]["gpu"]["limits"] == {"max_in_flight": 4, "rate": (100, 60)}
+
+
+def test_deleting_a_topic_removes_its_limits(client):
+    client.create_topic("renders")
+    client.set_limits("renders", max_in_flight=4)
+    client.delete_topic("renders")
+    client.create_topic("renders")
+    assert client.limits("renders") == rmq.GroupLimits()
+
+
+# -- max_in_flight at claim ----------------------------------------------------------------
+
+
+def _send(client, topic, n):
+    client.send_many(topic, [f"m{i}" for i in range(n)])
+
+
+def test_a_claim_at_the_limit_returns_fewer_or_none(client):
+    client.create_topic("renders", slots=4)
+    _send(client, "renders", 10)
+    client.set_limits("renders", max_in_flight=4)
+    first = client.claim("renders", count=3)
+    assert len(first) == 3
+    assert len(client.claim("renders", count=3)) == 1
+    assert client.claim("renders", count=3) == []
+    assert client.stats("renders").groups["default"].ready == 6  # held back: still pending
+
+
+def test_capacity_returns_on_ack_nack_and_release(client):
+    client.create_topic("renders", retry_backoff=0)
+    _send(client, "renders", 10)
+    client.set_limits("renders", max_in_flight=3)
+    held = client.claim("renders", count=10)
+    assert len(held) == 3
+    client.ack(held[0])
+    (again,) = client.claim("renders", count=10)
+    client.nack(held[1], "the GPU fell over")
+    (third,) = client.claim("renders", count=10)
+    client.release([held[2]])
+    assert len(client.claim("renders", count=10)) == 1
+    assert client.claim("renders", count=10) == []
+    client.ack([again, third])
+    assert len(client.claim("renders", count=10)) == 2
+
+
+def test_capacity_returns_when_an_expired_lease_is_recovered(client, clock):
+    client.create_topic("renders", visibility_timeout=5)
+    _send(client, "renders", 4)
+    client.set_limits("renders", max_in_flight=2)
+    assert len(client.claim("renders", count=4)) == 2
+    assert client.claim("renders", count=4) == []
+    clock.advance(5_001)
+    client.recover("renders")
+    assert len(client.claim("renders", count=4)) == 2
+
+
+def test_an_extended_lease_keeps_its_capacity(client, clock):
+    client.create_topic("renders", visibility_timeout=5)
+    _send(client, "renders", 4)
+    client.set_limits("renders", max_in_flight=2)
+    held = client.claim("renders", count=4)
+    clock.advance(4_000)
+    assert client.extend(held, 10) == [True, True]
+    clock.advance(4_000)  # past the first lease, inside the extended one
+    client.recover("renders")
+    assert client.claim("renders", count=4) == []
+
+
+def test_each_group_has_its_own_limit(client):
+    client.create_topic("renders")
+    client.bind("renders", "gpu")
+    client.bind("renders", "audit")
+    _send(client, "renders", 5)
+    client.set_limits("renders", "gpu", max_in_flight=1)
+    assert len(client.claim("renders", "gpu", count=5)) == 1
+    assert len(client.claim("renders", "audit", count=5)) == 5
+
+
+def test_a_changed_or_removed_limit_applies_to_the_next_claim(make_client):
+    client, operator = make_client(), make_client()
+    client.create_topic("renders")
+    _send(client, "renders", 10)
+    operator.set_limits("renders", max_in_flight=1)
+    client.topic("renders", fresh=True)  # the client learns the group is limited
+    assert len(client.claim("renders", count=10)) == 1
+    operator.set_limits("renders", max_in_flight=3)
+    assert len(client.claim("renders", count=10)) == 2
+    operator.set_limits("renders", rate=(100, 1))
+    assert len(client.claim("renders", count=10)) == 7
+
+
+def test_a_first_limit_applies_once_the_registry_entry_is_read_again(make_client):
+    client, operator = make_client(registry_ttl=0), make_client()
+    client.create_topic("renders")
+    _send(client, "renders", 10)
+    assert len(client.claim("renders", count=2)) == 2
+    operator.set_limits("renders", max_in_flight=3)
+    # deliveries claimed before the group had a limit hold no permit (docs/limits.md)
+    assert len(client.claim("renders", count=10)) == 3
+    assert client.claim("renders", count=10) == []
+
+
+def test_acks_in_the_claims_round_trip_free_capacity_first(client):
+    client.create_topic("renders")
+    _send(client, "renders", 6)
+    client.set_limits("renders", max_in_flight=2)
+    held = client.claim("renders", count=6)
+    assert len(client.claim("renders", count=6, ack=held)) == 2
+
+
+def test_a_waiting_claim_at_the_limit_returns_once_an_ack_frees_capacity(make_client):
+    holder, waiting = make_client("sync"), make_client()
+    holder.create_topic("renders")
+    holder.set_limits("renders", max_in_flight=1)
+    _send(holder, "renders", 2)
+    (held,) = holder.claim("renders")
+    got = []
+    claimer = threading.Thread(target=lambda: got.append(waiting.claim("renders", wait=20)))
+    claimer.start()
+    wait_for(lambda: holder.redis.zcard("rmq:{renders}:limit:default:waiters") == 1,
+             what="the claim waiting for capacity")
+    acked = time.monotonic()
+    holder.ack(held)
+    claimer.join(timeout=20)
+    assert len(got[0]) == 1
+    assert time.monotonic() - acked < 2  # woken by the ack, not by its lease's end (30 s)
+
+
+def test_a_late_settle_of_an_earlier_topic_frees_no_capacity_of_the_topic_now(client):
+    client.create_topic("renders", slots=1)
+    client.set_limits("renders", max_in_flight=1)
+    _send(client, "renders", 1)
+    (old,) = client.claim("renders")
+    client.delete_topic("renders")
+    client.create_topic("renders", slots=1)
+    client.set_limits("renders", max_in_flight=1)
+    _send(client, "renders", 2)
+    (new,) = client.claim("renders")
+    assert new.id == old.id  # the same delivery id, in another creation of the topic
+    client.ack(old)
+    client.release([old])
+    assert client.claim("renders") == []  # the new delivery still holds the one unit

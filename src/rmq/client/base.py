@@ -20,39 +20,30 @@ import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, TypeVar, cast
 
-from ..errors import ConflictingOptions, InvalidArgument, RedisUnavailable, UnknownTopic
-from ..filters import compile_filter
-from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
-from ..settings import TopicSettings, check_group_name, check_number, check_topic_name
-from ..storage import bindings, dead, history, queue, registry, settle
+from ..errors import InvalidArgument, RedisUnavailable, UnknownTopic
+from ..message import Claimed, Message, SendCounts, SendResult
+from ..settings import check_group_name, check_topic_name
 from ..storage import limits as limit_ops
-from ..storage import peek as peek_ops
+from ..storage import queue, registry, settle
 from ..storage.calls import Call, Op, together
-from ..storage.history import TopicHistory
 from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, load_all, problem_of
-from ..storage.peek import PeekPage
 from ..storage.queue import TopicGone
-from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
-from ..storage.snapshot import SnapshotRow, snapshot_slot
-from ..storage.stats import TopicStats, collect
+from ..storage.registry import TopicInfo
 from .arguments import (
-    MAX_WAIT,
     check_consumer_id,
     check_count,
     check_error,
     check_flag,
-    check_ids,
     check_lease,
     check_message,
     check_messages,
-    check_names,
-    check_slots,
-    check_state,
     check_wait,
 )
 from .clock import Clock, ServerClock, check_epoch
 from .limited import AwaitCapacity, LimitFlows
-from .outgoing import MISSING, as_bytes, prepare, prepare_batch
+from .outgoing import MISSING, prepare, prepare_batch
+from .registry_flows import RegistryFlows
+from .views import ViewFlows
 
 __all__ = ["BaseClient", "Flow", "Load", "Subscribe", "Sleep", "MISSING"]
 
@@ -84,7 +75,7 @@ Effect = list[Call] | Load | Subscribe | Sleep | AwaitCapacity
 Flow = Generator[Effect, Any, T]
 
 
-class BaseClient(LimitFlows):
+class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
     """What both clients share: the clock, the registry cache, and one flow per method.
 
     ``clock``: None (the default) judges time by the Redis server's clock
@@ -189,22 +180,6 @@ class BaseClient(LimitFlows):
 
     # -- registry -----------------------------------------------------------------------
 
-    def _create_topic(self, name: str, settings: dict[str, Any]) -> Flow[TopicSettings]:
-        check_topic_name(name)
-        return (yield from self._changing(
-            name, registry.create_topic(name, TopicSettings.build(**settings))))
-
-    def _alter_topic(self, name: str, changes: dict[str, Any]) -> Flow[TopicSettings]:
-        check_topic_name(name)
-        TopicSettings().altered(**{k: v for k, v in changes.items() if k != "slots"})
-        return (yield from self._changing(name, registry.alter_topic(name, changes)))
-
-    def _delete_topic(self, name: str) -> Flow[None]:
-        check_topic_name(name)
-        # A corrupt entry is deleted too, as the largest topic it could be.
-        info = yield from registry.load_info(name, salvage=True)
-        yield from self._changing(name, registry.delete_topic(info))
-
     def _topics(self) -> Flow[list[str]]:
         return (yield from registry.list_topics())
 
@@ -215,42 +190,6 @@ class BaseClient(LimitFlows):
         for name, info in entries.results.items():
             self._cache[name] = (expires, info)
         return entries
-
-    def _bind(self, topic: str, group: str, tags: object = None, where: object = None,
-              keep_filters: object = False) -> Flow[bool]:
-        check_flag(keep_filters, "keep_filters")
-        if keep_filters and (tags is not None or where is not None):
-            raise ConflictingOptions("keep_filters=True keeps the group's filters: "
-                                     "give no tags= or where= with it")
-        filters = None if keep_filters else compile_filter(tags, where)
-        group = check_group_name(group)
-        yield from self._topic(topic)
-        return (yield from self._changing(topic, bindings.bind(topic, group, filters)))
-
-    def _unbind(self, topic: str, group: str) -> Flow[bool]:
-        group = check_group_name(group)
-        yield from self._topic(topic)
-        return (yield from self._changing(topic, bindings.unbind(topic, group)))
-
-    def _set_paused(self, topic: str, paused: bool) -> Flow[None]:
-        yield from self._topic(topic)
-        yield from self._changing(topic, registry.set_paused(topic, paused))
-
-    def _consumers(self, topic: str, dead_after: float) -> Flow[list[ConsumerInfo]]:
-        check_number("dead_after", dead_after, 0.001, MAX_WAIT, InvalidArgument)
-        yield from self._topic(topic)
-        now = yield from self._now()
-        return (yield from registry.list_consumers(topic, now, int(dead_after * 1000)))
-
-    def _heartbeat(self, state: ConsumerState) -> Flow[None]:
-        check_state(state)
-        now = yield from self._now()
-        yield from registry.heartbeat(state, now)
-
-    def _forget_consumer(self, topic: str, consumer_id: str) -> Flow[None]:
-        check_topic_name(topic)
-        check_consumer_id(consumer_id)
-        yield from registry.forget_consumer(topic, consumer_id)
 
     def _wake(self, topic: str) -> Flow[None]:
         check_topic_name(topic)
@@ -447,73 +386,3 @@ class BaseClient(LimitFlows):
             info.name, info.generation, registry.groups_with_data(info), info.settings, now,
             not self.is_cluster)
         return retried + dead_
-
-    # -- dead letters, stats, snapshots ---------------------------------------------------
-
-    def _dead_letters(self, topic: str, group: str) -> Flow[list[DeadLetter]]:
-        check_group_name(group)
-        info = yield from self._topic(topic)
-        return (yield from dead.dead_letters(topic, check_group_name(group), info.settings))
-
-    def _requeue_dead(self, topic: str, group: str, ids: Iterable[str] | None) -> Flow[int]:
-        check_group_name(group)
-        wanted = check_ids(ids)
-
-        def requeue(info: TopicInfo, first: bool) -> Flow[int]:
-            now = yield from self._now()
-            return (yield from dead.requeue_dead(topic, info.generation, group, info.settings,
-                                                 wanted, now, not self.is_cluster))
-
-        return (yield from self._on_current(topic, requeue))
-
-    def _purge_dead(self, topic: str, group: str) -> Flow[int]:
-        check_group_name(group)
-        info = yield from self._topic(topic)
-        return (yield from dead.purge_dead(topic, check_group_name(group), info.settings))
-
-    def _stats(self, topic: str) -> Flow[TopicStats]:
-        info = yield from self._topic(topic, fresh=True)
-        now = yield from self._now()
-        return (yield from collect(topic, registry.groups_with_data(info), info.settings.slots,
-                                   info.paused, now, info.limits))
-
-    def _snapshot_parts(self, topic: str, groups: Sequence[str] | None,
-                        slots: Sequence[int] | None) -> Flow[list[tuple[str, int]]]:
-        """The (group, slot) parts a snapshot reads, one round trip each."""
-        names = check_names(groups)
-        info = yield from self._topic(topic, fresh=True)
-        wanted = check_slots(slots, info.settings.slots)
-        return [(group, slot) for group in names or registry.groups_with_data(info)
-                for slot in (wanted if wanted is not None else range(info.settings.slots))]
-
-    def _snapshot_part(self, topic: str, group: str, slot: int) -> Flow[list[SnapshotRow]]:
-        now = yield from self._now()
-        return (yield from snapshot_slot(topic, group, slot, now))
-
-    # -- history, peeks and finding messages (the console) --------------------------------
-
-    def _record_history(self, topic: str) -> Flow[bool]:
-        info = yield from self._topic(topic)
-        now = yield from self._now()
-        return (yield from history.record(topic, registry.groups_with_data(info),
-                                          info.settings.slots, info.paused, now))
-
-    def _history(self, topic: str, minutes: float) -> Flow[TopicHistory]:
-        info = yield from self._topic(topic)
-        return (yield from history.read(topic, registry.groups_with_data(info), minutes))
-
-    def _peek(self, topic: str, state: str, group: str, slot: int | None, offset: int,
-              limit: int) -> Flow[PeekPage]:
-        info = yield from self._topic(topic)
-        now = yield from self._now()
-        return (yield from peek_ops.peek(topic, check_group_name(group), state,
-                                         info.settings.slots, slot, offset, limit, now))
-
-    def _find_messages(self, topic: str, body: bytes | str | None, key: bytes | str | None,
-                       every_slot: bool) -> Flow[list[SnapshotRow]]:
-        info = yield from self._topic(topic)
-        now = yield from self._now()
-        return (yield from peek_ops.find(
-            topic, registry.groups_with_data(info), info.settings.slots,
-            None if body is None else as_bytes("body", body),
-            None if key is None else as_bytes("key", key), every_slot, now))

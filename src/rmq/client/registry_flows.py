@@ -1,0 +1,90 @@
+"""The client's registry flows: creating, altering and deleting topics, binding groups
+(with their filters), pausing, and the consumers' records.
+
+``RegistryFlows`` is a part of :class:`~rmq.client.base.BaseClient`, kept apart so that the
+base holds the queue's hot paths; it relies on the base's registry cache and clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any, TypeVar
+
+from ..errors import ConflictingOptions, InvalidArgument
+from ..filters import compile_filter
+from ..settings import TopicSettings, check_group_name, check_number, check_topic_name
+from ..storage import bindings, registry
+from ..storage.calls import Op
+from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
+from .arguments import MAX_WAIT, check_consumer_id, check_flag, check_state
+
+__all__ = ["RegistryFlows"]
+
+T = TypeVar("T")
+# A flow of the base client (base.Flow).
+Flow = Generator[Any, Any, T]
+
+
+class RegistryFlows:
+    """Flows that change or read the registry (SPEC §4)."""
+
+    def _topic(self, name: str, fresh: bool = False) -> Flow[TopicInfo]:
+        raise NotImplementedError
+
+    def _now(self) -> Flow[int]:
+        raise NotImplementedError
+
+    def _changing(self, name: str, op: Op[T]) -> Flow[T]:
+        raise NotImplementedError
+
+    def _create_topic(self, name: str, settings: dict[str, Any]) -> Flow[TopicSettings]:
+        check_topic_name(name)
+        return (yield from self._changing(
+            name, registry.create_topic(name, TopicSettings.build(**settings))))
+
+    def _alter_topic(self, name: str, changes: dict[str, Any]) -> Flow[TopicSettings]:
+        check_topic_name(name)
+        TopicSettings().altered(**{k: v for k, v in changes.items() if k != "slots"})
+        return (yield from self._changing(name, registry.alter_topic(name, changes)))
+
+    def _delete_topic(self, name: str) -> Flow[None]:
+        check_topic_name(name)
+        # A corrupt entry is deleted too, as the largest topic it could be.
+        info = yield from registry.load_info(name, salvage=True)
+        yield from self._changing(name, registry.delete_topic(info))
+
+    def _bind(self, topic: str, group: str, tags: object = None, where: object = None,
+              keep_filters: object = False) -> Flow[bool]:
+        check_flag(keep_filters, "keep_filters")
+        if keep_filters and (tags is not None or where is not None):
+            raise ConflictingOptions("keep_filters=True keeps the group's filters: "
+                                     "give no tags= or where= with it")
+        filters = None if keep_filters else compile_filter(tags, where)
+        group = check_group_name(group)
+        yield from self._topic(topic)
+        return (yield from self._changing(topic, bindings.bind(topic, group, filters)))
+
+    def _unbind(self, topic: str, group: str) -> Flow[bool]:
+        group = check_group_name(group)
+        yield from self._topic(topic)
+        return (yield from self._changing(topic, bindings.unbind(topic, group)))
+
+    def _set_paused(self, topic: str, paused: bool) -> Flow[None]:
+        yield from self._topic(topic)
+        yield from self._changing(topic, registry.set_paused(topic, paused))
+
+    def _consumers(self, topic: str, dead_after: float) -> Flow[list[ConsumerInfo]]:
+        check_number("dead_after", dead_after, 0.001, MAX_WAIT, InvalidArgument)
+        yield from self._topic(topic)
+        now = yield from self._now()
+        return (yield from registry.list_consumers(topic, now, int(dead_after * 1000)))
+
+    def _heartbeat(self, state: ConsumerState) -> Flow[None]:
+        check_state(state)
+        now = yield from self._now()
+        yield from registry.heartbeat(state, now)
+
+    def _forget_consumer(self, topic: str, consumer_id: str) -> Flow[None]:
+        check_topic_name(topic)
+        check_consumer_id(consumer_id)
+        yield from registry.forget_consumer(topic, consumer_id)

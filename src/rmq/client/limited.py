@@ -105,22 +105,24 @@ class LimitFlows:
         """Those of ``messages`` whose group has a max_in_flight: they hold permits to free.
         The registry entry comes from the cache. A delivery of an earlier creation of its
         topic holds none (its id may be a delivery's of the topic as it is now)."""
-        limited: list[Message] = []
         current: dict[tuple[str, str], str | None] = {}  # the limited groups' generation
-        for m in messages:
-            key = (m.topic, m.group)
-            if key not in current:
-                try:
-                    info = yield from self._topic(m.topic)
-                # Deleted, or its entry unreadable: a settle of it goes on, and its
-                # permits expire with its leases.
-                except (UnknownTopic, *TOPIC_PROBLEMS):
-                    info = None
-                limited_now = info is not None and info.limits(m.group).max_in_flight is not None
-                current[key] = info.generation if info is not None and limited_now else None
-            if current[key] is not None and current[key] == m.generation:
-                limited.append(m)
-        return limited
+        for topic, group in {(m.topic, m.group) for m in messages}:
+            try:
+                info = yield from self._topic(topic)
+            # Deleted, or its entry unreadable: a settle of it goes on, and its permits
+            # expire with its leases.
+            except (UnknownTopic, *TOPIC_PROBLEMS):
+                info = None
+            limited_now = info is not None and info.limits(group).max_in_flight is not None
+            current[(topic, group)] = info.generation if info is not None and limited_now \
+                else None
+        if len(current) == 1:  # (most batches: one group's; every message is looked at once)
+            (generation,) = current.values()
+            return [] if generation is None else [m for m in messages
+                                                  if m.generation == generation]
+        return [m for m in messages
+                if (generation := current[(m.topic, m.group)]) is not None
+                and generation == m.generation]
 
     def _settling(self, acks: Sequence[Message], limited: Sequence[Message], now: int,
                   op: Op[T]) -> Op[T]:

@@ -18,7 +18,7 @@ per unit on the wake list for one waiting consumer each.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -109,14 +109,19 @@ def settle(topic: str, group: str, reservation: Reservation, now: int, lease_unt
     return int(given_back)
 
 
-def _by_group(messages: Iterable[Message]) -> dict[tuple[str, str], list[str]]:
+def _by_group(messages: Sequence[Message]) -> dict[tuple[str, str], list[str]]:
+    if not messages:
+        return {}
+    topic, group = messages[0].topic, messages[0].group
+    if all(m.topic == topic and m.group == group for m in messages):  # (most batches)
+        return {(topic, group): [f"{m.slot}-{m.seq}" for m in messages]}
     ids: dict[tuple[str, str], list[str]] = defaultdict(list)
     for m in messages:
         ids[(m.topic, m.group)].append(m.id)
     return ids
 
 
-def free(messages: Iterable[Message], now: int) -> Op[int]:
+def free(messages: Sequence[Message], now: int) -> Op[int]:
     """The permits of settled deliveries given back (each group's in one call); returns how
     many still held one."""
     calls = []
@@ -130,7 +135,7 @@ def free(messages: Iterable[Message], now: int) -> Op[int]:
     return sum(int(n) for n in freed)
 
 
-def extend(messages: Iterable[Message], until_ms: int) -> Op[None]:
+def extend(messages: Sequence[Message], until_ms: int) -> Op[None]:
     """The permits of deliveries whose leases were extended follow them to ``until_ms``
     (only a permit still held: XX never brings a given back one back)."""
     calls = []

@@ -306,9 +306,7 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
         if not limited:
             return (yield from settle.ack(batch, not self.is_cluster))
         now = yield from self._now()
-        acked, _ = yield from together([settle.ack(batch, not self.is_cluster),
-                                        limit_ops.free(limited, now)])
-        return cast(int, acked)
+        return (yield from self._acking(batch, limited, now))
 
     def _nack(self, message: Message, error: str | BaseException) -> Flow[str | None]:
         check_message(message)

@@ -124,14 +124,23 @@ class LimitFlows:
                 if (generation := current[(m.topic, m.group)]) is not None
                 and generation == m.generation]
 
+    def _acking(self, acks: Sequence[Message], limited: Sequence[Message], now: int
+                ) -> Op[int]:
+        """Acknowledge ``acks``, the ``limited`` ones' permits freed in the same round trip:
+        on a single node in the ack's own script call, on a cluster beside it."""
+        if not self.is_cluster:
+            holding = {(m.topic, m.generation, m.group) for m in limited}
+            return (yield from settle.ack(acks, True, now, holding))
+        acked, _ = yield from together([settle.ack(acks, False), limit_ops.free(limited, now)])
+        return cast(int, acked)
+
     def _settling(self, acks: Sequence[Message], limited: Sequence[Message], now: int,
                   op: Op[T]) -> Op[T]:
         """``op`` with ``acks`` acknowledged (and the ``limited`` ones' permits freed) in its
         first round trip, ahead of it."""
         if not limited:
             return (yield from settle.with_acks(acks, not self.is_cluster, op))
-        _, _, value = yield from together([settle.ack(acks, not self.is_cluster),
-                                           limit_ops.free(limited, now), op])
+        _, value = yield from together([self._acking(acks, limited, now), op])
         return cast(T, value)
 
     def _wait_for_capacity(self, topic: str, group: str, timeout: float) -> Flow[bool]:

@@ -26,8 +26,41 @@
   and the includes below.
 ]]
 --- @include "bulk"
---- @include "leases"
+--- @include "scores"
 --- @include "limit_grant"
+
+-- ZADD's pairs for the permits of ids first..last of a slot: "slot-seq", a prefix made once
+-- per hundred ids and a two-digit suffix from a table (id_texts, then a concatenation per
+-- id, cost twice the time). Filled on first use: a library's load may not touch `string`.
+local PERMIT_DIGITS = nil
+
+local function add_permits(permits, n, deadline, slot, first, last)
+  if not PERMIT_DIGITS then
+    PERMIT_DIGITS = {}
+    for d = 0, 99 do
+      PERMIT_DIGITS[d] = string.format("%02d", d)
+    end
+  end
+  local id = first
+  while id <= last do
+    local hundreds = (id - id % 100) / 100
+    local stop = math.min(last, hundreds * 100 + 99)
+    if hundreds == 0 then
+      for seq = id, stop do
+        permits[n + 1], permits[n + 2] = deadline, slot .. "-" .. fmt(seq)
+        n = n + 2
+      end
+    else
+      local prefix = slot .. "-" .. fmt(hundreds)
+      for seq = id, stop do
+        permits[n + 1], permits[n + 2] = deadline, prefix .. PERMIT_DIGITS[seq % 100]
+        n = n + 2
+      end
+    end
+    id = stop + 1
+  end
+  return n
+end
 
 local function limit_key_count()
   return ARGV[9] == "" and 0 or 4
@@ -71,14 +104,10 @@ local function limit_close(limit, taken, out, at, slot_of, lease_until)
       local i = taken.slot[t]
       per_slot[i] = (per_slot[i] or 0) + 1
     end
-    local permits, deadline = {}, fmt(lease_until)
+    local permits, n, deadline = {}, 0, fmt(lease_until)
     for s = 1, out[at] do
       local i, first = out[at + 2 * s - 1], out[at + 2 * s]
-      local prefix = slot_of(i) .. "-"
-      for _, id in ipairs(id_texts(first, first + per_slot[i] - 1)) do
-        permits[#permits + 1] = deadline
-        permits[#permits + 1] = prefix .. id
-      end
+      n = add_permits(permits, n, deadline, slot_of(i), first, first + per_slot[i] - 1)
     end
     bulk("ZADD", limit.permits, permits)
   end

@@ -230,6 +230,28 @@ def test_a_limited_claim_on_a_single_node_is_one_round_trip_acks_included(make_c
     assert client.claim("renders", count=20) == []
 
 
+def _script_calls(client):
+    stats = client.redis.info("commandstats")
+    return sum(stats.get(f"cmdstat_{name}", {}).get("calls", 0)
+               for name in ("fcall", "evalsha", "eval"))
+
+
+@pytest.mark.single_node
+def test_an_ack_on_a_single_node_frees_its_permits_in_its_own_script_call(make_client,
+                                                                          clock):
+    client = make_client(clock=clock, registry_ttl=3600)
+    client.create_topic("renders", slots=4)
+    client.set_limits("renders", max_in_flight=8)
+    _send(client, "renders", 20)
+    client.ack(client.claim("renders", count=2))  # the entry cached
+    held = client.claim("renders", count=8)
+    assert client.claim("renders", count=8) == []
+    client.redis.config_resetstat()
+    assert client.ack(held) == 8
+    assert _script_calls(client) == 1  # ack.lua alone, not ack.lua and limit_free.lua
+    assert len(client.claim("renders", count=20)) == 8
+
+
 def test_acks_in_the_claims_round_trip_free_capacity_first(client):
     client.create_topic("renders")
     _send(client, "renders", 6)

@@ -2,17 +2,19 @@
 the group's limit keys (``keys.LimitKeys``), which live beside the registry entry on the
 topic's tag, so one node holds them on a cluster as on a single node.
 
-On a single node the claim script applies the limits itself (``lua/includes/limit_claim.lua``):
-every claim passes the group's limit keys (``claim_limit_keys``) and what a held-back claimer
-registers (``ClaimLimit``), and its reply says what the limits allowed (``Verdict``). On a
-cluster, where the limit keys live on the topic's tag and the slots on their own, a limited
-group's claim takes three steps: ``reserve`` grants units of capacity (and holds them with
-placeholder permits), the claim takes at most that many messages, and ``settle`` turns the
-placeholders into the deliveries' permits and gives back what the claim did not take.
+Every claim applies the limits as Redis holds them, and says what it found (``Verdict``).
+On a single node the claim script does it itself (``lua/includes/limit_claim.lua``): it
+takes the group's limit keys (``claim_limit_keys``) and what a held-back claimer registers
+(``ClaimLimit``). On a cluster, where the limit keys live on the topic's tag and the slots
+on their own, ``reserve_call`` grants units of capacity with the claim's first round (and
+holds them with placeholder permits), the claim takes at most that many messages, and
+``settle`` turns the placeholders into the deliveries' permits and gives back what the
+claim did not take (``storage/claim.py``).
 
 A permit's score is its delivery's lease deadline, so a crashed consumer's capacity returns
-when its leases expire; settling a delivery (``free``) returns it at once, with one token
-per unit on the wake list for one waiting consumer each.
+when its leases expire; settling a delivery returns it at once (on a single node an ack in
+its own call: ``settle.ack``; otherwise ``free``), with one token per unit on the wake list
+for one waiting consumer each.
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ __all__ = ["ClaimLimit", "Verdict", "Reservation", "claim_limit_keys", "claim_li
 
 
 class ClaimLimit(NamedTuple):
-    """What a single node's claim passes for its group's limits: the ``waiter`` registered as
-    waiting (for up to ``wait_ms``) when the limits grant nothing."""
+    """What a claim passes for its group's limits: the ``waiter`` registered as waiting (for
+    up to ``wait_ms``) when the limits grant nothing."""
 
     waiter: str
     wait_ms: int

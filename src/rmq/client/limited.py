@@ -51,6 +51,9 @@ class LimitFlows:
     # per (topic, group) whose last claim here was held back by the group's limits: when
     # more capacity may come with no settle (epoch ms), or None (_wait_for_capacity)
     _held_back: dict[tuple[str, str], int | None]
+    # this user may not touch a group's limit keys (a one-topic tenant, whose ACL keeps the
+    # registry read-only, docs/reliability.md): it claims an unlimited group without them
+    _limit_keys_refused: bool
 
     def now(self) -> int:
         raise NotImplementedError
@@ -75,10 +78,13 @@ class LimitFlows:
         return info.limits(group)
 
 
-    def _claim_limit(self, claimer: str) -> limit_ops.ClaimLimit:
+    def _claim_limit(self, claimer: str, cached: GroupLimits) -> limit_ops.ClaimLimit | None:
         """What a claim passes for the group's limits: who waits when held back. Every
         claim reads the limits in Redis (single node: in the claim script; cluster: with
-        the first round), so a change applies to the next claim."""
+        the first round), so a change applies to the next claim; but for a user refused the
+        limit keys, a claim of a group its ``cached`` entry holds unlimited reads none."""
+        if self._limit_keys_refused and cached.unlimited:
+            return None
         return limit_ops.ClaimLimit(claimer or secrets.token_hex(8), CAPACITY_WAIT_MS)
 
     def _judged(self, info: TopicInfo, group: str, count: int, claim: Claim) -> Claimed:
@@ -86,8 +92,9 @@ class LimitFlows:
         nothing), it records when to wait for capacity (``_wait_for_capacity``); limits
         other than the cached entry's drop the entry, so that settles read them afresh."""
         key, verdict = (info.name, group), claim.verdict
-        if verdict is None:
-            raise AssertionError("a claim that passed its limit keys has a verdict")
+        if verdict is None:  # read no limits: unlimited by the cached entry
+            self._held_back.pop(key, None)
+            return Claimed(claim.messages, claim.next_due)
         cached = info.limits(group)
         if verdict.limited == cached.unlimited or verdict.permits != (
                 cached.max_in_flight is not None):

@@ -78,7 +78,6 @@ if not synced or math.abs(clock_ms - synced) >= tonumber(ARGV[12]) then
 end
 local limit
 limit, count = limit_open(now, count)
-
 local report = tonumber(ARGV[13])
 local need_max = tonumber(ARGV[14])
 local first_read = math.min(tonumber(ARGV[15]), count)

@@ -4,13 +4,16 @@
   client passes every slot it has acks for in one call; on a cluster, one slot per call.
 
   KEYS[1]      the generation of the lowest slot (includes/settle_call.lua)
-  KEYS[2..]    per slot, the 9 group keys of includes/group_keys.lua
+  KEYS[2..]    per slot, the 9 group keys of includes/group_keys.lua; then, on a single
+               node for a group whose deliveries hold permits, its permits, waiters and
+               wake keys (includes/ack_permits.lua)
   ARGV[1]      the generation the deliveries were claimed under ("": unchecked)
   ARGV[2]      wake channel
   ARGV[3..]    per slot, in KEYS order: n, then n delivery ids, then r, then r lease
                members "first:last" (or a bare id) of runs of consecutive ids among them
                (includes/leases.lua): each run's records are all deleted here, so a claim's
-               share acknowledged whole drops its lease at once
+               share acknowledged whole drops its lease at once; then, with the permits'
+               keys, now (epoch ms) and per slot its number (includes/ack_permits.lua)
 
   Returns how many were acknowledged; an id no longer in flight (already acknowledged, or
   its lease expired and it was recovered) is not counted and changes nothing, nor is any
@@ -22,6 +25,7 @@
 ]]
 --- @include "settle_call"
 --- @include "settle"
+--- @include "ack_permits"
 
 if settle_gone() then
   return 0
@@ -30,7 +34,8 @@ end
 local acked_in_all = 0
 local unlocked_any = false
 local ready_left = false
-local slots, locks = groups_from(2), {}
+local slots, locks = groups_from(2, #KEYS - ack_permit_keys()), {}
+local acked_ids = {}  -- per slot, for the permits they hold
 for _, k in ipairs(slots) do
   locks[#locks + 1] = k.locks
 end
@@ -42,6 +47,7 @@ for _, k in ipairs(slots) do
   local ids, whole
   ids, at = counted_list(at)
   whole, at = counted_list(at)
+  acked_ids[#acked_ids + 1] = ids
   local acked, unlocked = take_inflight_many(k, ids, whole, serial)
   if acked > 0 then
     rcall("HINCRBY", k.counters, "acked", acked)
@@ -51,6 +57,9 @@ for _, k in ipairs(slots) do
     unlocked_any = true
     ready_left = ready_left or rcall("EXISTS", k.ready) == 1
   end
+end
+if ack_permit_keys() > 0 then
+  release_permits(acked_ids, at)
 end
 -- On a serial topic, a released key can unblock ready messages a sleeping consumer skipped.
 if unlocked_any and ready_left then

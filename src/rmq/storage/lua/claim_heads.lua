@@ -25,22 +25,25 @@
   KEYS[3]      zset  heads_delayed: slot -> earliest delayed due, epoch ms
   KEYS[4]      string heads_synced: when the index was last built, epoch ms of Redis's clock
   KEYS[5..]    per slot of the window, 10 keys: the slot's delivery-id counter, then the 9
-               group keys
-  ARGV[1..8]   as claim.lua's (includes/claim_args.lua reads them): now, count, lease ms,
-               serial, promote limit, serial scan depth, generation, holder
-  ARGV[9]      RESYNC: rebuild the index when it was last built this many ms ago or more
-  ARGV[10]     how many slots of the ready index to return as the next window
-  ARGV[11]     at most this many slots to ask for
-  ARGV[12]     how many messages to read from a slot at a time
-  ARGV[13..]   the window: the slot number of each slot in KEYS, in KEYS order
+               group keys; then the group's 4 limit keys (includes/limit_claim.lua)
+  ARGV[1..11]  as claim.lua's (includes/claim_args.lua reads them): now, count, lease ms,
+               serial, promote limit, serial scan depth, generation, holder, then the
+               group's limits (limit_claim.lua): group, waiter id, longest wait ms
+  ARGV[12]     RESYNC: rebuild the index when it was last built this many ms ago or more
+  ARGV[13]     how many slots of the ready index to return as the next window
+  ARGV[14]     at most this many slots to ask for
+  ARGV[15]     how many messages to read from a slot at a time
+  ARGV[16..]   the window: the slot number of each slot in KEYS, in KEYS order
 
   Returns {next_due, needed, window, then the claimed messages as in claim.lua (take.lua's
-  take_chosen: the shares' first delivery ids, then runs of messages that share a header)}.
+  take_chosen: the shares' first delivery ids, then runs of messages that share a header),
+  then what limit_claim.lua's limit_close appends}.
   next_due: the earliest delayed due time when fewer than `count` were claimed, else -1
   (or when the slot that may hold it is outside the window: then it is asked for).
-  needed: slots outside the window to call again with (empty when the claim is complete). window: the slots at the head of the index afterwards, for the next
-  claim. Returns the integer NEED_SYNC (2) when the index must be rebuilt first, and when
-  the topic is gone claims nothing and returns GONE_UNKNOWN or GONE_STALE.
+  needed: slots outside the window to call again with (empty when the claim is complete).
+  window: the slots at the head of the index afterwards, for the next claim. Returns the
+  integer NEED_SYNC (2) when the index must be rebuilt first, and when the topic is gone
+  claims nothing and returns GONE_UNKNOWN or GONE_STALE.
 
   Flags: allow-oom, since it only moves messages already stored (into in flight) and keeps
   the small index, so that consumers can drain a Redis that is out of memory;
@@ -58,6 +61,7 @@
 --- @include "zset_pages"
 --- @include "heads_upkeep"
 --- @include "server_clock"
+--- @include "limit_claim"
 
 local NEED_SYNC = 2
 
@@ -69,25 +73,26 @@ end
 local heads_ready, heads_delayed = KEYS[2], KEYS[3]
 local clock_ms = server_ms()
 local synced = tonumber(rcall("GET", KEYS[4]))
-if not synced or math.abs(clock_ms - synced) >= tonumber(ARGV[9]) then
+if not synced or math.abs(clock_ms - synced) >= tonumber(ARGV[12]) then
   return NEED_SYNC
 end
-
-local report = tonumber(ARGV[10])
-local need_max = tonumber(ARGV[11])
-local first_read = math.min(tonumber(ARGV[12]), count)
+local limit
+limit, count = limit_open(now, count)
+local report = tonumber(ARGV[13])
+local need_max = tonumber(ARGV[14])
+local first_read = math.min(tonumber(ARGV[15]), count)
 
 -- The window: slot number -> index i in KEYS order; slots[i], the slot's group key table,
 -- is built when first used (a claim opens a fraction of the slots it is passed).
 local index_of = {}
-for i = 1, (#KEYS - 4) / (1 + GROUP_KEY_COUNT) do
-  index_of[ARGV[12 + i]] = i
+for i = 1, (#KEYS - 4 - limit_key_count()) / (1 + GROUP_KEY_COUNT) do
+  index_of[ARGV[15 + i]] = i
 end
 local slots = setmetatable({}, {__index = function(built, i)
   local first = 5 + (i - 1) * (1 + GROUP_KEY_COUNT)
   local k = group_keys(first + 1)
   k.seq = KEYS[first]
-  k.slot = ARGV[12 + i]
+  k.slot = ARGV[15 + i]
   built[i] = k
   return k
 end})
@@ -99,7 +104,6 @@ local function need(slot)
     needed[#needed + 1] = tonumber(slot)
   end
 end
-
 
 -- Promotion. Every slot with a due entry, at most one per slot: bounded by the slot count.
 for _, slot in ipairs(rcall("ZRANGEBYSCORE", heads_delayed, "-inf", fmt(now))) do
@@ -243,4 +247,4 @@ end
 for _, slot in ipairs(rcall("ZRANGE", heads_delayed, 0, 3)) do
   window[#window + 1] = tonumber(slot)
 end
-return out
+return limit_close(limit, taken, out, 4, function(i) return slots[i].slot end, lease_until)

@@ -4,7 +4,8 @@
     ARGV[1] now, epoch ms; ARGV[2] count; ARGV[3] lease, ms; ARGV[4] "1" if the topic is
     key-serial; ARGV[5] how many due delayed messages one slot promotes per call at most;
     ARGV[6] serial topics: how deep to look into each slot's ready messages (>= count);
-    ARGV[7] the topic's generation as the client read it; ARGV[8] who claims ("": not said).
+    ARGV[7] the topic's generation as the client read it; ARGV[8] who claims ("": not said);
+    ARGV[9..11] the group's limits on a single node (includes/limit_claim.lua reads them).
 
   claim_args(generation_key) checks the topic's generation first (generation.lua): when
   the topic is gone it returns the reply to give instead, and nothing else; otherwise nil,

@@ -47,10 +47,11 @@ local function open_slot()
   return k, tonumber(ARGV[2])
 end
 
--- The group key tables of KEYS[first..], one per slot (ack: a call settles several slots).
-local function groups_from(first)
+-- The group key tables of KEYS[first..last] (last: #KEYS), one per slot (ack: a call
+-- settles several slots).
+local function groups_from(first, last)
   local slots = {}
-  for at = first, #KEYS, GROUP_KEY_COUNT do
+  for at = first, last or #KEYS, GROUP_KEY_COUNT do
     slots[#slots + 1] = group_keys(at)
   end
   return slots

@@ -4,6 +4,7 @@ priority, with delayed and fixed-time delivery and at-least-once consumption."""
 from typing import TYPE_CHECKING
 
 from .client import Client, ServerClock, system_clock
+from .client.tx_handles import AsyncTransaction, Transaction
 from .errors import RMQError
 from .message import DeadLetter, Message, Priority, SendCounts, SendResult
 from .settings import GroupLimits, TopicSettings
@@ -13,6 +14,7 @@ from .storage.peek import PeekPage
 from .storage.registry import ConsumerInfo, TopicInfo
 from .storage.snapshot import SnapshotRow
 from .storage.stats import GroupStats, SlotStats, TopicStats
+from .storage.transactions import OpenTransaction, TransactionStats
 
 if TYPE_CHECKING:  # loaded on first use (__getattr__ below); named here for type checkers
     from .client.asynchronous import AsyncClient
@@ -21,6 +23,7 @@ if TYPE_CHECKING:  # loaded on first use (__getattr__ below); named here for typ
 __all__ = [
     "Client",
     "AsyncClient",
+    "AsyncTransaction",
     "Consumer",
     "ConsumerInfo",
     "DeadLetter",
@@ -28,6 +31,7 @@ __all__ = [
     "GroupStats",
     "HistorySample",
     "Message",
+    "OpenTransaction",
     "PeekPage",
     "PerTopic",
     "Priority",
@@ -41,6 +45,8 @@ __all__ = [
     "TopicInfo",
     "TopicSettings",
     "TopicStats",
+    "Transaction",
+    "TransactionStats",
     "system_clock",
 ]
 

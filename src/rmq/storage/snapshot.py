@@ -28,7 +28,7 @@ from .keys import SlotKeys
 
 __all__ = ["SnapshotRow", "State", "STATES", "snapshot_slot"]
 
-State = Literal["ready", "delayed", "in_flight", "dead"]
+State = Literal["ready", "delayed", "in_flight", "dead", "half"]
 STATES: tuple[State, ...] = ("ready", "delayed", "in_flight", "dead")
 
 
@@ -39,7 +39,9 @@ class SnapshotRow:
     letters; ``lease_until`` for in-flight ones, and ``holder``, the id of the consumer that
     claimed it (None when the claim did not say); ``error`` and ``dead_at`` for dead
     letters; ``tag`` and ``properties`` are what it was sent with. Times are epoch
-    milliseconds."""
+    milliseconds. A half message (state "half", of an open transaction: docs/transactions.md)
+    belongs to no group yet (``group`` is "") and carries its transaction's id in ``id``;
+    its ``due_at`` is when it would fall due were the transaction committed now."""
 
     topic: str
     group: str

@@ -18,6 +18,7 @@ from . import (
     scale_out,
     scaling,
     send,
+    transactions,
 )
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ SCENARIOS: dict[str, Callable[[Bench], Report]] = {
     "send": send.run,
     "merge": merge.run,
     "filters": filters.run,
+    "transactions": transactions.run,
     "consume": consume.run,
     "replicas": replicas.run,
     "limits": limits.run,

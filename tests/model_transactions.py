@@ -87,7 +87,7 @@ class TransactionRules:
     @rule(data=st.data())
     def tx_send(self, data: st.DataObject) -> None:
         """Half messages into an open transaction, or a new one (its first send begins it)."""
-        candidates = self.open_txs()
+        candidates = [t for t in self.open_txs() if t.closing is None]
         if candidates and (len(candidates) >= MAX_OPEN or data.draw(st.booleans(),
                                                                      label="same tx")):
             tx = data.draw(st.sampled_from(candidates), label="transaction")
@@ -120,10 +120,11 @@ class TransactionRules:
         assert (counts.sent, counts.merged) == (len(tx.halves), merged)
         tx.state, tx.halves = "committed", []
 
-    @precondition(lambda self: self.live and self.open_txs())
+    @precondition(lambda self: self.live and any(t.closing is None for t in self.open_txs()))
     @rule(data=st.data())
     def tx_rollback(self, data: st.DataObject) -> None:
-        tx = data.draw(st.sampled_from(self.open_txs()), label="transaction")
+        tx = data.draw(st.sampled_from([t for t in self.open_txs() if t.closing is None]),
+                       label="transaction")
         tx.handle.rollback()
         tx.state, tx.halves = "rolled_back", []
 
@@ -164,11 +165,10 @@ class TransactionRules:
                   if data.draw(st.booleans(), label="fresh handle") else tx.handle)
         same = (what == "commit") == (tx.state == "committed")
         if what == "send":
-            # the handle knows; a fresh one finds the id closed in the slot of a replayed half
-            args = tx.handle is handle and self._send_args(data) or data.draw(
-                st.sampled_from(tx.sent), label="replayed half")
+            # a replay: the slot of each of its halves remembers the id closed
+            half = data.draw(st.sampled_from(tx.sent), label="replayed half")
             with pytest.raises(rmq.errors.TransactionClosed):
-                handle.send(**args)
+                handle.send(**{k: v for k, v in half.items() if k in ("body", "key")})
         elif same:
             result = handle.commit() if what == "commit" else handle.rollback()
             assert result in (rmq.SendCounts(0, 0), None)
@@ -182,24 +182,34 @@ class TransactionRules:
     # -- the check-back ----------------------------------------------------------------------
 
     @precondition(lambda self: self.live and self.txs)
-    @rule(data=st.data(), answer=st.sampled_from([True, False, None]))
-    def tx_check(self, data: st.DataObject, answer: bool | None) -> None:
-        """One check-back of a transaction, answering ``answer``."""
-        tx = data.draw(st.sampled_from(sorted(self.txs.values(), key=lambda t: t.id)),
-                       label="transaction")
-        asked: list[str] = []
+    @rule(data=st.data(), checks=st.integers(1, 4))
+    def tx_check(self, data: st.DataObject, checks: int) -> None:
+        """Check-backs of one transaction (mostly an open one) in a row, each answering
+        True, False or None, at once or past the interval of the last check: the lease
+        (busy), the interval, ``max_checks`` (abandoned) and the closed ones (never asked)."""
+        open_ones = self.open_txs()
+        pool = open_ones if open_ones and data.draw(st.integers(0, 4), label="open?") else (
+            sorted(self.txs.values(), key=lambda t: t.id))
+        tx = data.draw(st.sampled_from(pool), label="transaction")
+        for _ in range(checks):
+            answer = data.draw(st.sampled_from([True, False, None, None]), label="answer")
+            self.clock.advance(data.draw(st.sampled_from([0, 1, CHECK_INTERVAL_MS]),
+                                         label="later"))
+            asked: list[str] = []
 
-        def checker(tx_id: str) -> bool | None:
-            asked.append(tx_id)
-            return answer
+            def checker(tx_id: str, answer: bool | None = answer,
+                        asked: list[str] = asked) -> bool | None:
+                asked.append(tx_id)
+                return answer
 
-        self.reserve_stamps(len(tx.halves))
-        now = self.now()
-        outcome = self.client.check_transaction(self.topic, tx.id, checker)
-        expected, ask = self._checked(tx, answer, now)
-        assert (outcome, asked) == (expected, [tx.id] if ask else []), (
-            f"check of {tx.id} ({tx.state}, closing {tx.closing}, {tx.checks} checks, next "
-            f"at {tx.next_check}, now {now}): {outcome}, asked {asked}; model {expected}")
+            self.reserve_stamps(len(tx.halves))
+            now = self.now()
+            outcome = self.client.check_transaction(self.topic, tx.id, checker)
+            expected, ask = self._checked(tx, answer, now)
+            assert (outcome, asked) == (expected, [tx.id] if ask else []), (
+                f"check of {tx.id} ({tx.state}, closing {tx.closing}, {tx.checks} checks, "
+                f"next at {tx.next_check}, now {now}): {outcome}, asked {asked}; model "
+                f"{expected}")
 
     def _checked(self, tx: ModelTx, answer: bool | None, now: int) -> tuple[str, bool]:
         """The model of one check: its outcome, and whether the checker is asked."""

@@ -27,7 +27,8 @@ def test_half_messages_are_invisible_until_the_commit(client):
     assert client.stats("t").transactions.halves == 3
     assert client.stats("t").transactions.open == 1
     assert tx.commit() == rmq.SendCounts(3, 0)
-    assert [m.body for m in client.claim("t")] == [b"order-3", b"order-1", b"order-2"]
+    first, *rest = [m.body for m in client.claim("t")]
+    assert (first, sorted(rest)) == (b"order-3", [b"order-1", b"order-2"])
     figures = client.stats("t").transactions
     assert (figures.open, figures.halves) == (0, 0)
     assert figures.committed >= 1

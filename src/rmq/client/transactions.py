@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import re
 import secrets
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -101,21 +101,21 @@ class TransactionFlows:
         share = secrets.token_hex(6) if part is None else check_transaction_id(part, "part")
         return TxState(topic, name, share)
 
-    def _tx_send(self, tx: TxState, items: Sequence[Any], single: bool) -> Flow[int]:
+    def _tx_send(self, tx: TxState, items: Iterable[Any], single: bool) -> Flow[int]:
         """Store ``items`` as half messages of ``tx``; returns how many were stored (a part
         sent again stores only what goes beyond its earlier run)."""
         if tx.state != "open":
             raise tx.closed("send")
-        if not isinstance(items, Sequence):
+        if isinstance(items, Iterator):  # one-shot: kept for a second attempt
             items = list(items)
 
         def send(info: TopicInfo, first: bool) -> Flow[int]:
             now = yield from self._now()
             if single:
-                batch = [prepare(info.settings, now, **items[0])]
+                batch = [prepare(info.settings, now, **next(iter(items)))]
             else:
-                batch = prepare_batch(info.settings, now, items)
-            halves = [_half(message, now, item) for message, item in zip(batch, items,
+                batch = prepare_batch(info.settings, now, items)  # checks what items is
+            halves = [_half(message, now, item) for message, item in zip(batch, list(items),
                                                                          strict=True)]
             outcomes = yield from tx_ops.send_halves(
                 tx.topic, info.generation, tx.id, tx.part, tx.sent, halves, now,
@@ -126,7 +126,7 @@ class TransactionFlows:
             if refused:
                 tx.state = STATES[refused[0]]
                 raise tx.closed("send")
-            return sum(o.count for o in outcomes)
+            return sum(o.halves for o in outcomes)
 
         return (yield from self._on_current(tx.topic, send))
 
@@ -151,7 +151,7 @@ class TransactionFlows:
                 tx.state = other[0]
                 raise tx.closed(what)
             tx.state = done
-            return SendCounts(sum(o.count for o in outcomes), sum(o.merged for o in outcomes))
+            return SendCounts(sum(o.halves for o in outcomes), sum(o.merged for o in outcomes))
 
         return (yield from self._on_current(tx.topic, close))
 
@@ -202,7 +202,7 @@ class TransactionFlows:
             except TransactionClosed as exc:  # closed the other way meanwhile
                 closing = exc.state
         yield from self._check_done(topic, tx_id, "done")
-        raise CheckStep(closing if open_slots else "closed")
+        raise CheckStep(closing if open_slots and closing else "closed")
 
     def _check_end(self, topic: str, tx_id: str, answer: bool | None) -> Flow[str]:
         """Act on the checker's answer: True commits, False rolls back, None asks again

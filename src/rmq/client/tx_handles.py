@@ -72,7 +72,7 @@ class Transaction:
     def send_many(self, items: Iterable[Any]) -> int:
         """Store a batch of half messages (``send_many``'s items), validated whole first:
         one script call per slot. Returns how many were stored."""
-        return int(self._client._run(self._client._tx_send(self._state, list(items), False)))
+        return int(self._client._run(self._client._tx_send(self._state, items, False)))
 
     def commit(self) -> SendCounts:
         """Make every half message pending at once, as sends now (merging, filters, delays
@@ -123,8 +123,7 @@ class AsyncTransaction:
         return int(await self._client._run(self._client._tx_send(self._state, [item], True)))
 
     async def send_many(self, items: Iterable[Any]) -> int:
-        return int(await self._client._run(self._client._tx_send(self._state, list(items),
-                                                                 False)))
+        return int(await self._client._run(self._client._tx_send(self._state, items, False)))
 
     async def commit(self) -> SendCounts:
         counts: SendCounts = await self._client._run(self._client._tx_close(self._state, True))

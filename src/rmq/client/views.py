@@ -72,11 +72,12 @@ class ViewFlows:
     def _stats(self, topic: str) -> Flow[TopicStats]:
         info = yield from self._topic(topic, fresh=True)
         now = yield from self._now()
-        stats, transactions = yield from together([
+        collected, transactions = yield from together([
             collect(topic, registry.groups_with_data(info), info.settings.slots, info.paused,
                     now, info.limits),
             tx_ops.stats(topic, info.settings.slots)])
-        return replace(stats, transactions=transactions)
+        stats: TopicStats = replace(collected, transactions=transactions)
+        return stats
 
     def _snapshot_parts(self, topic: str, groups: Sequence[str] | None,
                         slots: Sequence[int] | None) -> Flow[list[tuple[str, int]]]:

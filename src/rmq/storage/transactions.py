@@ -61,12 +61,12 @@ class Half(NamedTuple):
 
 class SlotOutcome(NamedTuple):
     """What a slot's script did: ``state`` one of DONE, COMMITTED, ROLLED_BACK, UNKNOWN;
-    ``count`` the halves stored (a send) or closed (a commit, a rollback); ``merged`` how
-    many of a commit's halves merged into pending messages."""
+    ``halves`` the half messages stored (a send) or closed (a commit, a rollback);
+    ``merged`` how many of a commit's halves merged into pending messages."""
 
     slot: int
     state: int
-    count: int
+    halves: int
     merged: int = 0
 
 
@@ -287,7 +287,7 @@ class TransactionStats:
 
 def stats(topic: str, slots: int) -> Op[TransactionStats]:
     """The topic's transaction figures: one round trip."""
-    calls = []
+    calls: list[Call] = []
     for s in range(slots):
         keys = TxSlotKeys(topic, s)
         calls += (command("ZRANGE", keys.open, 0, -1),

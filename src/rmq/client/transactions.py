@@ -22,7 +22,7 @@ from ..message import SendCounts
 from ..settings import check_topic_name
 from ..storage import transactions as tx_ops
 from ..storage.registry import TopicInfo
-from ..storage.transactions import DONE, STATES, Half, OpenTransaction
+from ..storage.transactions import DONE, STATES, OpenTransaction
 from .outgoing import MISSING, prepare, prepare_batch
 
 __all__ = ["TransactionFlows", "TxState", "check_transaction_id", "send_item", "CheckStep"]
@@ -115,13 +115,13 @@ class TransactionFlows:
                 batch = [prepare(info.settings, now, **next(iter(items)))]
             else:
                 batch = prepare_batch(info.settings, now, items)  # checks what items is
-            halves = [_half(message, now, item) for message, item in zip(batch, list(items),
-                                                                         strict=True)]
+            dues = [("+0" if m.due_at == now else _due(m.due_at, now, item))
+                    for m, item in zip(batch, list(items), strict=True)]
             outcomes = yield from tx_ops.send_halves(
-                tx.topic, info.generation, tx.id, tx.part, tx.sent, halves, now,
+                tx.topic, info.generation, tx.id, tx.part, tx.sent, batch, dues, now,
                 info.settings.tx_retention)
-            for half in halves:
-                tx.sent[half.message.slot] = tx.sent.get(half.message.slot, 0) + 1
+            for m in batch:
+                tx.sent[m.slot] = tx.sent.get(m.slot, 0) + 1
             refused = [o.state for o in outcomes if o.state != DONE]
             if refused:
                 tx.state = STATES[refused[0]]
@@ -228,10 +228,9 @@ class TransactionFlows:
                                      info.settings.max_checks)
 
 
-def _half(message: Any, now: int, item: Any) -> Half:
-    """A prepared message as a half: a fixed time stays fixed, any other due (now, or a
-    delay) counts from the commit."""
-    fixed = isinstance(item, Mapping) and item.get("deliver_at") is not None
-    if fixed:
-        return Half(message, None, message.due_at)
-    return Half(message, max(0, message.due_at - now), None)
+def _due(due_at: int, now: int, item: Any) -> str | int:
+    """A prepared message's due as a half keeps it: a fixed time stays fixed, any other due
+    (now, or a delay) counts from the commit."""
+    if isinstance(item, Mapping) and item.get("deliver_at") is not None:
+        return due_at
+    return f"+{due_at - now}"

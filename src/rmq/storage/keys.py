@@ -262,12 +262,15 @@ class TxSlotKeys:
     def halves(self, tx_id: str) -> str:  # list: the transaction's half messages, as runs
         return f"{self._tag}:tx:h:{tx_id}"
 
-    def parts(self, tx_id: str) -> str:  # hash: part -> halves it stored; :opened, :halves
+    def parts(self, tx_id: str) -> str:  # hash: part -> halves it stored; :opened -> first send, ms
         return f"{self._tag}:tx:p:{tx_id}"
 
-    def of(self, tx_id: str) -> list[str]:
-        """What a send, commit or rollback of ``tx_id`` touches, in the scripts' order."""
-        return [self.open, self.closed, self.halves(tx_id), self.parts(tx_id), self.counts]
+    def of(self, tx_id: str) -> tuple[str, ...]:
+        """What a send, commit or rollback of ``tx_id`` touches, in the scripts' order:
+        open, closed, halves, parts, counts."""
+        tag = self._tag
+        return (f"{tag}:tx:open", f"{tag}:tx:closed", f"{tag}:tx:h:{tx_id}",
+                f"{tag}:tx:p:{tx_id}", f"{tag}:tx:counts")
 
 
 @dataclass(frozen=True, slots=True)

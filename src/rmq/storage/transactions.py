@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from .calls import Call, Op, command, script_call
@@ -19,7 +20,6 @@ from .send import MAX_SCRIPT_BATCH, Outgoing
 from .snapshot import SnapshotRow
 
 __all__ = [
-    "Half",
     "SlotOutcome",
     "OpenTransaction",
     "TransactionStats",
@@ -45,20 +45,6 @@ DONE, COMMITTED, ROLLED_BACK, UNKNOWN = 0, 1, 2, 3
 STATES = {COMMITTED: "committed", ROLLED_BACK: "rolled_back"}
 
 
-class Half(NamedTuple):
-    """A validated half message: as a send would store it, with its due kept relative to the
-    commit (``after_ms``) unless it names a fixed time (``at_ms``)."""
-
-    message: Outgoing
-    after_ms: int | None
-    at_ms: int | None
-
-    @property
-    def due(self) -> str | int:
-        """The due as tx_send.lua stores it: ``"+<ms>"`` after the commit, or epoch ms."""
-        return f"+{self.after_ms}" if self.at_ms is None else self.at_ms
-
-
 class SlotOutcome(NamedTuple):
     """What a slot's script did: ``state`` one of DONE, COMMITTED, ROLLED_BACK, UNKNOWN;
     ``halves`` the half messages stored (a send) or closed (a commit, a rollback);
@@ -71,23 +57,27 @@ class SlotOutcome(NamedTuple):
 
 
 def send_halves(topic: str, generation: str, tx_id: str, part: str, before: dict[int, int],
-                halves: Sequence[Half], now: int, retention: float) -> Op[list[SlotOutcome]]:
-    """Store ``halves`` as the part ``part`` of transaction ``tx_id``: one tx_send.lua call
-    per slot (at most MAX_SCRIPT_BATCH messages each), pipelined. ``before``: how many
-    halves the part sent to each slot before (a re-run sends from 0 again, and stores only
-    what goes beyond). Raises TopicGone as ``send`` does."""
-    by_slot: dict[int, list[Half]] = defaultdict(list)
-    for half in halves:
-        by_slot[half.message.slot].append(half)
+                batch: Sequence[Outgoing], dues: Sequence[str | int], now: int,
+                retention: float) -> Op[list[SlotOutcome]]:
+    """Store ``batch`` as half messages of the part ``part`` of transaction ``tx_id``: one
+    tx_send.lua call per slot (at most MAX_SCRIPT_BATCH messages each), pipelined. ``dues``:
+    each message's due as tx_send.lua keeps it, ``"+<ms>"`` after the commit (a delay, or
+    ``"+0"``) or epoch ms (a fixed time). ``before``: how many halves the part sent to each
+    slot before (a re-run sends from 0 again, and stores only what goes beyond). Raises
+    TopicGone as ``send`` does."""
+    by_slot: dict[int, list[int]] = defaultdict(list)
+    for index, message in enumerate(batch):
+        by_slot[message.slot].append(index)
     calls: list[Call] = []
     slots: list[int] = []
-    for slot, items in by_slot.items():
+    tx_send, keep = script("tx_send"), to_ms(retention)
+    for slot, indexes in by_slot.items():
         sent = before.get(slot, 0)
-        for start in range(0, len(items), MAX_SCRIPT_BATCH):
-            chunk = items[start : start + MAX_SCRIPT_BATCH]
-            keys = [SlotKeys(topic, slot).generation, *TxSlotKeys(topic, slot).of(tx_id)]
-            calls.append(script_call(script("tx_send"), keys, (
-                generation, now, tx_id, part, sent, to_ms(retention), *_runs(chunk))))
+        keys = (SlotKeys(topic, slot).generation, *TxSlotKeys(topic, slot).of(tx_id))
+        for start in range(0, len(indexes), MAX_SCRIPT_BATCH):
+            chunk = indexes[start : start + MAX_SCRIPT_BATCH]
+            calls.append(Call((generation, now, tx_id, part, sent, keep,
+                               *_runs(batch, dues, chunk)), tx_send, keys))
             slots.append(slot)
             sent += len(chunk)
     replies = yield calls
@@ -97,19 +87,21 @@ def send_halves(topic: str, generation: str, tx_id: str, part: str, before: dict
                                                                          strict=True)]
 
 
-def _runs(halves: Sequence[Half]) -> list[Any]:
-    """tx_send.lua's runs: ``priority, due, n, member...`` for halves sharing both."""
+def _runs(batch: Sequence[Outgoing], dues: Sequence[str | int], chunk: list[int]) -> list[Any]:
+    """tx_send.lua's runs: ``priority, due, n, member...`` for messages sharing both."""
     args: list[Any] = []
     run_at = -1
-    key: tuple[int, str | int] | None = None
-    for half in halves:
-        this = (half.message.priority, half.due)
-        if this != key:
+    priority: int | None = None
+    due: str | int | None = None
+    for i in chunk:
+        _, member, p, _ = batch[i]
+        d = dues[i]
+        if p != priority or d != due:
             if run_at >= 0:
                 args[run_at + 2] = len(args) - run_at - 3
-            key, run_at = this, len(args)
-            args += (*this, 0)
-        args.append(half.message.member)
+            priority, due, run_at = p, d, len(args)
+            args += (p, d, 0)
+        args.append(member)
     args[run_at + 2] = len(args) - run_at - 3
     return args
 
@@ -135,15 +127,24 @@ def close(topic: str, generation: str, groups: Sequence[str], tx_id: str, slots:
 
 def _commit_call(topic: str, generation: str, groups: Sequence[str], tx_id: str, slot: int,
                  now: int, retention: float, heads: bool, filters: str) -> Call:
+    head, groups_keys = _commit_keys(topic, slot, tuple(groups), heads)
+    return Call((generation, now, wake_channel(topic), slot if heads else "", filters, tx_id,
+                 to_ms(retention)), script("tx_commit"),
+                (*head, *TxSlotKeys(topic, slot).of(tx_id), *groups_keys))
+
+
+@lru_cache(maxsize=4096)
+def _commit_keys(topic: str, slot: int, groups: tuple[str, ...], heads: bool
+                 ) -> tuple[tuple[str, str], tuple[str, ...]]:
+    """What every commit into ``slot`` shares: the slot's generation and clock, and the
+    groups' keys as enqueue.lua takes them (send.py)."""
     slot_keys = SlotKeys(topic, slot)
-    keys = [slot_keys.generation, slot_keys.clock, *TxSlotKeys(topic, slot).of(tx_id)]
-    for group in groups:  # as enqueue.lua takes them (send.py)
+    keys: list[str] = []
+    for group in groups:
         keys += slot_keys.group(group).all()
         if heads:
             keys += (HeadsKeys(topic, group).ready, HeadsKeys(topic, group).delayed)
-    return script_call(script("tx_commit"), keys, (
-        generation, now, wake_channel(topic), slot if heads else "", filters, tx_id,
-        to_ms(retention)))
+    return (slot_keys.generation, slot_keys.clock), tuple(keys)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,8 +191,7 @@ def open_transactions(topic: str, slots: int, check_after: float) -> Op[list[Ope
     if not by_id:
         return []
     ids = sorted(by_id)
-    details = yield [*(command("HMGET", TxSlotKeys(topic, slot).parts(tx_id), ":opened",
-                               ":halves")
+    details = yield [*(command("HGETALL", TxSlotKeys(topic, slot).parts(tx_id))
                        for tx_id in ids for slot in by_id[tx_id]),
                      *(command("ZMSCORE", TxSlotKeys(topic, s).closed, *ids)
                        for s in range(slots))]
@@ -205,10 +205,11 @@ def open_transactions(topic: str, slots: int, check_after: float) -> Op[list[Ope
     for tx_id in ids:
         opened, halves, last = [], 0, 0
         for sent_at in by_id[tx_id].values():
-            first, held = details[at]
+            parts = details[at]  # part -> halves it stored; ":opened" -> first half send
             at += 1
+            first = parts.pop(b":opened", None)
             opened.append(int(first) if first is not None else sent_at)
-            halves += int(held or 0)
+            halves += sum(int(n) for n in parts.values())
             last = max(last, sent_at)
         checks, next_at, abandoned = _record(records.get(tx_id))
         out.append(OpenTransaction(

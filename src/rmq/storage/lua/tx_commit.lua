@@ -40,31 +40,35 @@ end
 local now = tonumber(ARGV[2])
 local id = ARGV[6]
 local t = tx_keys(3)
-local state = tx_closed(t, id, now, tonumber(ARGV[7]))
+local retention = tonumber(ARGV[7])
+local state = tx_closed(t, id, now, retention)
 if state then
   return {tx_state_code(state), 0, 0}
 end
-if not rcall("ZSCORE", t.open, id) then
+-- An open transaction holds at least one half message in each slot it is open in.
+local halves = rcall("LRANGE", t.halves, 0, -1)
+if #halves == 0 then
   return {TX_UNKNOWN, 0, 0}
 end
 
 -- The halves as enqueue.lua's runs, each due resolved against the commit's time.
-local halves = rcall("LRANGE", t.halves, 0, -1)
+local held = 0
 local i = 1
 while i <= #halves do
   local due = halves[i + 1]
   if string.byte(due, 1) == 43 then  -- "+<ms>": after the commit
     halves[i + 1] = now + tonumber(string.sub(due, 2))
   end
-  i = i + 3 + tonumber(halves[i + 2])
+  local n = tonumber(halves[i + 2])
+  held = held + n
+  i = i + 3 + n
 end
 
 local merged = 0
-if #halves > 0 then
-  local clock = open_clock(KEYS[2], now)
-  for _, flag in ipairs(enqueue_batch(halves, 1, 8, now, clock, ARGV[4], ARGV[5])) do
-    merged = merged + flag
-  end
-  finish(clock, ARGV[3])
+local clock = open_clock(KEYS[2], now)
+for _, flag in ipairs(enqueue_batch(halves, 1, 8, now, clock, ARGV[4], ARGV[5])) do
+  merged = merged + flag
 end
-return {TX_DONE, tx_close(t, id, now, true), merged}
+finish(clock, ARGV[3])
+tx_close(t, id, now, true, retention, held)
+return {TX_DONE, held, merged}

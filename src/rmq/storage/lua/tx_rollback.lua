@@ -28,11 +28,21 @@ end
 local now = tonumber(ARGV[2])
 local id = ARGV[3]
 local t = tx_keys(2)
-local state = tx_closed(t, id, now, tonumber(ARGV[4]))
+local retention = tonumber(ARGV[4])
+local state = tx_closed(t, id, now, retention)
 if state then
   return {tx_state_code(state), 0}
 end
 if not rcall("ZSCORE", t.open, id) then
   return {TX_UNKNOWN, 0}
 end
-return {TX_DONE, tx_close(t, id, now, false)}
+-- what the parts stored here (the fields that are no part's start with ":")
+local held = 0
+local parts = rcall("HGETALL", t.parts)
+for j = 1, #parts, 2 do
+  if string.byte(parts[j], 1) ~= 58 then
+    held = held + tonumber(parts[j + 1])
+  end
+end
+tx_close(t, id, now, false, retention, held)
+return {TX_DONE, held}

@@ -51,6 +51,15 @@ local counted = tonumber(rcall("HGET", t.parts, ARGV[4]) or 0)
 local skip = counted - before  -- this part's messages a previous run of it stored already
 local items, stored, sent = {}, 0, 0
 local i = 7
+if skip <= 0 then  -- no replay: store the runs as they came
+  items = nil
+  while i <= #ARGV do
+    local n = tonumber(ARGV[i + 2])
+    sent = sent + n
+    i = i + 3 + n
+  end
+  stored = sent
+end
 while i <= #ARGV do
   local n = tonumber(ARGV[i + 2])
   local from = i + 3
@@ -73,12 +82,22 @@ while i <= #ARGV do
   i = i + 3 + n
 end
 
+local opened = rcall("ZADD", t.open, ARGV[2], id) == 1
 if stored > 0 then
-  bulk("RPUSH", t.halves, items)
-  rcall("HSET", t.parts, ARGV[4], before + sent)
-  rcall("HINCRBY", t.parts, ":halves", stored)
+  if items then
+    bulk("RPUSH", t.halves, items)
+  else
+    for from = 7, #ARGV, 1000 do
+      rcall("RPUSH", t.halves, unpack(ARGV, from, math.min(from + 999, #ARGV)))
+    end
+  end
+  if opened then
+    rcall("HSET", t.parts, ARGV[4], before + sent, ":opened", ARGV[2])
+  else
+    rcall("HSET", t.parts, ARGV[4], before + sent)
+  end
   rcall("HINCRBY", t.counts, "halves", stored)
+elseif opened then
+  rcall("HSET", t.parts, ":opened", ARGV[2])
 end
-rcall("HSETNX", t.parts, ":opened", ARGV[2])
-rcall("ZADD", t.open, ARGV[2], id)
 return {TX_DONE, stored}

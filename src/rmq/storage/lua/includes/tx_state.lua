@@ -4,10 +4,10 @@
   when committed, + 0 when rolled back, and forgotten tx_retention after it closed.
 
   tx_keys(first): the keys TxSlotKeys.of() passes, from KEYS[first] on.
-  tx_closed(t, id, now, retention): "committed", "rolled_back" or nil; forgets the ids
-  closed longer ago than `retention` ms first.
-  tx_close(t, id, now, committed): the slot's part of the transaction is closed: its halves
-  and parts dropped, the id remembered, the counts kept. Returns the halves it held.
+  tx_closed(t, id, now, retention): "committed", "rolled_back" or nil (never closed here,
+  or closed longer ago than `retention` ms).
+  tx_close(t, id, now, committed, retention, held): the slot's part of the transaction is
+  closed: its halves and parts dropped, the id remembered, the counts kept.
 
   Provides: TX_DONE, TX_COMMITTED, TX_ROLLED_BACK, TX_UNKNOWN, tx_keys, tx_closed,
   tx_close, tx_state_code.  Needs: rcall, KEYS, and the includes below.
@@ -26,20 +26,26 @@ local function tx_keys(first)
 end
 
 local function tx_closed(t, id, now, retention)
-  rcall("ZREMRANGEBYSCORE", t.closed, "-inf", "(" .. fmt((now - retention) * 2))
   local score = rcall("ZSCORE", t.closed, id)
   if not score then
     return nil
   end
-  return tonumber(score) % 2 == 1 and "committed" or "rolled_back"
+  score = tonumber(score)
+  if (score - score % 2) / 2 < now - retention then
+    return nil  -- forgotten: closed longer ago than tx_retention
+  end
+  return score % 2 == 1 and "committed" or "rolled_back"
 end
 
 local function tx_state_code(state)
   return state == "committed" and TX_COMMITTED or TX_ROLLED_BACK
 end
 
-local function tx_close(t, id, now, committed)
-  local held = tonumber(rcall("HGET", t.parts, ":halves") or 0)
+-- The slot's part of the transaction closed: `held` half messages it held dropped (a
+-- commit has put them into pending first), the id remembered, the ids closed longer ago
+-- than `retention` forgotten (here, where the zset grows).
+local function tx_close(t, id, now, committed, retention, held)
+  rcall("ZREMRANGEBYSCORE", t.closed, "-inf", "(" .. fmt((now - retention) * 2))
   rcall("ZADD", t.closed, fmt(now * 2 + (committed and 1 or 0)), id)
   rcall("ZREM", t.open, id)
   rcall("DEL", t.halves, t.parts)
@@ -47,5 +53,4 @@ local function tx_close(t, id, now, committed)
     rcall("HINCRBY", t.counts, "halves", -held)
   end
   rcall("HINCRBY", t.counts, committed and "committed" or "rolled_back", 1)
-  return held
 end

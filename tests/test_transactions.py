@@ -79,6 +79,18 @@ def test_a_fixed_time_stays_fixed(client, clock):
     assert (row.state, row.due_at) == ("delayed", clock.now + 60_000)
 
 
+def test_a_fixed_time_past_at_the_commit_merges_as_a_send_made_then(client, clock):
+    client.create_topic("t")
+    start = clock.now
+    client.send("t", b"x", deliver_at=start + 100)
+    tx = client.transaction("t")
+    tx.send(b"x", deliver_at=start + 2, priority=200)
+    clock.advance(101)  # both are due: the pending one first, and it keeps its place
+    assert tx.commit() == rmq.SendCounts(1, 1)
+    (row,) = rows(client, "t")
+    assert (row.state, row.priority, row.due_at) == ("ready", 200, start + 100)
+
+
 def test_the_filters_of_bound_groups_apply_at_the_commit(client):
     client.create_topic("t")
     client.bind("t", "eu", where="region = 'eu'")
@@ -149,6 +161,17 @@ def test_a_closed_id_is_remembered_so_a_replay_stores_nothing(client):
     with pytest.raises(TransactionClosed):
         client.transaction("t", id="batch-7").rollback()
     assert sorted(m.body for m in client.claim("t")) == [b"a", b"b"]
+
+
+def test_a_closed_id_is_forgotten_after_tx_retention(client, clock):
+    client.create_topic("t", tx_retention=60)
+    with client.transaction("t", id="old") as tx:
+        tx.send(b"a")
+    clock.advance(59_000)
+    with pytest.raises(TransactionClosed):
+        client.transaction("t", id="old").send(b"a")
+    clock.advance(2_000)
+    assert client.transaction("t", id="old").send(b"a") == 1  # a new transaction now
 
 
 def test_a_part_sent_again_stores_nothing_twice(client):

@@ -58,6 +58,10 @@ while i <= #halves do
   local due = halves[i + 1]
   if string.byte(due, 1) == 43 then  -- "+<ms>": after the commit
     halves[i + 1] = now + tonumber(string.sub(due, 2))
+  elseif tonumber(due) < now then
+    -- a fixed time already past: due now, as a send now (merging, it keeps the place of
+    -- a pending message due earlier, as a send's does)
+    halves[i + 1] = now
   end
   local n = tonumber(halves[i + 2])
   held = held + n

@@ -40,9 +40,10 @@ class ModelTx:
     state: str = "open"  # or "committed", "rolled_back"
     closing: str | None = None  # "committed" when some slots committed (cut off midway)
     checks: int = 0
-    next_check: int = 0
-    shared: bool = False  # another handle sent too: only a handle that sent nothing (which
-    # covers every slot) closes all of it (docs/transactions.md, "Ids, parts and replays")  # epoch ms before which no check may begin (the lease, an interval)
+    next_check: int = 0  # epoch ms before which no check may begin (the lease, an interval)
+    # another handle sent too: only a handle that sent nothing (it covers every slot) closes
+    # all of it (docs/transactions.md, "Ids, parts and replays")
+    shared: bool = False
 
 
 class TransactionRules:

@@ -10,6 +10,7 @@ from console_helpers import TestClient
 from helpers import wait_for
 from playwright.sync_api import Page, expect
 from test_browser import live, page  # noqa: F401 - the page fixture
+from test_metrics import labels, scrape
 
 import rmq
 
@@ -48,3 +49,19 @@ def test_the_topic_page_shows_open_transactions(page: Page, console_process: Any
     client.transaction("orders", id="order-77").commit()
     expect(page.locator("#tx-table tbody")).to_contain_text("No open transactions.")
     expect(page.locator("#tx-open")).to_have_text("0")
+
+
+def test_metrics_show_open_transactions_half_messages_and_the_abandoned(
+        api: TestClient, client: rmq.Client) -> None:
+    client.create_topic("orders", max_checks=1, check_interval=0.05)
+    client.transaction("orders", id="a").send_many([b"x", b"y"])
+    client.transaction("orders", id="b").send(b"z")
+    assert client.check_transaction("orders", "b", lambda _: None) == "unknown"
+    (due,) = [t.check_due_at for t in client.open_transactions("orders") if t.id == "b"]
+    wait_for(lambda: client.now() >= due, what="b's next check due")
+    assert client.check_transaction("orders", "b", lambda _: None) == "abandoned"
+    samples = scrape(api.get("/metrics").text)
+    topic = labels(topic="orders")
+    assert samples["rmq_transactions_open"][topic] == 1
+    assert samples["rmq_half_messages"][topic] == 2
+    assert samples["rmq_transactions_abandoned_total"][topic] == 1

@@ -362,3 +362,32 @@ def test_a_transaction_of_100_messages_is_two_round_trips(redis_url):
         tx.send_many([f"m{i}" for i in range(100)])
         tx.commit()
         assert scripts == [["tx_send"], ["tx_commit"]]
+
+
+def test_a_rollback_cut_off_midway_is_finished_by_the_check_back(client, clock):
+    client.create_topic("t", slots=8)
+    client.transaction("t", id="undone").send_many([f"m{i}" for i in range(40)])
+    info = client.topic("t")
+    client._run(tx_ops.close("t", info.generation, info.groups, "undone", [0, 1], False,
+                             clock.now, info.settings.tx_retention, False))
+    (found,) = client.open_transactions("t")
+    assert found.closing == "rolled_back"
+
+    def checker(tx_id):
+        raise AssertionError("a rollback cut off midway needs no checker")
+
+    assert client.check_transaction("t", "undone", checker) == "rolled_back"
+    assert client.open_transactions("t") == []
+    assert client.claim("t", count=100) == []
+
+
+def test_half_messages_keep_their_key_and_slot_basis(client):
+    client.create_topic("t", slots=8, serial_keys=True)
+    with client.transaction("t") as tx:
+        tx.send(b"first", key="order-9")
+        tx.send_many([{"body": b"second", "key": "order-9"},
+                      {"body": b"elsewhere", "slot_basis": "order-9"}])
+    first, *_ = client.claim("t", count=10)
+    assert (first.body, first.key) == (b"first", b"order-9")
+    slots = {row.body: row.slot for row in rows(client, "t")}
+    assert len(set(slots.values())) == 1  # one key, one slot

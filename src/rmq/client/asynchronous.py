@@ -26,6 +26,7 @@ from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, problem_of
 from ..storage.peek import PeekPage
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from ..storage.snapshot import SnapshotRow
+from ..storage.trace import TraceEvent
 from ..storage.stats import TopicStats
 from .base import MISSING, BaseClient, Flow, Load, Sleep, Subscribe
 from .clock import Clock
@@ -368,6 +369,12 @@ class AsyncClient(BaseClient):
                             every_slot: bool = False) -> list[SnapshotRow]:
         """See :meth:`rmq.Client.find_messages`."""
         return await self._run(self._find_messages(topic, body, key, every_slot))
+
+    async def trace(self, topic: str, message_id: str | None = None, *,
+                    body: bytes | str | None = None,
+                    key: bytes | str | None = None) -> list[TraceEvent]:
+        """See :meth:`rmq.Client.trace`."""
+        return await self._run(self._trace(topic, message_id, body, key))
 
     # -- worker runtime -------------------------------------------------------------------
 

@@ -18,10 +18,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from operator import attrgetter
 from typing import Any, NamedTuple, TypeVar, cast
 
 from ..errors import InvalidArgument, RedisUnavailable, UnknownTopic
-from ..message import Claimed, Message, SendCounts, SendResult
+from ..message import Claimed, Message, MessageIds, SendCounts, SendResult, message_id_of
 from ..settings import check_group_name, check_topic_name
 from ..storage import limits as limit_ops
 from ..storage import queue, registry, settle
@@ -29,6 +30,7 @@ from ..storage.calls import Call, Op, together
 from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, load_all, problem_of
 from ..storage.queue import TopicGone
 from ..storage.registry import TopicInfo
+from ..storage.trace import trace_argument
 from .arguments import (
     check_consumer_id,
     check_count,
@@ -215,14 +217,15 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
                 # the call may join others sent at once (group_commit.py)
                 (reply,) = yield [queue.enqueue_one(topic, info.generation, info.groups,
                                                     message, now, self._heads(info),
-                                                    info.filter_argument)]
+                                                    info.filter_argument,
+                                                    trace_argument(topic, info.settings))]
                 merged = queue.merged_one(topic, reply)
             except TopicGone:
                 if not first:
                     raise UnknownTopic(topic) from None
                 info = yield from self._reload_gone(topic)
                 continue
-            return SendResult(message.slot, merged)
+            return SendResult(message.slot, merged, message_id_of(topic, message.member))
         raise AssertionError("unreachable: the second attempt returns or raises")
 
     def _send_many(self, topic: str, items: Iterable[Any]) -> Flow[SendCounts]:
@@ -233,8 +236,10 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
             now = yield from self._now()
             batch = prepare_batch(info.settings, now, items)
             merged = yield from queue.send(topic, info.generation, info.groups, batch, now,
-                                           self._heads(info), info.filter_argument)
-            return SendCounts(len(batch), sum(merged))
+                                           self._heads(info), info.filter_argument,
+                                           trace_argument(topic, info.settings))
+            return SendCounts(len(batch), sum(merged), MessageIds(topic, batch,
+                                                                   attrgetter("member")))
 
         return (yield from self._on_current(topic, send_many))
 

@@ -23,6 +23,7 @@ from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, problem_of
 from ..storage.peek import PeekPage
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from ..storage.snapshot import SnapshotRow
+from ..storage.trace import TraceEvent
 from ..storage.stats import TopicStats
 from .base import MISSING, BaseClient, Flow, Load, Sleep, Subscribe
 from .clock import Clock
@@ -382,6 +383,14 @@ class Client(BaseClient):
         Looks in the slot a send of them goes to; ``every_slot`` (which reads the whole
         topic) also finds messages sent with another ``slot_basis``."""
         return self._run(self._find_messages(topic, body, key, every_slot))
+
+    def trace(self, topic: str, message_id: str | None = None, *,
+              body: bytes | str | None = None,
+              key: bytes | str | None = None) -> list[TraceEvent]:
+        """The recorded state changes of a message of a topic with ``trace`` on, oldest
+        first (docs/trace.md): named by its ``message_id`` (every slot is read), or by the
+        ``body`` and ``key`` it was sent with (the slot such a send goes to)."""
+        return self._run(self._trace(topic, message_id, body, key))
 
     # -- worker runtime -------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from .codec import to_ms
 from .generation import check_stored
 from .heads import keeps_heads
 from .scripts import script
+from .trace import trace_argument
 
 __all__ = ["Claimer"]
 
@@ -47,17 +48,19 @@ class Claimer:
         delivery for the console and ``find`` to show."""
         lease_ms = to_ms(lease)
         lease_until = now + lease_ms
-        args = claim_args(settings, generation, now, count, lease_ms, holder)
+        trace = trace_argument(topic, settings)
+        args = claim_args(settings, generation, now, count, lease_ms, holder, trace)
         if not self.single_node:
             return (yield from _claim_on_cluster(topic, generation, group, settings, count,
                                                  now, args, lease_until))
         if not keeps_heads(settings, True):
             slots = tuple(range(settings.slots))
-            (reply,) = yield [script_call(script("claim"), claim_keys(topic, group, slots),
-                                          args)]
+            (reply,) = yield [script_call(script("claim"),
+                                          claim_keys(topic, group, slots, trace != ""), args)]
             check_stored(topic, reply)
             next_due: int | None = reply[0] if reply[0] >= 0 else None
-            return parse_claimed(topic, generation, group, slots, reply, lease_until), next_due
+            return (parse_claimed(topic, generation, group, slots, reply, lease_until, trace),
+                    next_due)
         messages, next_due, window = yield from claim_by_heads(
             topic, generation, group, settings.slots, count, args, lease_until,
             self._windows.get((topic, group)))
@@ -70,21 +73,22 @@ def _claim_on_cluster(topic: str, generation: str, group: str, settings: TopicSe
                       count: int, now: int, args: list[Any], lease_until: int
                       ) -> Op[Claimed]:
     """The cluster's rounds (cluster_claim.py), with claim.lua bounded to each share."""
+    trace = args[8]
 
     def claim_slot(slot: int, share: Share) -> Call:
         bounded = args[:]
         bounded[1] = share.size
         bounded[5] = max(share.size, SERIAL_SCAN) if settings.serial_keys else share.size
-        return script_call(script("claim"), claim_keys(topic, group, (slot,)),
+        return script_call(script("claim"), claim_keys(topic, group, (slot,), trace != ""),
                            [*bounded, share.lowest])
 
     def read_head(slot: int, depth: int) -> Call:
         return head_call(topic, generation, group, slot, now, depth, settings.serial_keys,
-                         PROMOTE_LIMIT, SERIAL_SCAN if settings.serial_keys else depth)
+                         PROMOTE_LIMIT, SERIAL_SCAN if settings.serial_keys else depth, trace)
 
     def claimed(slot: int, reply: Any) -> list[Message]:
         check_stored(topic, reply)
-        return parse_claimed(topic, generation, group, [slot], reply, lease_until)
+        return parse_claimed(topic, generation, group, [slot], reply, lease_until, trace)
 
     return (yield from claim_across_slots(settings.slots, count, read_head, claim_slot,
                                           claimed, lambda reply: check_stored(topic, reply)))

@@ -22,28 +22,34 @@ SERIAL_SCAN = 1000
 
 
 @lru_cache(maxsize=4096)
-def claim_keys(topic: str, group: str, slots: tuple[int, ...]) -> tuple[str, ...]:
-    """The first slot's generation, then per slot its delivery-id counter and group keys."""
+def claim_keys(topic: str, group: str, slots: tuple[int, ...],
+               traced: bool = False) -> tuple[str, ...]:
+    """The first slot's generation, then per slot its delivery-id counter and group keys,
+    and its trace keys when ``traced``."""
     keys: list[str] = [SlotKeys(topic, slots[0]).generation]
     for slot in slots:
         slot_keys = SlotKeys(topic, slot)
         keys.append(slot_keys.seq)
         keys.extend(slot_keys.group(group).all())
+        if traced:
+            keys.extend(slot_keys.trace())
     return tuple(keys)
 
 
 def claim_args(settings: TopicSettings, generation: str, now: int, count: int, lease_ms: int,
-               holder: str) -> list[Any]:
-    """ARGV[1..8] of claim.lua and claim_heads.lua (their headers name each)."""
+               holder: str, trace: str = "") -> list[Any]:
+    """ARGV[1..9] of claim.lua and claim_heads.lua (their headers name each); ``trace``:
+    the topic's trace argument (``trace.trace_argument``)."""
     scan = max(count, SERIAL_SCAN) if settings.serial_keys else count
     return [now, count, lease_ms, int(settings.serial_keys), PROMOTE_LIMIT, scan, generation,
-            holder]
+            holder, trace]
 
 
 def parse_claimed(topic: str, generation: str, group: str, slots: Sequence[int],
-                  reply: list[Any], lease_until: int) -> list[Message]:
+                  reply: list[Any], lease_until: int, trace: str = "") -> list[Message]:
     """The messages of a claim's reply (take.lua's take_chosen), after its first field, each
-    carrying the generation it was claimed under (what settling it checks)."""
+    carrying the generation it was claimed under (what settling it checks) and the trace
+    argument its settles pass."""
     shares = reply[1]
     at = 2 + 2 * shares
     seqs = dict(zip(reply[2:at:2], reply[3:at:2], strict=True))  # slot index -> next id
@@ -62,9 +68,9 @@ def parse_claimed(topic: str, generation: str, group: str, slots: Sequence[int],
                 body, key, tag, properties = decode_parts(member)
                 out.append(claimed_message(topic, group, slots[index - 1], seq, body,
                                            priority, attempts, due, key, lease_until,
-                                           generation, tag, properties))
+                                           generation, tag, properties, member, trace))
             else:
                 out.append(claimed_message(topic, group, slots[index - 1], seq, member,
                                            priority, attempts, due, None, lease_until,
-                                           generation))
+                                           generation, trace=trace))
     return out

@@ -49,13 +49,14 @@ def claim_by_heads(topic: str, generation: str, group: str, slots_in_topic: int,
     claimed: list[Message] = []
     next_due: int | None = None
     window = last
+    trace = args[8]  # claim_args' trace argument
     sync: list[Call] = []
     for _ in range(_MAX_ROUNDS):
         call_args = args[:]
         call_args[1] = count - len(claimed)
         call_args += (_RESYNC_MS, report, _NEED_MAX, first_read, *slots)
-        replies = yield [*sync, script_call(script("claim_heads"), _keys(topic, group, slots),
-                                            call_args)]
+        replies = yield [*sync, script_call(script("claim_heads"),
+                                            _keys(topic, group, slots, trace != ""), call_args)]
         reply = replies[-1]
         for stored in (*replies[:-1], None if reply == _NEED_SYNC else reply):
             check_stored(topic, stored)
@@ -66,7 +67,8 @@ def claim_by_heads(topic: str, generation: str, group: str, slots_in_topic: int,
             continue
         sync = []
         due, needed, head = reply[0], reply[1], reply[2]
-        claimed += parse_claimed(topic, generation, group, slots, reply[2:], lease_until)
+        claimed += parse_claimed(topic, generation, group, slots, reply[2:], lease_until,
+                                 trace)
         window = Window(tuple(dict.fromkeys(head)), len({m.slot for m in claimed}))
         next_due = due if due >= 0 else None
         needed = [s for s in needed if 0 <= s < slots_in_topic]
@@ -76,9 +78,9 @@ def claim_by_heads(topic: str, generation: str, group: str, slots_in_topic: int,
     return claimed, next_due, window
 
 
-def _keys(topic: str, group: str, slots: tuple[int, ...]) -> list[str]:
+def _keys(topic: str, group: str, slots: tuple[int, ...], traced: bool) -> list[str]:
     # windows change from claim to claim: the keys are cached per slot, not per window
     keys = [*heads_keys(topic, group)]
     for slot in slots:
-        keys += claim_keys(topic, group, (slot,))[1:]
+        keys += claim_keys(topic, group, (slot,), traced)[1:]
     return keys

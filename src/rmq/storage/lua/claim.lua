@@ -6,7 +6,9 @@
   the count and the lowest priority (ARGV[9]) chosen from the slots' heads (head.lua).
 
   KEYS[1]      the generation of the first slot claimed from (includes/generation.lua)
-  KEYS[2..]    per slot, 10 keys: the slot's delivery-id counter, then the 9 group keys
+  KEYS[2..]    per slot, 10 keys: the slot's delivery-id counter, then the 9 group keys;
+               with the trace on (ARGV[9]), 12: then the slot's trace keys, events and
+               tally (includes/trace.lua)
   ARGV[1]      now, epoch ms
   ARGV[2]      count
   ARGV[3]      lease, ms
@@ -16,7 +18,8 @@
                that are not in flight (>= count)
   ARGV[7]      the topic's generation as the client read it from the registry ("": none)
   ARGV[8]      who claims (a consumer's id; "": not said), kept in each in-flight record
-  ARGV[9]      optional: the lowest priority to claim (a cluster claim's bound to the bands
+  ARGV[9]      the topic's trace as the client read it: "" when off (includes/trace.lua)
+  ARGV[10]     optional: the lowest priority to claim (a cluster claim's bound to the bands
                it chose from the slots' heads)
 
   Returns {next_due, then the claimed messages as take.lua's take_chosen writes them: the
@@ -46,12 +49,14 @@ local gone, now, count, lease_until, serial, promote_limit, scan, holder = claim
 if gone then
   return gone
 end
-local lowest = tonumber(ARGV[9])
+local lowest = tonumber(ARGV[10])
+local tracing = ARGV[9] ~= ""
 
 local slots, delayed = {}, {}
-for first = 2, #KEYS, 1 + GROUP_KEY_COUNT do
+for first = 2, #KEYS, claim_stride() do
   local k = group_keys(first + 1)
   k.seq = KEYS[first]
+  attach_trace(k, claim_trace(first))
   slots[#slots + 1] = k
   delayed[#delayed + 1] = k.delayed
 end
@@ -60,7 +65,7 @@ end
 local any_delayed = rcall("EXISTS", unpack(delayed)) > 0
 if any_delayed then
   for _, k in ipairs(slots) do
-    promote_due(k.ready, k.delayed, now, promote_limit)
+    promote_due(k.ready, k.delayed, now, promote_limit, k)
   end
 end
 
@@ -158,6 +163,12 @@ end
 local out = {-1}
 take_chosen(slots, taken, now, lease_until, holder, out)
 local claimed = taken.n
+if tracing then
+  trace_taken(slots, out, 2, ARGV[8])
+  for _, k in ipairs(slots) do
+    trace_save(k.trace)
+  end
+end
 
 if claimed < count and any_delayed then
   for _, k in ipairs(slots) do

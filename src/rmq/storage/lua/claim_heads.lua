@@ -25,14 +25,14 @@
   KEYS[3]      zset  heads_delayed: slot -> earliest delayed due, epoch ms
   KEYS[4]      string heads_synced: when the index was last built, epoch ms of Redis's clock
   KEYS[5..]    per slot of the window, 10 keys: the slot's delivery-id counter, then the 9
-               group keys
-  ARGV[1..8]   as claim.lua's (includes/claim_args.lua reads them): now, count, lease ms,
-               serial, promote limit, serial scan depth, generation, holder
-  ARGV[9]      RESYNC: rebuild the index when it was last built this many ms ago or more
-  ARGV[10]     how many slots of the ready index to return as the next window
-  ARGV[11]     at most this many slots to ask for
-  ARGV[12]     how many messages to read from a slot at a time
-  ARGV[13..]   the window: the slot number of each slot in KEYS, in KEYS order
+               group keys; with the trace on (ARGV[9]), 12: then the slot's trace keys
+  ARGV[1..9]   as claim.lua's (includes/claim_args.lua reads them): now, count, lease ms,
+               serial, promote limit, serial scan depth, generation, holder, trace
+  ARGV[10]     RESYNC: rebuild the index when it was last built this many ms ago or more
+  ARGV[11]     how many slots of the ready index to return as the next window
+  ARGV[12]     at most this many slots to ask for
+  ARGV[13]     how many messages to read from a slot at a time
+  ARGV[14..]   the window: the slot number of each slot in KEYS, in KEYS order
 
   Returns {next_due, needed, window, then the claimed messages as in claim.lua (take.lua's
   take_chosen: the shares' first delivery ids, then runs of messages that share a header)}.
@@ -69,25 +69,27 @@ end
 local heads_ready, heads_delayed = KEYS[2], KEYS[3]
 local clock_ms = server_ms()
 local synced = tonumber(rcall("GET", KEYS[4]))
-if not synced or math.abs(clock_ms - synced) >= tonumber(ARGV[9]) then
+if not synced or math.abs(clock_ms - synced) >= tonumber(ARGV[10]) then
   return NEED_SYNC
 end
 
-local report = tonumber(ARGV[10])
-local need_max = tonumber(ARGV[11])
-local first_read = math.min(tonumber(ARGV[12]), count)
+local report = tonumber(ARGV[11])
+local need_max = tonumber(ARGV[12])
+local first_read = math.min(tonumber(ARGV[13]), count)
 
 -- The window: slot number -> index i in KEYS order; slots[i], the slot's group key table,
 -- is built when first used (a claim opens a fraction of the slots it is passed).
 local index_of = {}
-for i = 1, (#KEYS - 4) / (1 + GROUP_KEY_COUNT) do
-  index_of[ARGV[12 + i]] = i
+local stride = claim_stride()
+for i = 1, (#KEYS - 4) / stride do
+  index_of[ARGV[13 + i]] = i
 end
 local slots = setmetatable({}, {__index = function(built, i)
-  local first = 5 + (i - 1) * (1 + GROUP_KEY_COUNT)
+  local first = 5 + (i - 1) * stride
   local k = group_keys(first + 1)
   k.seq = KEYS[first]
-  k.slot = ARGV[12 + i]
+  k.slot = ARGV[13 + i]
+  attach_trace(k, claim_trace(first))
   built[i] = k
   return k
 end})
@@ -106,7 +108,7 @@ for _, slot in ipairs(rcall("ZRANGEBYSCORE", heads_delayed, "-inf", fmt(now))) d
   local i = index_of[slot]
   if i then
     local k = slots[i]
-    promote_due(k.ready, k.delayed, now, promote_limit)
+    promote_due(k.ready, k.delayed, now, promote_limit, k)
     refresh_delayed(heads_delayed, k, slot)
     -- lower the ready entry also when another script (stats) promoted without the index
     local best = head_of(k.ready)
@@ -196,6 +198,12 @@ end
 
 local out = {-1, needed, {}}
 take_chosen(slots, taken, now, lease_until, holder, out)
+if ARGV[9] ~= "" then
+  trace_taken(slots, out, 4, ARGV[8])
+  for _, k in pairs(slots) do
+    trace_save(k.trace)
+  end
+end
 
 -- Every opened slot's entry becomes its head now (slot_stream.lua's stream_head; a serial
 -- topic's candidates skip locked keys, so its slots' heads are read); removed when empty.

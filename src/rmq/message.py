@@ -12,7 +12,7 @@ from typing import Any, NamedTuple, overload
 PropertyValue = str | int | float | bool
 
 __all__ = ["Priority", "Message", "Claimed", "DeadLetter", "SendResult", "SendCounts",
-           "message_id_of", "MessageIds"]
+           "message_id_of", "MessageIds", "links_of", "attach_links"]
 
 
 def message_id_of(topic: str, member: bytes) -> str:
@@ -123,6 +123,8 @@ class Message:
     _member: bytes = field(default=b"", init=False, repr=False, compare=False)
     # the topic's trace as the claim passed it (storage/trace.py), which settling passes on
     _trace: str = field(default="", init=False, repr=False, compare=False)
+    # the span contexts of the sends merged into it, when OpenTelemetry is on (rmq/otel.py)
+    _links: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False)
 
     @property
     def message_id(self) -> str:
@@ -150,7 +152,7 @@ def _slot_setters(cls: type) -> tuple[Any, ...]:
 
 (_SET_TOPIC, _SET_GROUP, _SET_SLOT, _SET_SEQ, _SET_BODY, _SET_PRIORITY, _SET_ATTEMPTS,
  _SET_DUE_AT, _SET_KEY, _SET_LEASE_UNTIL, _SET_GENERATION, _SET_TAG,
- _SET_PROPERTIES, _SET_MEMBER, _SET_TRACE) = _slot_setters(Message)
+ _SET_PROPERTIES, _SET_MEMBER, _SET_TRACE, _SET_LINKS) = _slot_setters(Message)
 _new = object.__new__
 
 
@@ -182,6 +184,17 @@ def claimed_message(topic: str, group: str, slot: int, seq: int, body: bytes, pr
     _SET_MEMBER(message, body if member is None else member)
     _SET_TRACE(message, trace)
     return message
+
+
+def links_of(message: Message) -> tuple[str, ...]:
+    """The span contexts (W3C traceparents) of the sends merged into ``message``, as its
+    claim read them (``rmq/otel.py``); empty without OpenTelemetry."""
+    return message._links
+
+
+def attach_links(message: Message, links: tuple[str, ...]) -> None:
+    """Give a claimed ``message`` the span contexts of its sends (the claim does)."""
+    _SET_LINKS(message, links)
 
 
 @dataclass(frozen=True, slots=True)

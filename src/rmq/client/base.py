@@ -21,6 +21,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from operator import attrgetter
 from typing import Any, NamedTuple, TypeVar, cast
 
+from .. import otel
 from ..errors import InvalidArgument, RedisUnavailable, UnknownTopic
 from ..message import Claimed, Message, MessageIds, SendCounts, SendResult, message_id_of
 from ..settings import check_group_name, check_topic_name
@@ -30,6 +31,7 @@ from ..storage.calls import Call, Op, together
 from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, load_all, problem_of
 from ..storage.queue import TopicGone
 from ..storage.registry import TopicInfo
+from ..storage.links import store_batch_links, store_links, take_links
 from ..storage.trace import trace_argument
 from .arguments import (
     check_consumer_id,
@@ -199,11 +201,13 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
 
     # -- sending ------------------------------------------------------------------------
 
-    def _send(self, topic: str, body: Any, options: tuple[Any, ...]) -> Flow[SendResult]:
+    def _send(self, topic: str, body: Any, options: tuple[Any, ...],
+              link: str | None = None) -> Flow[SendResult]:
         """``options``: prepare()'s, by position. Single sends are the hottest path: here
         ``_on_current`` is written out, and a cached entry and a fresh clock are taken
         without entering ``_topic`` or ``_now`` (a closure or a generator more per send
-        cost a tenth of its time in the client)."""
+        cost a tenth of its time in the client). ``link``: the producer span's context,
+        kept beside the message in the same round trip (storage/links.py)."""
         info = self._cached(topic) if type(topic) is str else None
         if info is None:
             info = yield from self._topic(topic)
@@ -215,10 +219,15 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
             message = prepare(info.settings, now, body, *options)
             try:
                 # the call may join others sent at once (group_commit.py)
-                (reply,) = yield [queue.enqueue_one(topic, info.generation, info.groups,
-                                                    message, now, self._heads(info),
-                                                    info.filter_argument,
-                                                    trace_argument(topic, info.settings))]
+                call = queue.enqueue_one(topic, info.generation, info.groups, message, now,
+                                         self._heads(info), info.filter_argument,
+                                         trace_argument(topic, info.settings))
+                if link is None:
+                    (reply,) = yield [call]
+                else:
+                    reply, *_ = yield [call, *store_links(
+                        topic, message.slot, info.groups,
+                        message_id_of(topic, message.member), link)]
                 merged = queue.merged_one(topic, reply)
             except TopicGone:
                 if not first:
@@ -228,16 +237,23 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
             return SendResult(message.slot, merged, message_id_of(topic, message.member))
         raise AssertionError("unreachable: the second attempt returns or raises")
 
-    def _send_many(self, topic: str, items: Iterable[Any]) -> Flow[SendCounts]:
+    def _send_many(self, topic: str, items: Iterable[Any],
+                   link: str | None = None) -> Flow[SendCounts]:
         if isinstance(items, Iterator):  # one-shot: kept for a second attempt
             items = list(items)
 
         def send_many(info: TopicInfo, first: bool) -> Flow[SendCounts]:
             now = yield from self._now()
             batch = prepare_batch(info.settings, now, items)
-            merged = yield from queue.send(topic, info.generation, info.groups, batch, now,
-                                           self._heads(info), info.filter_argument,
-                                           trace_argument(topic, info.settings))
+            send = queue.send(topic, info.generation, info.groups, batch, now,
+                              self._heads(info), info.filter_argument,
+                              trace_argument(topic, info.settings))
+            if link is None:
+                merged = yield from send
+            else:
+                targets = [(m.slot, message_id_of(topic, m.member)) for m in batch]
+                merged, _ = yield from together([send, store_batch_links(
+                    topic, info.groups, targets, link)])
             return SendCounts(len(batch), sum(merged), MessageIds(topic, batch,
                                                                    attrgetter("member")))
 
@@ -301,7 +317,10 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
             messages, next_due = yield from self._settling(acking, limited, now, claim)
             return Claimed(messages, next_due)
 
-        return (yield from self._on_current(topic, claim_due))
+        claimed = yield from self._on_current(topic, claim_due)
+        if claimed.messages and otel.tracer() is not None:
+            yield from take_links(claimed.messages)
+        return claimed
 
     def _heads(self, info: TopicInfo) -> bool:
         """Whether the topic keeps a heads index here (single node, many slots)."""

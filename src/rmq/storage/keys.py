@@ -238,6 +238,9 @@ class GroupSlotKeys:
     def counters(self) -> str:  # hash: sent, merged, acked, retried, dead
         return self._key("counters")
 
+    def links(self, message_id: str) -> str:  # list: span contexts of its sends (otel)
+        return self._key(f"links:{message_id}")
+
     def all(self) -> list[str]:
         return [
             self.ready, self.delayed, self.attempts, self.inflight, self.leases,

@@ -1,0 +1,54 @@
+"""The span contexts of sends, kept beside their message for the consumer spans that link
+to them (OpenTelemetry, ``rmq/otel.py``; docs/storage.md, "OpenTelemetry links"). Only a
+client with a tracer provider configured writes or reads them.
+
+Per group and message id, one list in the message's slot (``GroupSlotKeys.links``): a send
+appends its producer span's ``traceparent`` to the list of each group it is sent to (the
+latest ``MAX_LINKS`` are kept), and a claim takes the lists of the messages it claimed
+(read and deleted in one round trip), so a delivery links to the sends merged into it since
+the last claim. A list expires ``LINKS_TTL_MS`` after its last send.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..message import Message, attach_links
+from .calls import Call, Op, command
+from .keys import SlotKeys
+
+__all__ = ["MAX_LINKS", "LINKS_TTL_MS", "store_links", "store_batch_links", "take_links"]
+
+MAX_LINKS = 32
+LINKS_TTL_MS = 86_400_000
+
+
+def store_links(topic: str, slot: int, groups: Sequence[str], message_id: str,
+                traceparent: str) -> list[Call]:
+    """The commands that keep ``traceparent`` for the next claim of the message in each
+    group (plain commands, sent in the send's round trip)."""
+    calls = []
+    for group in groups:
+        key = SlotKeys(topic, slot).group(group).links(message_id)
+        calls += [command("RPUSH", key, traceparent),
+                  command("LTRIM", key, -MAX_LINKS, -1),
+                  command("PEXPIRE", key, LINKS_TTL_MS)]
+    return calls
+
+
+def store_batch_links(topic: str, groups: Sequence[str], batch: Sequence[tuple[int, str]],
+                      traceparent: str) -> Op[None]:
+    """``store_links`` for each (slot, message id) of a batch, in one round trip."""
+    yield [call for slot, message_id in batch
+           for call in store_links(topic, slot, groups, message_id, traceparent)]
+
+
+def take_links(messages: Sequence[Message]) -> Op[None]:
+    """Read and delete the span contexts kept for each claimed message, and give them to
+    it (``rmq.message.links_of``)."""
+    keys = [SlotKeys(m.topic, m.slot).group(m.group).links(m.message_id) for m in messages]
+    replies = yield [call for key in keys
+                     for call in (command("LRANGE", key, 0, -1), command("DEL", key))]
+    for message, found in zip(messages, replies[0::2], strict=True):
+        if found:
+            attach_links(message, tuple(text.decode() for text in found))

@@ -1,6 +1,7 @@
 """A handler's failure is visible without any logging set up: the worker runtime logs it once,
-with its traceback, the delivery id beside the message id, the attempt and the topic; a dead-lettering is logged at
-WARNING. Python's default (``logging.lastResort``) prints WARNING and above to stderr."""
+with its traceback, the delivery id beside the message id, the attempt and the topic; a
+dead-lettering is logged at WARNING. Python's default (``logging.lastResort``) prints WARNING
+and above to stderr."""
 
 from __future__ import annotations
 

@@ -29,9 +29,9 @@ from ..storage import limits as limit_ops
 from ..storage import queue, registry, settle
 from ..storage.calls import Call, Op, together
 from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, load_all, problem_of
+from ..storage.links import store_links, take_links, with_links
 from ..storage.queue import TopicGone
 from ..storage.registry import TopicInfo
-from ..storage.links import store_batch_links, store_links, take_links
 from ..storage.trace import trace_argument
 from .arguments import (
     check_consumer_id,
@@ -222,12 +222,7 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
                 call = queue.enqueue_one(topic, info.generation, info.groups, message, now,
                                          self._heads(info), info.filter_argument,
                                          trace_argument(topic, info.settings))
-                if link is None:
-                    (reply,) = yield [call]
-                else:
-                    reply, *_ = yield [call, *store_links(
-                        topic, message.slot, info.groups,
-                        message_id_of(topic, message.member), link)]
+                reply, *_ = yield [call, *store_links(topic, info.groups, [message], link)]
                 merged = queue.merged_one(topic, reply)
             except TopicGone:
                 if not first:
@@ -245,15 +240,10 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
         def send_many(info: TopicInfo, first: bool) -> Flow[SendCounts]:
             now = yield from self._now()
             batch = prepare_batch(info.settings, now, items)
-            send = queue.send(topic, info.generation, info.groups, batch, now,
-                              self._heads(info), info.filter_argument,
-                              trace_argument(topic, info.settings))
-            if link is None:
-                merged = yield from send
-            else:
-                targets = [(m.slot, message_id_of(topic, m.member)) for m in batch]
-                merged, _ = yield from together([send, store_batch_links(
-                    topic, info.groups, targets, link)])
+            merged = yield from with_links(queue.send(
+                topic, info.generation, info.groups, batch, now, self._heads(info),
+                info.filter_argument, trace_argument(topic, info.settings)),
+                topic, info.groups, batch, link)
             return SendCounts(len(batch), sum(merged), MessageIds(topic, batch,
                                                                    attrgetter("member")))
 

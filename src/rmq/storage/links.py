@@ -12,35 +12,51 @@ the last claim. A list expires ``LINKS_TTL_MS`` after its last send.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar, cast
 
-from ..message import Message, attach_links
-from .calls import Call, Op, command
+from ..message import Message, attach_links, message_id_of
+from .calls import Call, Op, command, together
 from .keys import SlotKeys
+from .send import Outgoing
 
-__all__ = ["MAX_LINKS", "LINKS_TTL_MS", "store_links", "store_batch_links", "take_links"]
+__all__ = ["MAX_LINKS", "LINKS_TTL_MS", "store_links", "with_links", "take_links"]
+
+T = TypeVar("T")
 
 MAX_LINKS = 32
 LINKS_TTL_MS = 86_400_000
 
 
-def store_links(topic: str, slot: int, groups: Sequence[str], message_id: str,
-                traceparent: str) -> list[Call]:
-    """The commands that keep ``traceparent`` for the next claim of the message in each
-    group (plain commands, sent in the send's round trip)."""
+def store_links(topic: str, groups: Sequence[str], batch: Sequence[Outgoing],
+                traceparent: str | None) -> list[Call]:
+    """The commands that keep ``traceparent`` for the next claim of each message of
+    ``batch`` in each group (plain commands, sent in the send's round trip); none when
+    ``traceparent`` is None (no tracer provider)."""
+    if traceparent is None:
+        return []
     calls = []
-    for group in groups:
-        key = SlotKeys(topic, slot).group(group).links(message_id)
-        calls += [command("RPUSH", key, traceparent),
-                  command("LTRIM", key, -MAX_LINKS, -1),
-                  command("PEXPIRE", key, LINKS_TTL_MS)]
+    for message in batch:
+        message_id = message_id_of(topic, message.member)
+        for group in groups:
+            key = SlotKeys(topic, message.slot).group(group).links(message_id)
+            calls += [command("RPUSH", key, traceparent),
+                      command("LTRIM", key, -MAX_LINKS, -1),
+                      command("PEXPIRE", key, LINKS_TTL_MS)]
     return calls
 
 
-def store_batch_links(topic: str, groups: Sequence[str], batch: Sequence[tuple[int, str]],
-                      traceparent: str) -> Op[None]:
-    """``store_links`` for each (slot, message id) of a batch, in one round trip."""
-    yield [call for slot, message_id in batch
-           for call in store_links(topic, slot, groups, message_id, traceparent)]
+def with_links(send: Op[T], topic: str, groups: Sequence[str], batch: Sequence[Outgoing],
+               traceparent: str | None) -> Op[T]:
+    """``send`` of ``batch``, with ``store_links`` in its first round trip."""
+    stored = store_links(topic, groups, batch, traceparent)
+    if not stored:
+        return (yield from send)
+
+    def store() -> Op[None]:
+        yield stored
+
+    value, _ = yield from together([send, store()])
+    return cast(T, value)
 
 
 def take_links(messages: Sequence[Message]) -> Op[None]:

@@ -37,9 +37,10 @@ def send(topic: str, generation: str, groups: Sequence[str], batch: Sequence[Out
     it stored nothing new (merged in every group that accepted it). ``filters``: the groups'
     filters (``TopicInfo.filter_argument``), one version for every call of the batch.
     ``heads``: the topic keeps a heads index (``heads.keeps_heads``), which each call
-    updates. ``trace``: the topic's trace argument (``trace.trace_argument``). Raises TopicGone if the topic is not at ``generation`` any more; if so, no slot
-    stored anything (each slot's call checks, and every slot shares the generation; a slot
-    that stored before a delete reached it has its data removed by that delete)."""
+    updates. ``trace``: the topic's trace argument (``trace.trace_argument``). Raises
+    TopicGone if the topic is not at ``generation`` any more; if so, no slot stored anything
+    (each slot's call checks, and every slot shares the generation; a slot that stored
+    before a delete reached it has its data removed by that delete)."""
     if len(batch) == 1:  # a single send, the hottest path: none of a batch's bookkeeping
         (reply,) = yield [enqueue_one(topic, generation, groups, batch[0], now, heads,
                                       filters, trace)]

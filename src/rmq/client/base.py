@@ -222,7 +222,10 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
                 call = queue.enqueue_one(topic, info.generation, info.groups, message, now,
                                          self._heads(info), info.filter_argument,
                                          trace_argument(topic, info.settings))
-                reply, *_ = yield [call, *store_links(topic, info.groups, [message], link)]
+                if link is None:
+                    (reply,) = yield [call]
+                else:
+                    reply = (yield [call, *store_links(topic, info.groups, [message], link)])[0]
                 merged = queue.merged_one(topic, reply)
             except TopicGone:
                 if not first:

@@ -183,6 +183,7 @@ def claimed_message(topic: str, group: str, slot: int, seq: int, body: bytes, pr
     _SET_PROPERTIES(message, {} if properties is None else properties)
     _SET_MEMBER(message, body if member is None else member)
     _SET_TRACE(message, trace)
+    _SET_LINKS(message, ())
     return message
 
 

@@ -26,8 +26,10 @@
   KEYS[4]      string heads_synced: when the index was last built, epoch ms of Redis's clock
   KEYS[5..]    per slot of the window, 10 keys: the slot's delivery-id counter, then the 9
                group keys; with the trace on (ARGV[9]), 12: then the slot's trace keys
-  ARGV[1..9]   as claim.lua's (includes/claim_args.lua reads them): now, count, lease ms,
-               serial, promote limit, serial scan depth, generation, holder, trace
+  ARGV[1..7]   as claim.lua's (includes/claim_args.lua reads them): now, count, lease ms,
+               serial, promote limit, serial scan depth, generation
+  ARGV[8]      who claims, as claim.lua's
+  ARGV[9]      the topic's trace as the client read it: "" when off (includes/trace.lua)
   ARGV[10]     RESYNC: rebuild the index when it was last built this many ms ago or more
   ARGV[11]     how many slots of the ready index to return as the next window
   ARGV[12]     at most this many slots to ask for

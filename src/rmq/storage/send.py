@@ -143,7 +143,7 @@ def join(batches: list[list[Call]]) -> Op[list[list[Any]]]:
     ``send`` makes them and the latest ``now`` for all (every message in it is due by then).
     Returns, per batch, the replies its own call would have had (a gone topic's code to
     each sender)."""
-    by_target: dict[tuple[tuple[str, ...], str, str], list[int]] = defaultdict(list)
+    by_target: dict[tuple[tuple[str, ...], str, str, str], list[int]] = defaultdict(list)
     for b, (call,) in enumerate(batches):
         # one version of the groups' filters (and of the trace) per call: a batch is never
         # half filtered

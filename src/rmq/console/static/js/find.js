@@ -42,9 +42,9 @@
     setText("trace-count", off ? "the trace is off for this topic" : `${events} event${events === 1 ? "" : "s"}`);
     document.getElementById("trace-timelines").replaceChildren(...ids.map((id, i) => {
       const rows = traces[i].events.map((e) => el("tr", { "data-event": e.event },
-        td(fmt.when(e.time)), td(e.event, "mono"), td(e.group), td(e.delivery_id || "–", "mono"),
+        td(`${fmt.when(e.time)}.${String(e.time % 1000).padStart(3, "0")}`), td(e.event, "mono"), td(e.group), td(e.delivery_id || "–", "mono"),
         td(e.attempt === null ? "" : e.attempt, "num"), td(e.consumer || "", "mono"),
-        el("td", { class: "error" }, detail(e))));
+        el("td", { class: e.error ? "error" : "muted" }, detail(e))));
       const table = el("table", { class: "trace-table", "data-message-id": id },
         el("thead", {}, el("tr", {}, ...["Time", "Event", "Group", "Delivery", "Attempt", "Consumer", "Detail"]
           .map((h) => el("th", {}, h)))),

@@ -34,7 +34,6 @@ EVENTS: tuple[EventName, ...] = ("sent", "merged", "promoted", "claimed", "exten
                                  "failed", "expired", "released", "dead", "requeued", "purged")
 _MESSAGE_ID = re.compile(r"[0-9a-f]{16}")
 _SCAN_COUNT = 1000
-_PENDING = float("inf")  # the order of merges not yet claimed: after every recorded event
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,53 +96,98 @@ def trace_argument(topic: str, settings: TopicSettings) -> str:
     return f"{topic}:{to_ms(settings.trace_retention)}:{settings.trace_cap}"
 
 
-def _event(slot: int, member: bytes) -> tuple[float, TraceEvent]:
-    """A recorded event (its order in the slot, and itself) from its zset member."""
-    (mid, order, time, event, group, seq, attempt, count, last, size,
-     rest) = member.split(b"|", 10)
-    n = int(size)
-    name = event.decode()
-    return int(order), TraceEvent(
-        name,  # type: ignore[arg-type]  # written by trace.lua: one of EVENTS
-        int(time), group.decode(), mid.decode(), slot,
-        f"{slot}-{int(seq)}" if seq else None,
-        rest[:n].decode("utf-8", "replace") or None,
-        int(attempt) if attempt else None,
-        rest[n:].decode("utf-8", "replace") or None,
-        int(count) if count else 1,
-        int(last) if last else None)
+# A message's deliveries up to this many are looked up one pattern each; more, and the slot's
+# records are read whole (each pattern costs a pass over the slot's records).
+_PATTERNS_MAX = 16
+_Place = tuple[int, int, int]  # slot, the record's event count, the line's index in it
+
+
+def _scan(topic: str, patterns: dict[Any, tuple[int, str | None]]) -> Op[dict[Any, list[bytes]]]:
+    """Every record of each ``(slot, pattern)`` (``ZSCAN ... MATCH``; None: all of the
+    slot's), side by side until each scan ends."""
+    cursors: dict[Any, Any] = dict.fromkeys(patterns, b"0")
+    found: dict[Any, list[bytes]] = {name: [] for name in patterns}
+    while cursors:
+        names = list(cursors)
+        replies = yield [command("ZSCAN", SlotKeys(topic, patterns[n][0]).trace_events,
+                                 cursors[n], *(("MATCH", patterns[n][1]) if patterns[n][1]
+                                               else ()), "COUNT", _SCAN_COUNT)
+                         for n in names]
+        for name, (cursor, pairs) in zip(names, replies, strict=True):
+            found[name] += [member for member, _ in pairs]
+            if int(cursor) == 0:
+                del cursors[name]
+            else:
+                cursors[name] = cursor
+    return found
+
+
+def _lines(slot: int, record: bytes) -> list[tuple[_Place, int, list[bytes]]]:
+    """A record's events: where each is, the record's time, and its ten fields."""
+    head, *lines = record.split(b"\n")
+    count, time = head.split(b"\t")
+    return [((slot, int(count), index), int(time), line.split(b"\t", 9))
+            for index, line in enumerate(lines)]
+
+
+def _event(fields: list[bytes], time: int, slot: int, message_id: str,
+           claimed: tuple[int | None, str | None]) -> TraceEvent:
+    """A recorded line as a TraceEvent; ``claimed``: the attempt and consumer of its
+    delivery (a delivery's later events do not repeat them)."""
+    event, group, _, delivery, attempt, count, first, last, consumer, error = fields
+    return TraceEvent(
+        event.decode(),  # type: ignore[arg-type]  # written by trace.lua: one of EVENTS
+        int(first) if first else time, group.decode(), message_id, slot,
+        f"{slot}-{int(delivery[1:])}" if delivery else None,
+        consumer.decode("utf-8", "replace") if consumer else claimed[1],
+        int(attempt) if attempt else claimed[0],
+        error.decode("utf-8", "replace") or None,
+        int(count) if count else 1, int(last) if last else None)
 
 
 def read_trace(topic: str, message_id: str, slots: Sequence[int],
                groups: Sequence[str]) -> Op[list[TraceEvent]]:
-    """The recorded events of ``message_id`` in ``slots``, oldest first (by time, then by
-    the order the slot recorded them), with the merges into its pending message not
-    claimed yet as one ``merged`` event per group."""
-    pattern = f"{message_id}|*"
-    cursors = {slot: b"0" for slot in slots}
-    found: list[tuple[int, float, int, TraceEvent]] = []
+    """The recorded events of ``message_id`` in ``slots``, oldest first (the order its
+    slot recorded them), then the merges into its pending message not claimed yet, as one
+    ``merged`` event per group. The events of its deliveries are found through its
+    ``claimed`` events, which name them (``lua/includes/trace.lua``)."""
+    mid = message_id.encode()
     tallies = yield [command("HMGET", SlotKeys(topic, slot).trace_tally,
                              *(f"{message_id}|{group}" for group in groups)) for slot in slots]
+    by_mid = yield from _scan(topic, {slot: (slot, f"*\t{message_id}\t*") for slot in slots})
+    found: dict[_Place, tuple[int, TraceEvent]] = {}
+    deliveries: dict[int, dict[bytes, tuple[int | None, str | None]]] = {}
+    for slot, records in by_mid.items():
+        for record in records:
+            for place, time, fields in _lines(slot, record):
+                if fields[2] != mid:
+                    continue
+                event = _event(fields, time, slot, message_id, (None, None))
+                found[place] = (time, event)
+                if event.event == "claimed":
+                    deliveries.setdefault(slot, {})[fields[3]] = (event.attempt,
+                                                                  event.consumer)
+    scans: dict[Any, tuple[int, str | None]] = {}
+    for slot, held in deliveries.items():
+        if len(held) > _PATTERNS_MAX:
+            scans[slot] = (slot, None)
+        else:
+            scans.update({(slot, d): (slot, f"*\t{d.decode()}\t*") for d in held})
+    for name, records in (yield from _scan(topic, scans)).items():
+        slot = scans[name][0]
+        for record in records:
+            for place, time, fields in _lines(slot, record):
+                if not fields[2] and fields[3] in deliveries[slot] and place not in found:
+                    found[place] = (time, _event(fields, time, slot, message_id,
+                                                 deliveries[slot][fields[3]]))
+    events = [event for _, (_, event) in sorted(found.items(),
+                                                key=lambda item: (item[1][0], item[0]))]
     for slot, values in zip(slots, tallies, strict=True):
         for group, value in zip(groups, values, strict=True):
-            if value is not None:
-                count, first, last = (int(part) for part in value.split(b":"))
-                found.append((first, _PENDING, slot, TraceEvent(
-                    "merged", first, group, message_id, slot, count=count, last_time=last)))
-    while cursors:
-        names = list(cursors)
-        replies = yield [command("ZSCAN", SlotKeys(topic, slot).trace_events, cursors[slot],
-                                 "MATCH", pattern, "COUNT", _SCAN_COUNT) for slot in names]
-        for slot, (cursor, pairs) in zip(names, replies, strict=True):
-            for member, _ in pairs:
-                order, event = _event(slot, member)
-                found.append((event.time, order, slot, event))
-            if int(cursor) == 0:
-                del cursors[slot]
-            else:
-                cursors[slot] = cursor
-    found.sort(key=lambda entry: entry[:3])
-    return [event for *_, event in found]
+            if value is not None:  # first ms, last ms (13 digits each), count
+                events.append(TraceEvent("merged", int(value[:13]), group, message_id, slot,
+                                         count=int(value[26:]), last_time=int(value[13:26])))
+    return events
 
 
 def purge_call(topic: str, group: str, slot: int, trace: str, ids: Sequence[bytes]) -> Call:

@@ -121,7 +121,7 @@ if total == 1 then
       else
         merged_everywhere = 0
         if tracer then
-          trace_event(k, "sent", member)
+          trace_message(k, "sent", member)
         end
       end
     end
@@ -159,7 +159,7 @@ for first = 3, last_key, stride do
         if was_merged then
           trace_merged(k, ARGV[from + n - 1])
         else
-          trace_event(k, "sent", ARGV[from + n - 1])
+          trace_message(k, "sent", ARGV[from + n - 1])
         end
         counted(n, was_merged)
       end

@@ -47,7 +47,7 @@ bulk("ZADD", KEYS[3], moved)
 local k = {inflight = KEYS[2]}
 attach_trace(k, open_trace(ARGV[3], KEYS[4], KEYS[5]))
 if k.trace then
-  trace_records(k, "extended", ids, held)
+  trace_present(k, "extended", ids, held)
   trace_save(k.trace)
 end
 return out

@@ -14,7 +14,6 @@
 
   Flags: allow-oom, since purging frees memory.
 ]]
---- @include "records"
 --- @include "trace"
 
 local k = {dead = KEYS[1], inflight = KEYS[1]}
@@ -27,8 +26,7 @@ for i = 2, #ARGV do
     rcall("HDEL", KEYS[1], id)
     rcall("ZREM", KEYS[2], id)
     if k.trace then
-      local _, attempts, _, _, _, member = parse_dead(record)
-      trace_event(k, "purged", member, id, attempts)
+      trace_delivery(k, "purged", id)
     end
     purged = purged + 1
   end

@@ -34,10 +34,10 @@ local k, now = open_slot()
 local clock = open_clock(KEYS[2], now)
 local released = 0
 for _, id in ipairs(argv_list(SLOT_ARGS + 1)) do
-  local p, a, due, member, _, holder = take_inflight(k, id)
+  local p, a, due, member = take_inflight(k, id)
   if p then
     if k.trace then
-      trace_event(k, "released", member, id, a, holder)
+      trace_delivery(k, "released", id)
     end
     requeue(k, member, p, a - 1, due, now, clock, due_stamp(due))
     released = released + 1

@@ -46,7 +46,7 @@ for _, id in ipairs(ids) do
     rcall("ZREM", k.dead_index, id)
     put_pending(k, member, p, now, now, clock, nil)
     if k.trace then
-      trace_event(k, "requeued", member, id)
+      trace_message(k, "requeued", member, id)
     end
     requeued = requeued + 1
   end

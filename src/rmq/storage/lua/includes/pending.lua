@@ -107,7 +107,7 @@ local function put_pending(k, member, priority, due, now, clock, stamp)
       end
       add_ready(k, member, ready_score(p, stamp or clock:next()))
       if k.trace then
-        trace_event(k, "promoted", member)
+        trace_message(k, "promoted", member)
       end
     elseif due < held_due or p ~= delayed_priority(score) then
       add_delayed(k, member, delayed_score(math.min(due, held_due), p))

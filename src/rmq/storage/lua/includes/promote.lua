@@ -20,7 +20,7 @@ local function promote_due(ready, delayed, now, limit, k)
     rcall("ZADD", ready,
       fmt(ready_score(delayed_priority(score), due_stamp(delayed_due(score)))), due[i])
     if traced then
-      trace_event(k, "promoted", due[i])
+      trace_message(k, "promoted", due[i])
     end
   end
   return #due / 2

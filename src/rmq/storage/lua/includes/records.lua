@@ -40,16 +40,13 @@ local function inflight_header(priority, attempts, due, holder_text)
   return int_text(priority) .. "," .. int_text(attempts) .. "," .. int_text(due) .. holder_text
 end
 
--- priority, attempts, due_ms, member, and the holder (nil when the claim named none)
 local function parse_inflight(record)
   local p, a, d, sep, rest = string.match(record, "^(%d+),(%d+),(%d+)([,;])()")
-  local holder
   if sep == ";" then
     local n, from = string.match(record, "^(%d+),()", rest)
     rest = from + tonumber(n)
-    holder = string.sub(record, from, rest - 1)
   end
-  return tonumber(p), tonumber(a), tonumber(d), string.sub(record, rest), holder
+  return tonumber(p), tonumber(a), tonumber(d), string.sub(record, rest)
 end
 
 local function dead_record(priority, attempts, due, dead_at, err, member)

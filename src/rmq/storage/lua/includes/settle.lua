@@ -2,7 +2,7 @@
   Ending an in-flight delivery.
 
   take_inflight removes the delivery's record and key lock, and returns the record's fields
-  (priority, attempts, due, member), whether a key lock was released, and its holder. It returns nil when the record is already gone
+  plus whether a key lock was released. It returns nil when the record is already gone
   (acknowledged, or expired and recovered), so a late ack or nack changes nothing. Leases
   stay: one covers a claim's whole share, and recover drops it once it expires (leases.lua);
   take_inflight_many drops the lease of a share it settles whole.
@@ -22,13 +22,13 @@ local function take_inflight(k, id)
     return nil
   end
   rcall("HDEL", k.inflight, id)
-  local p, a, due, member, holder = parse_inflight(record)
+  local p, a, due, member = parse_inflight(record)
   local key = member_key(member)
   local released = rcall("HGET", k.locks, key) == id
   if released then
     rcall("HDEL", k.locks, key)
   end
-  return p, a, due, member, released, holder
+  return p, a, due, member, released
 end
 
 -- take_inflight for a batch of acks, with a few commands for all of them: returns how many
@@ -86,18 +86,18 @@ end
 -- Returns "retried" or "dead". `event`: how the trace names the failure ("failed", or
 -- "expired" for a lease that ran out).
 local function fail(k, id, err, now, clock, max_retries, backoff, backoff_max, event)
-  local p, a, due, member, unlocked, holder = take_inflight(k, id)
+  local p, a, due, member, unlocked = take_inflight(k, id)
   if not p then
     return nil
   end
   if k.trace then
-    trace_event(k, event, member, id, a, holder, err)
+    trace_delivery(k, event, id, err)
   end
   if a >= 1 + max_retries then
     rcall("HSET", k.dead, id, dead_record(p, a, due, now, err, member))
     rcall("ZADD", k.dead_index, fmt(now), id)
     if k.trace then
-      trace_event(k, "dead", member, id, a, holder, err)
+      trace_delivery(k, "dead", id, err)
     end
     return "dead"
   end

@@ -6,45 +6,50 @@
   it from the registry: "" when off (nothing below runs: the script checks it once), else
   "<topic>:<retention ms>:<cap>" (storage/trace.py writes it), with the slot's two trace
   keys in KEYS:
-    events  zset  one member per event, scored by its time (epoch ms):
-                  "<message id>|<order>|<time>|<event>|<group>|<delivery seq>|<attempt>|
-                  <count>|<last>|<consumer length>|" .. consumer .. error
-                  (storage/trace.py parses it; <order>: the slot's event counter, which
-                  orders events of one millisecond)
-    tally   hash  "#": the slot's event counter; "<message id>|<group>" ->
-                  "<count>:<first ms>:<last ms>": the merges into the message pending in
-                  that group, which become one "merged" event when it is claimed
-  Every write drops the events older than the retention and the oldest beyond the cap, and
-  sets both keys to expire after the retention, so a trace turned off ages out.
+    events  zset  one member per script call that recorded events in the slot, scored by
+                  the slot's event count after it (what the cap trims by):
+                  "<count>\t<time ms>" then per event "\n" and its line, ten fields
+                  joined by tabs: event, group, message id, "d" .. delivery seq, attempt,
+                  count, first and last ms (merged), consumer, error
+    tally   hash  "#": the slot's event count; "<message id>|<group>" -> first ms (13
+                  digits), last ms (13 digits), count: the merges into the message
+                  pending in that group, which its claim turns into one "merged" event
+  Events of a message as sent (sent, merged, promoted, claimed, requeued) carry its id;
+  those of a delivery (extended, acked, failed, expired, released, dead, purged) carry its
+  delivery seq alone, and the reader (storage/trace.py) finds them through the message's
+  claimed events, which carry both. So a settle computes no message id and reads no record.
+  Each write drops the calls older than the retention (from the oldest) and those beyond
+  the cap, and sets both keys to expire after the retention: a trace turned off ages out.
 
   A message id is the first 16 hex digits of SHA-1("<topic>:" .. member), as
   rmq.message.message_id_of computes it.
 
   open_trace(spec, events, tally) makes a slot's tracer (nil when spec is ""), its events
-  timed by Redis's TIME (read once per call); the group
-  key tables `k` a script opens are given it with attach_trace(k, tracer), and the events
-  of a group are recorded through `k`: trace_event(k, event, member, delivery, attempt,
-  consumer, error), trace_merged(k, member), trace_claimed(k, members, ids, attempts,
-  consumer), trace_records(k, event, ids, records) (in-flight records as stored). A
-  script writes what its tracers hold with trace_save(tracer) at its end.
+  timed by Redis's TIME (read once per call); attach_trace(k, tracer) gives it to a group
+  key table `k`, through which a group's events are recorded: trace_message(k, event,
+  member, delivery), trace_merged(k, member), trace_delivery(k, event, id, error),
+  trace_present(k, event, ids, present) (the ids whose `present` entry is set), and
+  trace_taken(slots, out, o, consumer), a claim's messages from its reply (take.lua's
+  take_chosen, written into `out` from `out[o]`). trace_save(tracer) writes a tracer's
+  events at the end of the script.
 
-  trace_taken(slots, out, o, consumer) records a claim's messages from its reply (take.lua's
-  take_chosen, written into `out` from `out[o]`), each in its slot's group key table.
-
-  Provides: open_trace, attach_trace, trace_event, trace_merged, trace_claimed,
-  trace_records, trace_taken, trace_save.  Needs: rcall, CALL, and the includes below.
+  Provides: open_trace, attach_trace, trace_message, trace_merged, trace_delivery,
+  trace_present, trace_taken, trace_save.  Needs: rcall, CALL, and the includes below.
 ]]
 --- @include "scores"
 --- @include "records"
 --- @include "bulk"
+--- @include "leases"
 
--- Redis's TIME in epoch ms, read once per call (a call of many slots has a tracer each)
+-- Redis's TIME in epoch ms, and its text, read once per call (a call of many slots has a
+-- tracer per slot)
 local function trace_now()
   if not CALL.trace_now then
     local time = rcall("TIME")
     CALL.trace_now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+    CALL.trace_now_text = fmt(CALL.trace_now)
   end
-  return CALL.trace_now
+  return CALL.trace_now, CALL.trace_now_text
 end
 
 local function open_trace(spec, events, tally)
@@ -52,16 +57,17 @@ local function open_trace(spec, events, tally)
     return nil
   end
   local topic, retention, cap = string.match(spec, "^(.*):(%d+):(%d+)$")
-  return {events = events, tally = tally, topic = topic .. ":", now = trace_now(),
-    retention = tonumber(retention), cap = tonumber(cap),
-    mids = {}, rests = {}, times = {}, merges = {}, merged_order = {}}
+  local now, now_text = trace_now()
+  return {events = events, tally = tally, topic = topic .. ":", now = now,
+    now_text = now_text, retention = tonumber(retention), cap = tonumber(cap), lines = {},
+    merges = {}, merged_order = {}}
 end
 
 -- The group of a group key ("rmq:{t:s}:<group>:<kind>"): names hold no ":" or "}".
 local function attach_trace(k, tracer)
   if tracer then
     k.trace = tracer
-    k.group_name = string.match(k.inflight or k.ready, "}:([^:]+):[^:]+$")
+    k.group_name = string.match(k.inflight or k.ready or k.dead, "}:([^:]+):[^:]+$")
   end
 end
 
@@ -69,23 +75,24 @@ local function message_id(tracer, member)
   return string.sub(redis.sha1hex(tracer.topic .. member), 1, 16)
 end
 
-local function add(tracer, mid, time, rest)
-  local n = #tracer.mids + 1
-  tracer.mids[n], tracer.times[n], tracer.rests[n] = mid, time, rest
+-- A consumer or an error as a field: no tab or newline in it.
+local function field_text(text)
+  if text and string.find(text, "[\t\n]") then
+    return (string.gsub(text, "[\t\n]", " "))
+  end
+  return text or ""
 end
 
-local function event_rest(time, event, group, delivery, attempt, count, last, consumer, err)
-  consumer = consumer or ""
-  return "|" .. fmt(time) .. "|" .. event .. "|" .. group .. "|" .. (delivery or "") .. "|"
-    .. (attempt or "") .. "|" .. (count or "") .. "|" .. (last or "") .. "|" .. #consumer
-    .. "|" .. consumer .. (err or "")
+local function add(tracer, line)
+  local lines = tracer.lines
+  lines[#lines + 1] = line
 end
 
-local function trace_event(k, event, member, delivery, attempt, consumer, err)
-  local tracer = k.trace
-  local now = tracer.now
-  add(tracer, message_id(tracer, member), now,
-    event_rest(now, event, k.group_name, delivery, attempt, nil, nil, consumer, err))
+-- An event of the message `member` as sent; `delivery`: the dead letter it came from
+-- (requeued), or nil.
+local function trace_message(k, event, member, delivery)
+  add(k.trace, event .. "\t" .. k.group_name .. "\t" .. message_id(k.trace, member) .. "\t"
+    .. (delivery and "d" .. delivery or "") .. "\t\t\t\t\t\t")
 end
 
 -- A send merged into the message pending in k's group: counted, written by trace_save.
@@ -99,49 +106,45 @@ local function trace_merged(k, member)
   tracer.merges[field] = (count or 0) + 1
 end
 
--- Claimed messages of k's group: each one's merges so far become its "merged" event, then
--- its "claimed" event. members[j] got delivery ids[j] at attempts[j].
-local function trace_claimed(k, members, ids, attempts, consumer)
-  local tracer = k.trace
-  local mids, fields = {}, {}
-  for j, member in ipairs(members) do
-    mids[j] = message_id(tracer, member)
-    fields[j] = mids[j] .. "|" .. k.group_name
-  end
-  if #fields == 0 then
-    return
-  end
-  local tallies = bulk("HMGET", tracer.tally, fields)
-  local done = {}
-  for j, tally in ipairs(tallies) do
-    if tally then
-      local count, first, last = string.match(tally, "^(%d+):(%d+):(%d+)$")
-      add(tracer, mids[j], tonumber(first), event_rest(tonumber(first), "merged",
-        k.group_name, nil, nil, count, last))
-      done[#done + 1] = fields[j]
+-- An event of the delivery `id` (its seq, as text); `err`: the error, if any.
+local function trace_delivery(k, event, id, err)
+  add(k.trace, event .. "\t" .. k.group_name .. "\t\td" .. id .. "\t\t\t\t\t\t"
+    .. field_text(err))
+end
+
+-- An event of each of `ids` whose `present` entry is set (a record read, or a flag).
+local function trace_present(k, event, ids, present)
+  for j, id in ipairs(ids) do
+    if present[j] then
+      trace_delivery(k, event, id)
     end
-  end
-  if #done > 0 then
-    bulk("HDEL", tracer.tally, done)
-  end
-  local now = tracer.now
-  for j = 1, #members do
-    add(tracer, mids[j], now, event_rest(now, "claimed", k.group_name, ids[j], attempts[j],
-      nil, nil, consumer))
   end
 end
 
--- Deliveries of k's group whose in-flight records (as stored, false when gone) are
--- `records`: an event for each one still in flight, with its attempt and holder (once for
--- an id named twice).
-local function trace_records(k, event, ids, records)
-  local seen = {}
-  for j, record in ipairs(records) do
-    if record and not seen[ids[j]] then
-      seen[ids[j]] = true
-      local _, attempts, _, member, holder = parse_inflight(record)
-      trace_event(k, event, member, ids[j], attempts, holder)
+-- Claimed messages of k's group: each one's merges so far become its "merged" event, then
+-- its "claimed" event. members[j] got delivery ids[j] (text) at attempts[j].
+local function trace_claimed(k, members, ids, attempts, consumer)
+  local tracer, group = k.trace, k.group_name
+  local mids, fields = {}, {}
+  for j, member in ipairs(members) do
+    mids[j] = message_id(tracer, member)
+    fields[j] = mids[j] .. "|" .. group
+  end
+  local tallies = bulk("HMGET", tracer.tally, fields)
+  local done = {}
+  local tail = "\t\t\t\t" .. field_text(consumer) .. "\t"  -- count, first, last: none
+  for j, mid in ipairs(mids) do
+    local tally = tallies[j]
+    if tally then
+      add(tracer, "merged\t" .. group .. "\t" .. mid .. "\t\t\t" .. string.sub(tally, 27)
+        .. "\t" .. string.sub(tally, 1, 13) .. "\t" .. string.sub(tally, 14, 26) .. "\t\t")
+      done[#done + 1] = fields[j]
     end
+    add(tracer, "claimed\t" .. group .. "\t" .. mid .. "\td" .. ids[j] .. "\t"
+      .. int_text(attempts[j]) .. tail)
+  end
+  if #done > 0 then
+    bulk("HDEL", tracer.tally, done)
   end
 end
 
@@ -150,65 +153,72 @@ end
 -- a slot's messages take its share's ids in the order they come (take.lua).
 local function trace_taken(slots, out, o, consumer)
   local shares = out[o]
-  local next_id, members, ids, attempts = {}, {}, {}, {}
+  local first, members, attempts = {}, {}, {}
   for s = 1, shares do
     local i = out[o + 2 * s - 1]
-    next_id[i], members[i], ids[i], attempts[i] = out[o + 2 * s], {}, {}, {}
+    first[i], members[i], attempts[i] = out[o + 2 * s], {}, {}
   end
   local at = o + 1 + 2 * shares
   while at <= #out do
     local n, tries = out[at], out[at + 2]
     for m = 1, n do
-      local i, member = out[at + 2 + 2 * m], out[at + 3 + 2 * m]
+      local i = out[at + 2 + 2 * m]
       local list = members[i]
-      list[#list + 1] = member
-      ids[i][#list] = next_id[i]
+      list[#list + 1] = out[at + 3 + 2 * m]
       attempts[i][#list] = tries
-      next_id[i] = next_id[i] + 1
     end
     at = at + 4 + 2 * n
   end
   for i, list in pairs(members) do
-    trace_claimed(slots[i], list, ids[i], attempts[i], consumer)
+    trace_claimed(slots[i], list, id_texts(first[i], first[i] + #list - 1), attempts[i],
+      consumer)
   end
 end
 
--- Write what the tracer holds: the events (numbered by the slot's counter), the merges
--- counted, then the trimming by retention and cap.
+-- The merges counted by this call, added to the tally: first and last ms, and the count.
+local function save_merges(tracer)
+  local fields = tracer.merged_order
+  local held = bulk("HMGET", tracer.tally, fields)
+  local writes = {}
+  local now_text = tracer.now_text
+  for j, field in ipairs(fields) do
+    local count, first = tracer.merges[field], now_text
+    if held[j] then
+      count, first = count + tonumber(string.sub(held[j], 27)), string.sub(held[j], 1, 13)
+    end
+    writes[#writes + 1] = field
+    writes[#writes + 1] = first .. now_text .. int_text(count)
+  end
+  bulk("HSET", tracer.tally, writes)
+end
+
+-- Write what the tracer holds: its events as one member, the merges counted, then the
+-- trimming by cap and retention.
 local function trace_save(tracer)
   if not tracer then
     return
   end
-  local now = tracer.now
-  local fields = tracer.merged_order
-  if #fields > 0 then
-    local held = bulk("HMGET", tracer.tally, fields)
-    local writes = {}
-    for j, field in ipairs(fields) do
-      local count, first = tracer.merges[field], now
-      if held[j] then
-        local c, f = string.match(held[j], "^(%d+):(%d+):")
-        count, first = count + tonumber(c), tonumber(f)
-      end
-      writes[#writes + 1] = field
-      writes[#writes + 1] = count .. ":" .. fmt(first) .. ":" .. fmt(now)
-    end
-    bulk("HSET", tracer.tally, writes)
-  end
-  local n = #tracer.mids
-  if n > 0 then
-    local first = rcall("HINCRBY", tracer.tally, "#", n) - n
-    local args = {}
-    for j = 1, n do
-      args[2 * j - 1] = fmt(tracer.times[j])
-      args[2 * j] = tracer.mids[j] .. "|" .. (first + j) .. tracer.rests[j]
-    end
-    bulk("ZADD", tracer.events, args)
-  elseif #fields == 0 then
+  local lines = tracer.lines
+  if #tracer.merged_order > 0 then
+    save_merges(tracer)
+  elseif #lines == 0 then
     return
   end
-  rcall("ZREMRANGEBYSCORE", tracer.events, "-inf", "(" .. fmt(now - tracer.retention))
-  rcall("ZREMRANGEBYRANK", tracer.events, 0, -tracer.cap - 1)
+  if #lines > 0 then
+    local count = rcall("HINCRBY", tracer.tally, "#", #lines)
+    rcall("ZADD", tracer.events, count, count .. "\t" .. tracer.now_text .. "\n"
+      .. table.concat(lines, "\n"))
+    rcall("ZREMRANGEBYSCORE", tracer.events, "-inf", count - tracer.cap)
+  end
+  -- the oldest calls first, a few a call: they were written in time order
+  local cutoff = tracer.now - tracer.retention
+  for _ = 1, 8 do
+    local oldest = rcall("ZRANGE", tracer.events, 0, 0)[1]
+    if not oldest or tonumber(string.match(oldest, "^%d+\t(%d+)")) >= cutoff then
+      break
+    end
+    rcall("ZREMRANGEBYRANK", tracer.events, 0, 0)
+  end
   rcall("PEXPIRE", tracer.events, tracer.retention)
   rcall("PEXPIRE", tracer.tally, tracer.retention)
 end

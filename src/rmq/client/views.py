@@ -19,6 +19,7 @@ from ..storage.peek import PeekPage
 from ..storage.registry import TopicInfo
 from ..storage.snapshot import SnapshotRow, snapshot_slot
 from ..storage.stats import TopicStats, collect
+from ..storage.codec import to_ms
 from ..storage.trace import TraceEvent, read_trace, trace_argument, trace_target
 from .arguments import check_ids, check_names, check_slots
 from .outgoing import as_bytes
@@ -121,4 +122,6 @@ class ViewFlows:
         wanted, slots = trace_target(topic, info.settings.slots, message_id,
                                      None if body is None else as_bytes("body", body),
                                      None if key is None else as_bytes("key", key))
-        return (yield from read_trace(topic, wanted, slots, registry.groups_with_data(info)))
+        return (yield from read_trace(topic, wanted, slots, registry.groups_with_data(info),
+                                      to_ms(info.settings.trace_retention),
+                                      info.settings.trace_cap))

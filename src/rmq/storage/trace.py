@@ -123,10 +123,12 @@ def _scan(topic: str, patterns: dict[Any, tuple[int, str | None]]) -> Op[dict[An
 
 
 def _lines(slot: int, record: bytes) -> list[tuple[_Place, int, list[bytes]]]:
-    """A record's events: where each is, the record's time, and its ten fields."""
+    """A record's events: where each is (its place: the slot, then the event's number in
+    the slot's count), the record's time, and its ten fields."""
     head, *lines = record.split(b"\n")
     count, time = head.split(b"\t")
-    return [((slot, int(count), index), int(time), line.split(b"\t", 9))
+    first = int(count) - len(lines) + 1
+    return [((slot, first + index, index), int(time), line.split(b"\t", 9))
             for index, line in enumerate(lines)]
 
 
@@ -145,15 +147,22 @@ def _event(fields: list[bytes], time: int, slot: int, message_id: str,
         int(count) if count else 1, int(last) if last else None)
 
 
-def read_trace(topic: str, message_id: str, slots: Sequence[int],
-               groups: Sequence[str]) -> Op[list[TraceEvent]]:
-    """The recorded events of ``message_id`` in ``slots``, oldest first (the order its
-    slot recorded them), then the merges into its pending message not claimed yet, as one
-    ``merged`` event per group. The events of its deliveries are found through its
-    ``claimed`` events, which name them (``lua/includes/trace.lua``)."""
+def read_trace(topic: str, message_id: str, slots: Sequence[int], groups: Sequence[str],
+               retention_ms: int, cap: int) -> Op[list[TraceEvent]]:
+    """The recorded events of ``message_id`` in ``slots`` younger than ``retention_ms`` by
+    Redis's clock and among the last ``cap`` of their slot (the scripts trim by both now
+    and then), oldest first (the order its slot recorded them), then the merges into its
+    pending message not claimed yet, as one ``merged`` event per group. The events of its
+    deliveries are found through its ``claimed`` events, which name them
+    (``lua/includes/trace.lua``)."""
     mid = message_id.encode()
-    tallies = yield [command("HMGET", SlotKeys(topic, slot).trace_tally,
-                             *(f"{message_id}|{group}" for group in groups)) for slot in slots]
+    *tallies, (seconds, micros) = yield [
+        *(command("HMGET", SlotKeys(topic, slot).trace_tally, "#",
+                  *(f"{message_id}|{group}" for group in groups)) for slot in slots),
+        command("TIME")]
+    since = int(seconds) * 1000 + int(micros) // 1000 - retention_ms
+    oldest = {slot: int(values[0] or 0) - cap for slot, values in zip(slots, tallies,
+                                                                       strict=True)}
     by_mid = yield from _scan(topic, {slot: (slot, f"*\t{message_id}\t*") for slot in slots})
     found: dict[_Place, tuple[int, TraceEvent]] = {}
     deliveries: dict[int, dict[bytes, tuple[int | None, str | None]]] = {}
@@ -180,11 +189,12 @@ def read_trace(topic: str, message_id: str, slots: Sequence[int],
                 if not fields[2] and fields[3] in deliveries[slot] and place not in found:
                     found[place] = (time, _event(fields, time, slot, message_id,
                                                  deliveries[slot][fields[3]]))
-    events = [event for _, (_, event) in sorted(found.items(),
-                                                key=lambda item: (item[1][0], item[0]))]
+    events = [event for (slot, number, _), (time, event) in sorted(
+        found.items(), key=lambda item: (item[1][0], item[0]))
+        if time >= since and number > oldest[slot]]
     for slot, values in zip(slots, tallies, strict=True):
-        for group, value in zip(groups, values, strict=True):
-            if value is not None:  # first ms, last ms (13 digits each), count
+        for group, value in zip(groups, values[1:], strict=True):
+            if value is not None and int(value[13:26]) >= since:  # first, last ms; count
                 events.append(TraceEvent("merged", int(value[:13]), group, message_id, slot,
                                          count=int(value[26:]), last_time=int(value[13:26])))
     return events

@@ -18,8 +18,8 @@
   those of a delivery (extended, acked, failed, expired, released, dead, purged) carry its
   delivery seq alone, and the reader (storage/trace.py) finds them through the message's
   claimed events, which carry both. So a settle computes no message id and reads no record.
-  Each write drops the calls older than the retention (from the oldest) and those beyond
-  the cap, and sets both keys to expire after the retention: a trace turned off ages out.
+  Every TRIM_EVERY events a write drops the calls beyond the cap and those older than the
+  retention (from the oldest); the reader leaves out what is older still there.
 
   A message id is the first 16 hex digits of SHA-1("<topic>:" .. member), as
   rmq.message.message_id_of computes it.
@@ -40,6 +40,9 @@
 --- @include "records"
 --- @include "bulk"
 --- @include "leases"
+
+-- The slot's events between two trims: what a trace may hold beyond its cap.
+local TRIM_EVERY = 64
 
 -- Redis's TIME in epoch ms, and its text, read once per call (a call of many slots has a
 -- tracer per slot)
@@ -68,7 +71,18 @@ local function attach_trace(k, tracer)
   if tracer then
     k.trace = tracer
     k.group_name = string.match(k.inflight or k.ready or k.dead, "}:([^:]+):[^:]+$")
+    k.trace_heads = {}
   end
+end
+
+-- "<event>\t<group>\t", made once per call and group
+local function head(k, event)
+  local text = k.trace_heads[event]
+  if not text then
+    text = event .. "\t" .. k.group_name .. "\t"
+    k.trace_heads[event] = text
+  end
+  return text
 end
 
 local function message_id(tracer, member)
@@ -91,7 +105,7 @@ end
 -- An event of the message `member` as sent; `delivery`: the dead letter it came from
 -- (requeued), or nil.
 local function trace_message(k, event, member, delivery)
-  add(k.trace, event .. "\t" .. k.group_name .. "\t" .. message_id(k.trace, member) .. "\t"
+  add(k.trace, head(k, event) .. message_id(k.trace, member) .. "\t"
     .. (delivery and "d" .. delivery or "") .. "\t\t\t\t\t\t")
 end
 
@@ -108,15 +122,15 @@ end
 
 -- An event of the delivery `id` (its seq, as text); `err`: the error, if any.
 local function trace_delivery(k, event, id, err)
-  add(k.trace, event .. "\t" .. k.group_name .. "\t\td" .. id .. "\t\t\t\t\t\t"
-    .. field_text(err))
+  add(k.trace, head(k, event) .. "\td" .. id .. "\t\t\t\t\t\t" .. field_text(err))
 end
 
 -- An event of each of `ids` whose `present` entry is set (a record read, or a flag).
 local function trace_present(k, event, ids, present)
+  local lines, first = k.trace.lines, head(k, event) .. "\td"
   for j, id in ipairs(ids) do
     if present[j] then
-      trace_delivery(k, event, id)
+      lines[#lines + 1] = first .. id .. "\t\t\t\t\t\t"
     end
   end
 end
@@ -133,15 +147,16 @@ local function trace_claimed(k, members, ids, attempts, consumer)
   local tallies = bulk("HMGET", tracer.tally, fields)
   local done = {}
   local tail = "\t\t\t\t" .. field_text(consumer) .. "\t"  -- count, first, last: none
+  local merged, claimed, lines = head(k, "merged"), head(k, "claimed"), tracer.lines
   for j, mid in ipairs(mids) do
     local tally = tallies[j]
     if tally then
-      add(tracer, "merged\t" .. group .. "\t" .. mid .. "\t\t\t" .. string.sub(tally, 27)
-        .. "\t" .. string.sub(tally, 1, 13) .. "\t" .. string.sub(tally, 14, 26) .. "\t\t")
+      lines[#lines + 1] = merged .. mid .. "\t\t\t" .. string.sub(tally, 27) .. "\t"
+        .. string.sub(tally, 1, 13) .. "\t" .. string.sub(tally, 14, 26) .. "\t\t"
       done[#done + 1] = fields[j]
     end
-    add(tracer, "claimed\t" .. group .. "\t" .. mid .. "\td" .. ids[j] .. "\t"
-      .. int_text(attempts[j]) .. tail)
+    lines[#lines + 1] = claimed .. mid .. "\td" .. ids[j] .. "\t" .. int_text(attempts[j])
+      .. tail
   end
   if #done > 0 then
     bulk("HDEL", tracer.tally, done)
@@ -204,13 +219,20 @@ local function trace_save(tracer)
   elseif #lines == 0 then
     return
   end
-  if #lines > 0 then
-    local count = rcall("HINCRBY", tracer.tally, "#", #lines)
-    rcall("ZADD", tracer.events, count, count .. "\t" .. tracer.now_text .. "\n"
-      .. table.concat(lines, "\n"))
+  if #lines == 0 then
+    return
+  end
+  local count = rcall("HINCRBY", tracer.tally, "#", #lines)
+  rcall("ZADD", tracer.events, count, count .. "\t" .. tracer.now_text .. "\n"
+    .. table.concat(lines, "\n"))
+  -- Trimming, once the slot's events cross a multiple of TRIM_EVERY: by cap, then the
+  -- oldest calls past the retention (a few a time: they were written in time order).
+  if math.floor(count / TRIM_EVERY) == math.floor((count - #lines) / TRIM_EVERY) then
+    return
+  end
+  if count > tracer.cap then
     rcall("ZREMRANGEBYSCORE", tracer.events, "-inf", count - tracer.cap)
   end
-  -- the oldest calls first, a few a call: they were written in time order
   local cutoff = tracer.now - tracer.retention
   for _ = 1, 8 do
     local oldest = rcall("ZRANGE", tracer.events, 0, 0)[1]
@@ -219,6 +241,4 @@ local function trace_save(tracer)
     end
     rcall("ZREMRANGEBYRANK", tracer.events, 0, 0)
   end
-  rcall("PEXPIRE", tracer.events, tracer.retention)
-  rcall("PEXPIRE", tracer.tally, tracer.retention)
 end

@@ -172,7 +172,7 @@ def read_trace(topic: str, message_id: str, slots: Sequence[int], groups: Sequen
                 if fields[2] != mid:
                     continue
                 event = _event(fields, time, slot, message_id, (None, None))
-                found[place] = (time, event)
+                found[place] = (event.time, event)
                 if event.event == "claimed":
                     deliveries.setdefault(slot, {})[fields[3]] = (event.attempt,
                                                                   event.consumer)
@@ -189,15 +189,49 @@ def read_trace(topic: str, message_id: str, slots: Sequence[int], groups: Sequen
                 if not fields[2] and fields[3] in deliveries[slot] and place not in found:
                     found[place] = (time, _event(fields, time, slot, message_id,
                                                  deliveries[slot][fields[3]]))
-    events = [event for (slot, number, _), (time, event) in sorted(
-        found.items(), key=lambda item: (item[1][0], item[0]))
-        if time >= since and number > oldest[slot]]
     for slot, values in zip(slots, tallies, strict=True):
         for group, value in zip(groups, values[1:], strict=True):
-            if value is not None and int(value[13:26]) >= since:  # first, last ms; count
-                events.append(TraceEvent("merged", int(value[:13]), group, message_id, slot,
-                                         count=int(value[26:]), last_time=int(value[13:26])))
-    return events
+            if value is not None:  # merges not closed yet: first ms, last ms, count
+                first = int(value[:13])
+                found[(slot, oldest[slot] + cap + 1, 0)] = (first, TraceEvent(
+                    "merged", first, group, message_id, slot, count=int(value[26:]),
+                    last_time=int(value[13:26])))
+    ordered = sorted(found.items(), key=lambda item: (item[1][0], _merges_after_sent(
+        item[0], item[1][1], found)))
+    return _first_endings([event for (slot, number, _), (time, event) in ordered
+                           if (event.last_time or time) >= since and number > oldest[slot]])
+
+
+def _merges_after_sent(place: _Place, event: TraceEvent,
+                       found: dict[_Place, tuple[int, TraceEvent]]) -> tuple[float, ...]:
+    """Where an event sorts among those of its millisecond: a "merged" one (written when
+    the message is next sent anew, or not yet) right after the "sent" its merges follow."""
+    if event.event != "merged":
+        return tuple(place)
+    slot, number, _ = place
+    sent = [n for (s, n, _), (_, e) in found.items()
+            if s == slot and e.event == "sent" and e.group == event.group and n < number]
+    return (slot, max(sent, default=0) + 0.5, 0)
+
+
+_SETTLES = frozenset({"extended", "acked", "failed", "expired", "released"})
+_ENDINGS = frozenset({"acked", "failed", "expired", "released"})
+
+
+def _first_endings(events: list[TraceEvent]) -> list[TraceEvent]:
+    """``events`` without what a delivery's first ending makes moot: an ack, extend, nack,
+    release or expiry of a delivery that had ended already (an ack traces every id it
+    names, the ones it finds settled too)."""
+    ended: set[str | None] = set()
+    kept = []
+    for event in events:
+        if event.event in _SETTLES:
+            if event.delivery_id in ended:
+                continue
+            if event.event in _ENDINGS:
+                ended.add(event.delivery_id)
+        kept.append(event)
+    return kept
 
 
 def purge_call(topic: str, group: str, slot: int, trace: str, ids: Sequence[bytes]) -> Call:

@@ -45,7 +45,7 @@ for _, k in ipairs(slots) do
   ids, at = counted_list(at)
   whole, at = counted_list(at)
   if k.trace then
-    trace_present(k, "acked", ids, bulk("HMGET", k.inflight, ids))
+    trace_present(k, "acked", ids, ids)
   end
   local acked, unlocked = take_inflight_many(k, ids, whole, serial)
   if acked > 0 then

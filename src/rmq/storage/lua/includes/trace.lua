@@ -13,11 +13,13 @@
                   count, first and last ms (merged), consumer, error
     tally   hash  "#": the slot's event count; "<message id>|<group>" -> first ms (13
                   digits), last ms (13 digits), count: the merges into the message
-                  pending in that group, which its claim turns into one "merged" event
+                  pending in that group (or since pending), which the next send stored
+                  anew turns into one "merged" event (the reader places it by its time)
   Events of a message as sent (sent, merged, promoted, claimed, requeued) carry its id;
   those of a delivery (extended, acked, failed, expired, released, dead, purged) carry its
   delivery seq alone, and the reader (storage/trace.py) finds them through the message's
-  claimed events, which carry both. So a settle computes no message id and reads no record.
+  claimed events, which carry both. So a settle computes no message id and reads no record
+  (an ack traces every id it names: the reader keeps a delivery's first ending only).
   Every TRIM_EVERY events a write drops the calls beyond the cap and those older than the
   retention (from the oldest); the reader leaves out what is older still there.
 
@@ -63,7 +65,7 @@ local function open_trace(spec, events, tally)
   local now, now_text = trace_now()
   return {events = events, tally = tally, topic = topic .. ":", now = now,
     now_text = now_text, retention = tonumber(retention), cap = tonumber(cap), lines = {},
-    merges = {}, merged_order = {}}
+    merges = {}, merged_order = {}, sent = {}}
 end
 
 -- The group of a group key ("rmq:{t:s}:<group>:<kind>"): names hold no ":" or "}".
@@ -103,10 +105,17 @@ local function add(tracer, line)
 end
 
 -- An event of the message `member` as sent; `delivery`: the dead letter it came from
--- (requeued), or nil.
+-- (requeued), or nil. A "sent" closes the merges counted since the message was last sent
+-- new (trace_save turns them into their "merged" event).
 local function trace_message(k, event, member, delivery)
-  add(k.trace, head(k, event) .. message_id(k.trace, member) .. "\t"
-    .. (delivery and "d" .. delivery or "") .. "\t\t\t\t\t\t")
+  local tracer = k.trace
+  local mid = message_id(tracer, member)
+  add(tracer, head(k, event) .. mid .. "\t" .. (delivery and "d" .. delivery or "")
+    .. "\t\t\t\t\t\t")
+  if event == "sent" then
+    local sent = tracer.sent
+    sent[#sent + 1] = mid .. "|" .. k.group_name
+  end
 end
 
 -- A send merged into the message pending in k's group: counted, written by trace_save.
@@ -135,31 +144,38 @@ local function trace_present(k, event, ids, present)
   end
 end
 
--- Claimed messages of k's group: each one's merges so far become its "merged" event, then
--- its "claimed" event. members[j] got delivery ids[j] (text) at attempts[j].
+-- Claimed messages of k's group: members[j] got delivery ids[j] (text) at attempts[j].
 local function trace_claimed(k, members, ids, attempts, consumer)
-  local tracer, group = k.trace, k.group_name
-  local mids, fields = {}, {}
-  for j, member in ipairs(members) do
-    mids[j] = message_id(tracer, member)
-    fields[j] = mids[j] .. "|" .. group
-  end
-  local tallies = bulk("HMGET", tracer.tally, fields)
-  local done = {}
+  local tracer = k.trace
   local tail = "\t\t\t\t" .. field_text(consumer) .. "\t"  -- count, first, last: none
-  local merged, claimed, lines = head(k, "merged"), head(k, "claimed"), tracer.lines
-  for j, mid in ipairs(mids) do
-    local tally = tallies[j]
+  local claimed, lines = head(k, "claimed"), tracer.lines
+  for j, member in ipairs(members) do
+    lines[#lines + 1] = claimed .. message_id(tracer, member) .. "\td" .. ids[j] .. "\t"
+      .. int_text(attempts[j]) .. tail
+  end
+end
+
+-- The merges counted before the messages of `sent` were sent anew: their "merged" events,
+-- ahead of this call's (the reader places each after the "sent" before it).
+local function close_merges(tracer)
+  local fields = tracer.sent
+  local tallies = bulk("HMGET", tracer.tally, fields)
+  local done, lines = {}, {}
+  for j, tally in ipairs(tallies) do
     if tally then
-      lines[#lines + 1] = merged .. mid .. "\t\t\t" .. string.sub(tally, 27) .. "\t"
-        .. string.sub(tally, 1, 13) .. "\t" .. string.sub(tally, 14, 26) .. "\t\t"
+      local mid, group = string.match(fields[j], "^(%x+)|(.*)$")
+      lines[#lines + 1] = "merged\t" .. group .. "\t" .. mid .. "\t\t\t"
+        .. string.sub(tally, 27) .. "\t" .. string.sub(tally, 1, 13) .. "\t"
+        .. string.sub(tally, 14, 26) .. "\t\t"
       done[#done + 1] = fields[j]
     end
-    lines[#lines + 1] = claimed .. mid .. "\td" .. ids[j] .. "\t" .. int_text(attempts[j])
-      .. tail
   end
   if #done > 0 then
     bulk("HDEL", tracer.tally, done)
+    for _, line in ipairs(tracer.lines) do
+      lines[#lines + 1] = line
+    end
+    tracer.lines = lines
   end
 end
 
@@ -212,6 +228,9 @@ end
 local function trace_save(tracer)
   if not tracer then
     return
+  end
+  if #tracer.sent > 0 then
+    close_merges(tracer)
   end
   local lines = tracer.lines
   if #tracer.merged_order > 0 then

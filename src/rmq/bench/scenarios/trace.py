@@ -44,10 +44,12 @@ def run(bench: Bench) -> Report:
             report.expect_equal(f"{claim}: acked (round {round_number + 1})", span.count,
                                 count)
             if traced:
-                body = bodies.build()[0]
+                # the newest message: its slot's cap (10 000 events) keeps its claim and ack
+                # (its sent is long trimmed: 25 times as many events went into each slot)
+                body = bodies.build()[-1]
                 events = [e.event for e in bench.client.trace(topic, body=body)]
                 report.check("a traced message's events",
-                             events == ["sent", "merged", "claimed", "acked"], str(events))
+                             events[-3:] == ["merged", "claimed", "acked"], str(events))
     for off, on, sends in ((SEND_OFF, SEND_ON, 2 * count), (CLAIM_OFF, CLAIM_ON, count)):
         report.add(Figure(off, ROUNDS * sends / seconds[off], "msg/s"))
         figure = report.add(Figure(on, ROUNDS * sends / seconds[on], "msg/s", compare=[off]))

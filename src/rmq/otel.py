@@ -17,6 +17,7 @@ and ``messaging.batch.message_count``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -41,21 +42,30 @@ __all__ = ["MAX_LINKS", "SYSTEM", "tracer", "producer_span", "sent", "sent_many"
 
 MAX_LINKS = 32  # producer spans a consumer span links to at most (the latest sends)
 SYSTEM = "rmq"
-_cached: tuple[Any, Any] | None = None  # (the provider, its tracer for RMQ)
+RECHECK_S = 1.0  # how often the configured tracer provider is looked up again
+_provider: Any | None = None  # the configured tracer provider, when one is
+_active: Any | None = None  # its tracer for RMQ
+_checked_at = -RECHECK_S
 
 
 def tracer() -> Any | None:
     """The tracer RMQ's spans go to, or None when OpenTelemetry is not installed or no
-    tracer provider is configured (then RMQ makes no span and stores no span context)."""
-    global _cached
+    tracer provider is configured (then RMQ makes no span and stores no span context).
+    Looked up at most once a second (a lookup costs a send a microsecond): a provider set
+    later is used from then on."""
+    global _provider, _active, _checked_at
     if _trace is None:
         return None
+    now = time.monotonic()
+    if now - _checked_at < RECHECK_S:
+        return _active
+    _checked_at = now
     provider = _trace.get_tracer_provider()
     if isinstance(provider, ProxyTracerProvider | NoOpTracerProvider):
-        return None
-    if _cached is None or _cached[0] is not provider:
-        _cached = (provider, provider.get_tracer("rmq"))
-    return _cached[1]
+        _provider = _active = None
+    elif provider is not _provider:
+        _provider, _active = provider, provider.get_tracer("rmq")
+    return _active
 
 
 @contextmanager

@@ -1,7 +1,9 @@
 """The hot paths with the trace off against main's, in the same run: one redis-server, the
 same timing script run alternately with main's checkout and this branch's on PYTHONPATH
 (each in a fresh process), ROUNDS rounds. Measures send_many (batch 500), single sends and
-claim(100) + ack on an 8-slot topic with the trace off, through the public API only.
+claim(100) + ack on an 8-slot topic with the trace off, through the public API only; and
+for send_many and claim + ack, Redis's own time in the scripts per message (INFO
+commandstats), which the machine's load moves less than wall time.
 
     python off_vs_main.py MAIN_SRC BRANCH_SRC [ROUNDS]
 """
@@ -18,6 +20,7 @@ from rmq.server import RedisServer
 
 TIMING = r"""
 import json, sys, time
+import redis
 import rmq
 
 url, messages, singles = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -25,11 +28,24 @@ client = rmq.Client(url)
 for name in client.topics():
     client.delete_topic(name)
 client.create_topic("ab", slots=8)
+raw = redis.Redis.from_url(url)
+
+
+def server_us():
+    # Redis's own time in scripts (FCALL, EVALSHA), which the machine's load moves less
+    stats = raw.info("commandstats")
+    raw.config_resetstat()
+    return sum(v["usec"] for k, v in stats.items()
+               if k.startswith(("cmdstat_fcall", "cmdstat_evalsha")))
+
+
+server_us()
 bodies = [b"m-%09d-" % n + b"x" * 88 for n in range(messages)]
 began = time.perf_counter()
 for i in range(0, messages, 500):
     client.send_many("ab", bodies[i:i + 500])
 send_many = messages / (time.perf_counter() - began)
+send_many_us = server_us() / messages
 began = time.perf_counter()
 done = 0
 while True:
@@ -39,13 +55,15 @@ while True:
     client.ack(batch)
     done += len(batch)
 claim_ack = done / (time.perf_counter() - began)
+claim_ack_us = server_us() / messages
 assert done == messages, done
 began = time.perf_counter()
 for n in range(singles):
     client.send("ab", b"s-%d" % n)
 single = singles / (time.perf_counter() - began)
 client.delete_topic("ab")
-print(json.dumps({"send_many": send_many, "claim_ack": claim_ack, "send": single}))
+print(json.dumps({"send_many": send_many, "claim_ack": claim_ack, "send": single,
+                  "send_many_server_us": send_many_us, "claim_ack_server_us": claim_ack_us}))
 """
 
 
@@ -65,13 +83,17 @@ def main() -> None:
                     raise SystemExit(done.stderr)
                 figures = json.loads(done.stdout.strip().splitlines()[-1])
                 print(f"round {r + 1} {name}: " + ", ".join(
-                    f"{k} {v / 1000:.1f} k/s" for k, v in figures.items()), flush=True)
+                    f"{k} {v:.2f}" if k.endswith("_us") else f"{k} {v / 1000:.1f} k/s"
+                    for k, v in figures.items()), flush=True)
                 for k, v in figures.items():
                     results[name].setdefault(k, []).append(v)
     for k in results["main"]:
         m, b = statistics.median(results["main"][k]), statistics.median(results["branch"][k])
-        print(f"{k}: main {m / 1000:.1f} k/s, branch (trace off) {b / 1000:.1f} k/s, "
-              f"{b / m:.2f}x")
+        if k.endswith("_us"):
+            print(f"{k}: main {m:.2f} µs/msg, branch (trace off) {b:.2f} µs/msg, {b / m:.2f}x")
+        else:
+            print(f"{k}: main {m / 1000:.1f} k/s, branch (trace off) {b / 1000:.1f} k/s, "
+                  f"{b / m:.2f}x")
 
 
 if __name__ == "__main__":

@@ -14,12 +14,12 @@ from ..message import DeadLetter
 from ..settings import check_group_name
 from ..storage import dead, history, registry
 from ..storage import peek as peek_ops
+from ..storage.codec import to_ms
 from ..storage.history import TopicHistory
 from ..storage.peek import PeekPage
 from ..storage.registry import TopicInfo
 from ..storage.snapshot import SnapshotRow, snapshot_slot
 from ..storage.stats import TopicStats, collect
-from ..storage.codec import to_ms
 from ..storage.trace import TraceEvent, read_trace, trace_argument, trace_target
 from .arguments import check_ids, check_names, check_slots
 from .outgoing import as_bytes

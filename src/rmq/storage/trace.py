@@ -4,9 +4,11 @@
 A script learns from one argument whether to trace: ``trace_argument`` gives ``""`` for a
 topic without the trace (the scripts then do nothing more), else the topic's name, retention
 and cap; the slot's two trace keys (``SlotKeys.trace``) then follow the keys it already
-takes. Each event is one member of the slot's ``trace`` zset, scored by its time
-(docs/storage.md, "The trace"); the merges into a pending message are counted in the slot's
-``trace:tally`` hash and become one ``merged`` event when the message is claimed.
+takes. Each script call writes its events as one record of the slot's ``trace`` zset, a
+line each (docs/storage.md, "The trace"); the merges into a pending message are counted in
+the slot's ``trace:tally`` hash and become one ``merged`` line when the message is next
+sent anew. A delivery's later events name its delivery seq only: ``read_trace`` finds them
+through the ``claimed`` events of the message.
 """
 
 from __future__ import annotations

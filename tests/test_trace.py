@@ -186,3 +186,22 @@ def test_trace_events_have_the_fields_the_spec_names(client):
     assert isinstance(event, rmq.TraceEvent)
     assert set(event.to_dict()) >= {"event", "time", "group", "delivery_id", "consumer",
                                     "attempt", "error"}
+
+
+def test_a_topic_of_many_slots_is_traced_through_its_heads_index(client):
+    client.create_topic("t", slots=64, trace=True)  # claim_heads.lua on a single node
+    sent = [client.send("t", f"m{i}".encode()) for i in range(20)]
+    claimed = client.claim("t", count=20, holder="w")
+    client.ack(claimed)
+    for result in sent:
+        events = client.trace("t", result.message_id)
+        assert names(events) == ["sent", "claimed", "acked"]
+        assert events[1].consumer == "w" and events[2].delivery_id == events[1].delivery_id
+
+
+def test_a_promotion_made_by_stats_is_traced(client, clock):
+    client.create_topic("t", trace=True)
+    sent = client.send("t", b"later", delay_ms=500)
+    clock.advance(500)
+    assert client.stats("t").groups["default"].ready == 1  # stats promotes what is due
+    assert names(client.trace("t", sent.message_id)) == ["sent", "promoted"]

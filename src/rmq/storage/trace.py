@@ -126,12 +126,27 @@ def _scan(topic: str, patterns: dict[Any, tuple[int, str | None]]) -> Op[dict[An
 
 def _lines(slot: int, record: bytes) -> list[tuple[_Place, int, list[bytes]]]:
     """A record's events: where each is (its place: the slot, then the event's number in
-    the slot's count), the record's time, and its ten fields."""
+    the slot's count), the record's time, and its ten fields (a claim's line of a share, an
+    ack's or extend's line of ids: one event per message, per delivery)."""
     head, *lines = record.split(b"\n")
     count, time = head.split(b"\t")
-    first = int(count) - len(lines) + 1
-    return [((slot, first + index, index), int(time), line.split(b"\t", 9))
-            for index, line in enumerate(lines)]
+    events: list[list[bytes]] = []
+    for line in lines:
+        fields = line.split(b"\t", 9)
+        if fields[0] == b"claimed":
+            first = int(fields[3][1:])
+            for i, (mid, attempt) in enumerate(zip(fields[2].split(b","),
+                                                   fields[4].split(b","), strict=True)):
+                events.append([fields[0], fields[1], mid, b"d%d" % (first + i), attempt,
+                               *fields[5:]])
+        elif fields[0] in (b"acked", b"extended"):
+            events += [[*fields[:3], b"d" + seq, *fields[4:]]
+                       for seq in fields[3][1:].split(b",")]
+        else:
+            events.append(fields)
+    number = int(count) - len(events) + 1
+    return [((slot, number + index, index), int(time), fields)
+            for index, fields in enumerate(events)]
 
 
 def _event(fields: list[bytes], time: int, slot: int, message_id: str,
@@ -165,7 +180,8 @@ def read_trace(topic: str, message_id: str, slots: Sequence[int], groups: Sequen
     since = int(seconds) * 1000 + int(micros) // 1000 - retention_ms
     oldest = {slot: int(values[0] or 0) - cap for slot, values in zip(slots, tallies,
                                                                        strict=True)}
-    by_mid = yield from _scan(topic, {slot: (slot, f"*\t{message_id}\t*") for slot in slots})
+    by_mid = yield from _scan(topic, {slot: (slot, f"*[\t,]{message_id}[\t,]*")
+                                      for slot in slots})
     found: dict[_Place, tuple[int, TraceEvent]] = {}
     deliveries: dict[int, dict[bytes, tuple[int | None, str | None]]] = {}
     for slot, records in by_mid.items():
@@ -183,7 +199,7 @@ def read_trace(topic: str, message_id: str, slots: Sequence[int], groups: Sequen
         if len(held) > _PATTERNS_MAX:
             scans[slot] = (slot, None)
         else:
-            scans.update({(slot, d): (slot, f"*\t{d.decode()}\t*") for d in held})
+            scans.update({(slot, d): (slot, f"*[d,]{d[1:].decode()}[,\t]*") for d in held})
     for name, records in (yield from _scan(topic, scans)).items():
         slot = scans[name][0]
         for record in records:

@@ -8,9 +8,11 @@
   keys in KEYS:
     events  zset  one member per script call that recorded events in the slot, scored by
                   the slot's event count after it (what the cap trims by):
-                  "<count>\t<time ms>" then per event "\n" and its line, ten fields
+                  "<count>\t<time ms>" then per line "\n" and the line, ten fields
                   joined by tabs: event, group, message id, "d" .. delivery seq, attempt,
-                  count, first and last ms (merged), consumer, error
+                  count, first and last ms (merged), consumer, error. A line of a claim
+                  holds a share (message ids and attempts joined by commas, the share's
+                  first delivery seq), one of an ack or extend its ids joined by commas.
     tally   hash  "#": the slot's event count; "<message id>|<group>" -> first ms (13
                   digits), last ms (13 digits), count: the merges into the message
                   pending in that group (or since pending), which the next send stored
@@ -41,7 +43,6 @@
 --- @include "scores"
 --- @include "records"
 --- @include "bulk"
---- @include "leases"
 
 -- The slot's events between two trims: what a trace may hold beyond its cap.
 local TRIM_EVERY = 64
@@ -65,6 +66,7 @@ local function open_trace(spec, events, tally)
   local now, now_text = trace_now()
   return {events = events, tally = tally, topic = topic .. ":", now = now,
     now_text = now_text, retention = tonumber(retention), cap = tonumber(cap), lines = {},
+    n = 0,
     merges = {}, merged_order = {}, sent = {}}
 end
 
@@ -102,6 +104,7 @@ end
 local function add(tracer, line)
   local lines = tracer.lines
   lines[#lines + 1] = line
+  tracer.n = tracer.n + 1
 end
 
 -- An event of the message `member` as sent; `delivery`: the dead letter it came from
@@ -135,24 +138,39 @@ local function trace_delivery(k, event, id, err)
 end
 
 -- An event of each of `ids` whose `present` entry is set (a record read, or a flag).
+-- One line for all of them: their seqs joined by commas (ids as the script got them).
 local function trace_present(k, event, ids, present)
-  local lines, first = k.trace.lines, head(k, event) .. "\td"
-  for j, id in ipairs(ids) do
-    if present[j] then
-      lines[#lines + 1] = first .. id .. "\t\t\t\t\t\t"
+  local listed = ids
+  if present ~= ids then
+    listed = {}
+    for j, id in ipairs(ids) do
+      if present[j] then
+        listed[#listed + 1] = id
+      end
     end
+  end
+  if #listed > 0 then
+    local tracer = k.trace
+    tracer.lines[#tracer.lines + 1] = head(k, event) .. "\td" .. table.concat(listed, ",")
+      .. "\t\t\t\t\t\t"
+    tracer.n = tracer.n + #listed
   end
 end
 
--- Claimed messages of k's group: members[j] got delivery ids[j] (text) at attempts[j].
-local function trace_claimed(k, members, ids, attempts, consumer)
+-- Claimed messages of k's group, one line for a share: their message ids joined by
+-- commas, the first delivery seq (the share's ids follow one another in member order) and
+-- their attempts joined by commas.
+local function trace_claimed(k, members, first, attempts, consumer)
   local tracer = k.trace
-  local tail = "\t\t\t\t" .. field_text(consumer) .. "\t"  -- count, first, last: none
-  local claimed, lines = head(k, "claimed"), tracer.lines
+  local mids, tries = {}, {}
   for j, member in ipairs(members) do
-    lines[#lines + 1] = claimed .. message_id(tracer, member) .. "\td" .. ids[j] .. "\t"
-      .. int_text(attempts[j]) .. tail
+    mids[j] = message_id(tracer, member)
+    tries[j] = int_text(attempts[j])
   end
+  tracer.lines[#tracer.lines + 1] = head(k, "claimed") .. table.concat(mids, ",") .. "\td"
+    .. fmt(first) .. "\t" .. table.concat(tries, ",") .. "\t\t\t\t" .. field_text(consumer)
+    .. "\t"
+  tracer.n = tracer.n + #members
 end
 
 -- The merges counted before the messages of `sent` were sent anew: their "merged" events,
@@ -164,6 +182,7 @@ local function close_merges(tracer)
   for j, tally in ipairs(tallies) do
     if tally then
       local mid, group = string.match(fields[j], "^(%x+)|(.*)$")
+      tracer.n = tracer.n + 1
       lines[#lines + 1] = "merged\t" .. group .. "\t" .. mid .. "\t\t\t"
         .. string.sub(tally, 27) .. "\t" .. string.sub(tally, 1, 13) .. "\t"
         .. string.sub(tally, 14, 26) .. "\t\t"
@@ -201,8 +220,7 @@ local function trace_taken(slots, out, o, consumer)
     at = at + 4 + 2 * n
   end
   for i, list in pairs(members) do
-    trace_claimed(slots[i], list, id_texts(first[i], first[i] + #list - 1), attempts[i],
-      consumer)
+    trace_claimed(slots[i], list, first[i], attempts[i], consumer)
   end
 end
 
@@ -232,21 +250,19 @@ local function trace_save(tracer)
   if #tracer.sent > 0 then
     close_merges(tracer)
   end
-  local lines = tracer.lines
+  local lines, n = tracer.lines, tracer.n
   if #tracer.merged_order > 0 then
     save_merges(tracer)
-  elseif #lines == 0 then
+  end
+  if n == 0 then
     return
   end
-  if #lines == 0 then
-    return
-  end
-  local count = rcall("HINCRBY", tracer.tally, "#", #lines)
+  local count = rcall("HINCRBY", tracer.tally, "#", n)
   rcall("ZADD", tracer.events, count, count .. "\t" .. tracer.now_text .. "\n"
     .. table.concat(lines, "\n"))
   -- Trimming, once the slot's events cross a multiple of TRIM_EVERY: by cap, then the
   -- oldest calls past the retention (a few a time: they were written in time order).
-  if math.floor(count / TRIM_EVERY) == math.floor((count - #lines) / TRIM_EVERY) then
+  if math.floor(count / TRIM_EVERY) == math.floor((count - n) / TRIM_EVERY) then
     return
   end
   if count > tracer.cap then

@@ -26,7 +26,7 @@ from helpers import ManualClock, wait_for
 
 import rmq
 from rmq.server.cluster import Cluster
-from rmq.storage.keys import SlotKeys
+from rmq.storage.keys import RegistryKeys, SlotKeys
 
 
 @pytest.fixture
@@ -42,6 +42,11 @@ def masters_of_slots(client: Any, topic: str, slots: int) -> dict[int, int]:
     """Topic slot -> the port of the master that holds it."""
     return {slot: client.redis.get_node_from_key(SlotKeys(topic, slot).seq).port
             for slot in range(slots)}
+
+
+def registry_master(client: Any, topic: str) -> int:
+    """The port of the master that holds the topic's registry entry and limit keys."""
+    return client.redis.get_node_from_key(RegistryKeys(topic).limits).port
 
 
 def reset_stats(cluster: Cluster) -> None:
@@ -85,7 +90,10 @@ def test_a_claim_on_an_empty_64_slot_topic_is_one_round_of_one_pipeline_per_mast
 
     assert messages == []
     assert (rounds, pipelines) == (1, 3)  # was 64 round trips, one slot after another
-    assert calls == dict(held)  # one head read per slot, on the master that holds it
+    # one head read per slot, on the master that holds it; and with them, on the registry's
+    # master, the read of the group's limits (docs/limits.md)
+    registry = registry_master(client, "t")
+    assert calls == {port: n + (port == registry) for port, n in held.items()}
 
 
 def test_a_claim_that_finds_one_message_adds_one_pipeline_to_its_master_only(client, cluster):
@@ -101,7 +109,26 @@ def test_a_claim_that_finds_one_message_adds_one_pipeline_to_its_master_only(cli
     assert [m.body for m in messages] == [b"only"]
     assert (rounds, pipelines) == (2, 4)
     owner = masters_of_slots(client, "t", 64)[slot]
-    assert calls == {port: n + (port == owner) for port, n in held.items()}
+    registry = registry_master(client, "t")
+    assert calls == {port: n + (port == owner) + (port == registry)
+                     for port, n in held.items()}
+
+
+@pytest.mark.parametrize(("limits", "expected"), [
+    ({"max_in_flight": 100}, 3),  # heads and reserve; claim; settle (the permits)
+    ({"rate": (100, 60)}, 2),  # took every unit granted: nothing to settle
+])
+def test_a_limited_claim_reserves_its_units_in_the_heads_round(client, cluster, limits,
+                                                               expected):
+    client.create_topic("t", slots=16)
+    client.set_limits("t", **limits)
+    client.send_many("t", [f"m{i}" for i in range(40)])
+    client.ack(client.claim("t", count=5))  # loads the library wherever the claim runs
+
+    messages, rounds, _, _ = measured_claim(client, cluster, "t", count=10)
+
+    assert len(messages) == 10
+    assert rounds == expected  # one round fewer than reserve; heads; claim; settle
 
 
 def test_priority_is_strict_across_slots_held_by_different_masters(client):

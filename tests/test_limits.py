@@ -188,15 +188,68 @@ def test_a_changed_or_removed_limit_applies_to_the_next_claim(make_client):
     assert len(client.claim("renders", count=10)) == 7
 
 
-def test_a_first_limit_applies_once_the_registry_entry_is_read_again(make_client):
-    client, operator = make_client(registry_ttl=0), make_client()
-    client.create_topic("renders")
-    _send(client, "renders", 10)
-    assert len(client.claim("renders", count=2)) == 2
-    operator.set_limits("renders", max_in_flight=3)
-    # deliveries claimed before the group had a limit hold no permit (docs/limits.md)
-    assert len(client.claim("renders", count=10)) == 3
+@pytest.mark.parametrize("limits", [{"max_in_flight": 3}, {"rate": (3, 60)}])
+def test_a_first_limit_applies_to_the_next_claim_of_a_client_whose_cache_is_warm(
+        make_client, limits):
+    client, operator = make_client(registry_ttl=3600), make_client()
+    client.create_topic("renders", slots=4)
+    _send(client, "renders", 20)
+    early = client.claim("renders", count=2)  # the client's entry says: no limits
+    operator.set_limits("renders", **limits)
+    first = client.claim("renders", count=10)
+    assert len(first) == 3  # the claim reads the limits in Redis, not in the client's cache
     assert client.claim("renders", count=10) == []
+    client.ack(early)  # deliveries claimed before the group had a limit hold no unit of it
+    assert client.claim("renders", count=10) == []
+    if "max_in_flight" in limits:
+        client.ack(first)  # the claim told the client: its deliveries hold permits to free
+        assert len(client.claim("renders", count=10)) == 3
+
+
+def _round_trips(client, act):
+    executor = client._execute
+    before = executor.round_trips
+    result = act()
+    return result, executor.round_trips - before
+
+
+@pytest.mark.single_node
+@pytest.mark.parametrize("slots", [4, 64])  # claim.lua; claim_heads.lua (a heads index)
+def test_a_limited_claim_on_a_single_node_is_one_round_trip_acks_included(make_client, clock,
+                                                                           slots):
+    client = make_client(clock=clock, registry_ttl=3600)  # no TIME, no registry reads
+    client.create_topic("renders", slots=slots)
+    client.set_limits("renders", max_in_flight=10, rate=(1000, 60))
+    _send(client, "renders", 30)
+    client.ack(client.claim("renders", count=2))  # the entry cached, the heads index built
+    held, trips = _round_trips(client, lambda: client.claim("renders", count=5))
+    assert (len(held), trips) == (5, 1)  # not three: reserve, claim, settle
+    more, trips = _round_trips(client, lambda: client.claim("renders", count=5, ack=held))
+    assert (len(more), trips) == (5, 1)
+    assert len(client.claim("renders", count=20)) == 5  # 10 in flight: the limit holds
+    assert client.claim("renders", count=20) == []
+
+
+def _script_calls(client):
+    stats = client.redis.info("commandstats")
+    return sum(stats.get(f"cmdstat_{name}", {}).get("calls", 0)
+               for name in ("fcall", "evalsha", "eval"))
+
+
+@pytest.mark.single_node
+def test_an_ack_on_a_single_node_frees_its_permits_in_its_own_script_call(make_client,
+                                                                          clock):
+    client = make_client(clock=clock, registry_ttl=3600)
+    client.create_topic("renders", slots=4)
+    client.set_limits("renders", max_in_flight=8)
+    _send(client, "renders", 20)
+    client.ack(client.claim("renders", count=2))  # the entry cached
+    held = client.claim("renders", count=8)
+    assert client.claim("renders", count=8) == []
+    client.redis.config_resetstat()
+    assert client.ack(held) == 8
+    assert _script_calls(client) == 1  # ack.lua alone, not ack.lua and limit_free.lua
+    assert len(client.claim("renders", count=20)) == 8
 
 
 def test_acks_in_the_claims_round_trip_free_capacity_first(client):

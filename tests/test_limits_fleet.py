@@ -194,3 +194,25 @@ def test_a_rate_allows_at_most_count_claims_in_any_window_by_redis_clock(redis_u
     total = sum(n for _, _, n in claims)
     assert 15 <= total <= 25  # 5 per half second for 2 s: about 20, never many more
     client.close()
+
+
+def test_a_consumer_of_a_group_with_max_in_flight_holds_only_what_its_slow_workers_run(
+        redis_url):
+    # A message held waiting for a worker would hold a unit of the group's limit while a
+    # worker of another consumer may be idle (docs/limits.md).
+    client = rmq.Client(redis_url)
+    held = {}
+    for topic, limits in (("free", {}), ("renders", {"max_in_flight": 8})):
+        client.create_topic(topic)
+        client.set_limits(topic, **limits)
+        client.send_many(topic, [f"frame-{i}" for i in range(20)])
+        consumer = rmq.Consumer(client, topic, lambda m: time.sleep(0.05),  # the work
+                                concurrency=2).start()
+        try:
+            wait_for(lambda c=consumer: c.handled == 20, timeout=20, what="20 handled")
+            held[topic] = consumer.prefetch
+        finally:
+            consumer.stop(grace=5)
+    assert held["free"] > 2  # prefetched: one claim waits while the workers run the last
+    assert held["renders"] == 2
+    client.close()

@@ -205,3 +205,16 @@ def test_a_promotion_made_by_stats_is_traced(client, clock):
     clock.advance(500)
     assert client.stats("t").groups["default"].ready == 1  # stats promotes what is due
     assert names(client.trace("t", sent.message_id)) == ["sent", "promoted"]
+
+
+def test_a_limited_groups_claims_and_acks_are_traced_and_free_their_permits(client):
+    client.create_topic("t", slots=4, trace=True)
+    client.set_limits("t", max_in_flight=2)
+    sent = [client.send("t", f"m{i}".encode()) for i in range(3)]
+    first = client.claim("t", count=3)
+    assert len(first) == 2  # the limit holds with the trace's keys beside the limit's
+    client.ack(first)
+    (last,) = client.claim("t", count=3)  # the ack gave the permits back
+    client.ack(last)
+    for result in sent:
+        assert names(client.trace("t", result.message_id)) == ["sent", "claimed", "acked"]

@@ -22,7 +22,7 @@ from operator import attrgetter
 from typing import Any, NamedTuple, TypeVar, cast
 
 from .. import otel
-from ..errors import InvalidArgument, RedisUnavailable, UnknownTopic
+from ..errors import AccessDenied, InvalidArgument, RedisUnavailable, UnknownTopic
 from ..message import Claimed, Message, MessageIds, SendCounts, SendResult, message_id_of
 from ..settings import check_group_name, check_topic_name
 from ..storage import limits as limit_ops
@@ -103,6 +103,7 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
         self._cache: dict[str, tuple[float, TopicInfo]] = {}
         self._claimer = queue.Claimer(single_node=True)
         self._held_back = {}
+        self._limit_keys_refused = False
 
     def _connected(self, is_cluster: bool) -> None:
         """The client knows what it talks to: a single node, or a cluster."""
@@ -301,14 +302,18 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
             limited = yield from self._limited(acking)
             now = yield from self._now()
             lease_s = lease or info.settings.visibility_timeout
-            if not info.limits(group).unlimited:
-                return (yield from self._claim_limited(info, group, count, now, lease_s,
-                                                       claimer, acking, limited))
-            self._held_back.pop((topic, group), None)
+            limit = self._claim_limit(claimer, info.limits(group))
             claim = self._claimer.claim(topic, info.generation, group, info.settings, count,
-                                        now, lease_s, claimer)
-            messages, next_due = yield from self._settling(acking, limited, now, claim)
-            return Claimed(messages, next_due)
+                                        now, lease_s, claimer, limit)
+            try:
+                claimed = yield from self._settling(acking, limited, now, claim)
+            except AccessDenied:
+                if limit is None or not info.limits(group).unlimited:
+                    raise
+                claimed = yield from self._claimer.claim(
+                    topic, info.generation, group, info.settings, count, now, lease_s, claimer)
+                self._limit_keys_refused = True  # (only the limit keys were refused)
+            return self._judged(info, group, count, claimed)
 
         claimed = yield from self._on_current(topic, claim_due)
         if claimed.messages and otel.tracer() is not None:
@@ -327,9 +332,7 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
         if not limited:
             return (yield from settle.ack(batch, not self.is_cluster))
         now = yield from self._now()
-        acked, _ = yield from together([settle.ack(batch, not self.is_cluster),
-                                        limit_ops.free(limited, now)])
-        return cast(int, acked)
+        return (yield from self._acking(batch, limited, now))
 
     def _nack(self, message: Message, error: str | BaseException) -> Flow[str | None]:
         check_message(message)

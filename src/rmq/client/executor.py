@@ -25,12 +25,14 @@ __all__ = ["Executor", "AsyncExecutor"]
 
 class Executor:
     """Executes batches of calls on a single node's redis-py client, each round of the
-    ladder as one pipeline."""
+    ladder as one pipeline. ``round_trips`` counts them (what a test or a benchmark reads
+    to see what an operation costs)."""
 
     def __init__(self, client: redis.Redis, replication: Replication = PRIMARY_ONLY):
         self.client = client
         self.ladder = ScriptLadder()
         self.replication = replication
+        self.round_trips = 0
 
     def __call__(self, calls: list[Call]) -> list[Any]:
         rounds = run_batch(self.ladder, calls, self.replication)
@@ -44,6 +46,7 @@ class Executor:
                 return replies
 
     def _send(self, commands: list[Command]) -> list[Any]:
+        self.round_trips += 1
         if len(commands) == 1:
             try:
                 return [self.client.execute_command(*commands[0])]
@@ -63,6 +66,7 @@ class AsyncExecutor:
         self.client = client
         self.ladder = ScriptLadder()
         self.replication = replication
+        self.round_trips = 0
 
     async def __call__(self, calls: list[Call]) -> list[Any]:
         rounds = run_batch(self.ladder, calls, self.replication)
@@ -76,6 +80,7 @@ class AsyncExecutor:
                 return replies
 
     async def _send(self, commands: list[Command]) -> list[Any]:
+        self.round_trips += 1
         if len(commands) == 1:
             try:
                 return [await self.client.execute_command(*commands[0])]

@@ -1,6 +1,7 @@
 """A group's fleet-wide limits in the client's flows (SPEC §10, docs/limits.md): setting and
-reading them, a limited group's claim (reserve, claim, settle: ``storage/limits.py``), the
-permits freed beside settles, and the wait of a claimer held back for capacity.
+reading them, what a claim found of them (every claim applies them in Redis:
+``storage/limits.py``), the permits freed beside settles, and the wait of a claimer held
+back for capacity.
 
 ``LimitFlows`` is a part of :class:`~rmq.client.base.BaseClient`, kept apart so that the
 limits read as one concept; it relies on the registry cache and clock of the base.
@@ -18,7 +19,7 @@ from ..settings import GroupLimits, check_group_name, check_topic_name
 from ..storage import limits as limit_ops
 from ..storage import queue, registry, settle
 from ..storage.calls import Op, together
-from ..storage.generation import TopicGone
+from ..storage.claim import Claim
 from ..storage.isolation import TOPIC_PROBLEMS
 from ..storage.registry import TopicInfo
 from .arguments import check_wait
@@ -46,9 +47,13 @@ class LimitFlows:
 
     is_cluster: bool
     _claimer: queue.Claimer
+    _cache: dict[str, tuple[float, TopicInfo]]
     # per (topic, group) whose last claim here was held back by the group's limits: when
     # more capacity may come with no settle (epoch ms), or None (_wait_for_capacity)
     _held_back: dict[tuple[str, str], int | None]
+    # this user may not touch a group's limit keys (a one-topic tenant, whose ACL keeps the
+    # registry read-only, docs/reliability.md): it claims an unlimited group without them
+    _limit_keys_refused: bool
 
     def now(self) -> int:
         raise NotImplementedError
@@ -73,57 +78,68 @@ class LimitFlows:
         return info.limits(group)
 
 
-    def _claim_limited(self, info: TopicInfo, group: str, count: int, now: int,
-                       lease: float, claimer: str, acks: Sequence[Message],
-                       limited: Sequence[Message]) -> Flow[Claimed]:
-        """A claim under the group's limits (storage/limits.py): reserve, claim what was
-        granted, settle the reservation. Granted nothing, it records when to wait for
-        capacity (``_wait_for_capacity``)."""
-        topic, lease_ms = info.name, round(lease * 1000)
-        token = secrets.token_hex(8)
-        reservation = yield from self._settling(acks, limited, now, limit_ops.reserve(
-            topic, group, count, now, lease_ms, token, claimer or token, CAPACITY_WAIT_MS))
-        if reservation.units == 0:
-            self._held_back[(topic, group)] = reservation.wake_at
+    def _claim_limit(self, claimer: str, cached: GroupLimits) -> limit_ops.ClaimLimit | None:
+        """What a claim passes for the group's limits: who waits when held back. Every
+        claim reads the limits in Redis (single node: in the claim script; cluster: with
+        the first round), so a change applies to the next claim; but for a user refused the
+        limit keys, a claim of a group its ``cached`` entry holds unlimited reads none."""
+        if self._limit_keys_refused and cached.unlimited:
+            return None
+        return limit_ops.ClaimLimit(claimer or secrets.token_hex(8), CAPACITY_WAIT_MS)
+
+    def _judged(self, info: TopicInfo, group: str, count: int, claim: Claim) -> Claimed:
+        """A claim's outcome under what it found of the group's limits: held back (granted
+        nothing), it records when to wait for capacity (``_wait_for_capacity``); limits
+        other than the cached entry's drop the entry, so that settles read them afresh."""
+        key, verdict = (info.name, group), claim.verdict
+        if verdict is None:  # read no limits: unlimited by the cached entry
+            self._held_back.pop(key, None)
+            return Claimed(claim.messages, claim.next_due)
+        cached = info.limits(group)
+        if verdict.limited == cached.unlimited or verdict.permits != (
+                cached.max_in_flight is not None):
+            self._cache.pop(info.name, None)
+        if not claim.messages and verdict.granted == 0:
+            self._held_back[key] = verdict.wake_at
         else:
-            self._held_back.pop((topic, group), None)
-        messages: list[Message] = []
-        next_due = None
-        if reservation.units:
-            try:
-                messages, next_due = yield from self._claimer.claim(
-                    topic, info.generation, group, info.settings, reservation.units, now,
-                    lease, claimer)
-            except TopicGone:  # refused: its units go back before the claim is retried
-                yield from limit_ops.settle(topic, group, reservation, now, now, [])
-                raise
-            yield from limit_ops.settle(topic, group, reservation, now, now + lease_ms,
-                                        messages)
-        if reservation.units < count and reservation.wake_at is not None:
-            next_due = reservation.wake_at if next_due is None else min(next_due,
-                                                                        reservation.wake_at)
-        return Claimed(messages, next_due)
+            self._held_back.pop(key, None)
+        next_due, wake_at = claim.next_due, verdict.wake_at
+        if verdict.granted < count and wake_at is not None:
+            next_due = wake_at if next_due is None else min(next_due, wake_at)
+        return Claimed(claim.messages, next_due)
 
     def _limited(self, messages: Sequence[Message]) -> Flow[list[Message]]:
         """Those of ``messages`` whose group has a max_in_flight: they hold permits to free.
         The registry entry comes from the cache. A delivery of an earlier creation of its
         topic holds none (its id may be a delivery's of the topic as it is now)."""
-        limited: list[Message] = []
         current: dict[tuple[str, str], str | None] = {}  # the limited groups' generation
-        for m in messages:
-            key = (m.topic, m.group)
-            if key not in current:
-                try:
-                    info = yield from self._topic(m.topic)
-                # Deleted, or its entry unreadable: a settle of it goes on, and its
-                # permits expire with its leases.
-                except (UnknownTopic, *TOPIC_PROBLEMS):
-                    info = None
-                limited_now = info is not None and info.limits(m.group).max_in_flight is not None
-                current[key] = info.generation if info is not None and limited_now else None
-            if current[key] is not None and current[key] == m.generation:
-                limited.append(m)
-        return limited
+        for topic, group in {(m.topic, m.group) for m in messages}:
+            try:
+                info = yield from self._topic(topic)
+            # Deleted, or its entry unreadable: a settle of it goes on, and its permits
+            # expire with its leases.
+            except (UnknownTopic, *TOPIC_PROBLEMS):
+                info = None
+            limited_now = info is not None and info.limits(group).max_in_flight is not None
+            current[(topic, group)] = info.generation if info is not None and limited_now \
+                else None
+        if len(current) == 1:  # (most batches: one group's; every message is looked at once)
+            (generation,) = current.values()
+            return [] if generation is None else [m for m in messages
+                                                  if m.generation == generation]
+        return [m for m in messages
+                if (generation := current[(m.topic, m.group)]) is not None
+                and generation == m.generation]
+
+    def _acking(self, acks: Sequence[Message], limited: Sequence[Message], now: int
+                ) -> Op[int]:
+        """Acknowledge ``acks``, the ``limited`` ones' permits freed in the same round trip:
+        on a single node in the ack's own script call, on a cluster beside it."""
+        if not self.is_cluster:
+            holding = {(m.topic, m.generation, m.group) for m in limited}
+            return (yield from settle.ack(acks, True, now, holding))
+        acked, _ = yield from together([settle.ack(acks, False), limit_ops.free(limited, now)])
+        return cast(int, acked)
 
     def _settling(self, acks: Sequence[Message], limited: Sequence[Message], now: int,
                   op: Op[T]) -> Op[T]:
@@ -131,8 +147,7 @@ class LimitFlows:
         first round trip, ahead of it."""
         if not limited:
             return (yield from settle.with_acks(acks, not self.is_cluster, op))
-        _, _, value = yield from together([settle.ack(acks, not self.is_cluster),
-                                           limit_ops.free(limited, now), op])
+        _, value = yield from together([self._acking(acks, limited, now), op])
         return cast(T, value)
 
     def _wait_for_capacity(self, topic: str, group: str, timeout: float) -> Flow[bool]:

@@ -47,6 +47,8 @@ class Fetcher:
         while self.running.is_set():
             try:
                 waiter = waiter or self.client.waiter(self.topic)
+                limits = self.client.topic(self.topic).limits(self.group)
+                self.prefetch.capped = limits.max_in_flight is not None
                 wanted = self.holdings.room(self.prefetch, self.running)
                 if not self.running.is_set():
                     break

@@ -38,6 +38,14 @@ milliseconds, about as soon as with a fixed prefetch of 2 x concurrency
 (bench/priority_under_prefetch.py measures both). A backlog drained highest priority first
 keeps the large claims.
 
+A group with a ``max_in_flight`` (docs/limits.md) shares that many deliveries among all its
+consumers, and a message held waiting for a worker holds one of them while a worker of
+another consumer may be idle. Where handlers are slow (``R x H`` < 1: a claim comes back
+before a worker would finish one message) a message held waiting saves its workers less
+than one round trip per run: an adaptive prefetch then holds no more than its workers run
+(``capped``, which the fetcher sets from the registry entry). Fast handlers keep their
+batches, without which a claim's round trip would idle the workers.
+
 Until the first handler returns nothing is known, and the consumer holds ``concurrency``.
 The estimates are moving averages (``_WEIGHT`` per update), so a slow claim now and then or
 one long handler run do not swing the limit.
@@ -71,6 +79,7 @@ class Prefetch:
         self._claim_seconds: float | None = None  # mean round trip of one claim
         self._largest_batch = MAX_BATCH  # PRIORITY_BATCH once priorities overtake
         self._lowest_claimed: int | None = None  # the lowest priority of the last claim
+        self.capped = False  # the group has a max_in_flight: hold what the workers run
 
     @property
     def most(self) -> int:
@@ -101,12 +110,20 @@ class Prefetch:
         """The most to hold at once now."""
         if self.fixed is not None:
             return self.fixed
+        if self._runs_only():
+            return self.concurrency
         return self.concurrency + math.ceil(2 * self._in_one_claim())
+
+    def _runs_only(self) -> bool:
+        """Hold only what the workers run (module doc: a group with a max_in_flight)."""
+        return self.capped and self.fixed is None and self._in_one_claim() < 1
 
     def wanted(self, held: int) -> int:
         """How many to claim while ``held`` are held; 0: wait until more room is free."""
         limit, batch = self.limit, self.batch
         room = limit - held
+        if self._runs_only():
+            return max(0, room)  # a worker free: claim for it now
         if room <= 0 or (held and room < batch):
             return 0
         if self.fixed is not None:

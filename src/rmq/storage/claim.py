@@ -7,28 +7,60 @@
 - a cluster, where one call reaches one slot: rounds of ``head.lua`` on every slot, then
   ``claim.lua`` on each slot chosen, bounded to its share (``cluster_claim.py``).
 
+A group's limits (``limits.py``) are applied by the claim script itself on a single node;
+on a cluster ``limit_reserve.lua`` goes with the first round, and a limited group's claim
+ends with ``limit_settle.lua``.
+
 Priority is strict across the slots either way (docs/semantics.md, "Order").
 """
 
 from __future__ import annotations
 
-from typing import Any
+import secrets
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from ..message import Message
 from ..settings import TopicSettings
 from .calls import Call, Op, script_call
-from .claim_calls import PROMOTE_LIMIT, SERIAL_SCAN, claim_args, claim_keys, parse_claimed
+from .claim_calls import (
+    PROMOTE_LIMIT,
+    SERIAL_SCAN,
+    claim_args,
+    claim_keys,
+    limited_claim_keys,
+    parse_claimed,
+)
 from .claim_heads import Window, claim_by_heads
 from .cluster_claim import Share, claim_across_slots, head_call
 from .codec import to_ms
-from .generation import check_stored
+from .generation import TopicGone, check_stored
 from .heads import keeps_heads
+from .limits import (
+    ClaimLimit,
+    Reservation,
+    Verdict,
+    claim_limit_args,
+    parse_verdict,
+    reserve_call,
+    settle,
+)
 from .scripts import script
 from .trace import trace_argument
 
-__all__ = ["Claimer"]
+__all__ = ["Claimer", "Claim"]
 
 Claimed = tuple[list[Message], int | None]
+
+
+class Claim(NamedTuple):
+    """A claim's messages, the next delayed due time when fewer than asked for were ready,
+    and what the claim script found of the group's limits (None: it was not asked to apply
+    them, as on a cluster)."""
+
+    messages: list[Message]
+    next_due: int | None
+    verdict: Verdict | None = None
 
 
 class Claimer:
@@ -41,39 +73,83 @@ class Claimer:
         self._windows: dict[tuple[str, str], Window] = {}
 
     def claim(self, topic: str, generation: str, group: str, settings: TopicSettings,
-              count: int, now: int, lease: float, holder: str = "") -> Op[Claimed]:
+              count: int, now: int, lease: float, holder: str = "",
+              limit: ClaimLimit | None = None) -> Op[Claim]:
         """Claim up to ``count`` messages, best first; returns them and the next delayed due
         time (ms) when fewer than ``count`` were ready. Raises TopicGone if the topic is not
         at ``generation`` any more. ``holder``: who claims (a consumer's id), kept with each
-        delivery for the console and ``find`` to show."""
+        delivery for the console and ``find`` to show. ``limit`` (a single node only): the
+        claim script applies the group's limits itself, whatever they are now, and says
+        what it found (``Claim.verdict``)."""
         lease_ms = to_ms(lease)
         lease_until = now + lease_ms
         trace = trace_argument(topic, settings)
-        args = claim_args(settings, generation, now, count, lease_ms, holder, trace)
         if not self.single_node:
-            return (yield from _claim_on_cluster(topic, generation, group, settings, count,
-                                                 now, args, lease_until))
+            args = claim_args(settings, generation, now, count, lease_ms, holder,
+                              claim_limit_args(group, None), trace)
+            if limit is None:
+                return Claim(*(yield from _claim_on_cluster(topic, generation, group, settings,
+                                                            count, now, args, lease_until)))
+            return (yield from _claim_limited_on_cluster(topic, generation, group, settings,
+                                                         count, now, args, lease_until, limit))
+        args = claim_args(settings, generation, now, count, lease_ms, holder,
+                          claim_limit_args(group, limit), trace)
         if not keeps_heads(settings, True):
             slots = tuple(range(settings.slots))
-            (reply,) = yield [script_call(script("claim"),
-                                          claim_keys(topic, group, slots, trace != ""), args)]
+            keys = (claim_keys if limit is None else limited_claim_keys)(topic, group, slots,
+                                                                          trace != "")
+            (reply,) = yield [script_call(script("claim"), keys, args)]
             check_stored(topic, reply)
+            verdict = None if limit is None else parse_verdict(reply.pop(), count)
             next_due: int | None = reply[0] if reply[0] >= 0 else None
-            return (parse_claimed(topic, generation, group, slots, reply, lease_until, trace),
-                    next_due)
-        messages, next_due, window = yield from claim_by_heads(
+            return Claim(parse_claimed(topic, generation, group, slots, reply, lease_until,
+                                       trace), next_due, verdict)
+        messages, next_due, window, verdict = yield from claim_by_heads(
             topic, generation, group, settings.slots, count, args, lease_until,
-            self._windows.get((topic, group)))
+            self._windows.get((topic, group)), limit is not None)
         if window is not None:
             self._windows[(topic, group)] = window
-        return messages, next_due
+        return Claim(messages, next_due, verdict)
+
+
+def _claim_limited_on_cluster(topic: str, generation: str, group: str,
+                              settings: TopicSettings, count: int, now: int, args: list[Any],
+                              lease_until: int, limit: ClaimLimit) -> Op[Claim]:
+    """The cluster's rounds under the group's limits, whose keys live on the topic's tag:
+    ``limit_reserve.lua`` in the first round (with the heads), the claim bounded to what it
+    granted, then ``limit_settle.lua`` turns the granted units into the deliveries'
+    permits and gives back the rest (limits.py). A group without limits needs no settle."""
+    token = secrets.token_hex(8)
+    reserve = reserve_call(topic, group, count, now, lease_until - now, token, limit)
+    verdicts: list[Verdict] = []
+
+    def granted(reply: Any) -> int:
+        verdicts.append(parse_verdict(reply, count))
+        return verdicts[0].granted
+
+    try:
+        messages, next_due = yield from _claim_on_cluster(
+            topic, generation, group, settings, count, now, args, lease_until,
+            (reserve, granted))
+    except TopicGone:  # refused: its units go back before the claim is retried
+        if verdicts and verdicts[0].limited:
+            yield from settle(topic, group, Reservation(token, verdicts[0].granted,
+                                                        verdicts[0].permits), now, now, [])
+        raise
+    verdict = verdicts[0]
+    if verdict.limited and verdict.granted and (verdict.permits
+                                                or len(messages) < verdict.granted):
+        yield from settle(topic, group, Reservation(token, verdict.granted, verdict.permits),
+                          now, lease_until, messages)
+    return Claim(messages, next_due, verdict)
 
 
 def _claim_on_cluster(topic: str, generation: str, group: str, settings: TopicSettings,
-                      count: int, now: int, args: list[Any], lease_until: int
+                      count: int, now: int, args: list[Any], lease_until: int,
+                      grant: tuple[Call, Callable[[Any], int]] | None = None
                       ) -> Op[Claimed]:
     """The cluster's rounds (cluster_claim.py), with claim.lua bounded to each share."""
-    trace = args[8]
+    trace = args[11]  # claim_args' trace argument
 
     def claim_slot(slot: int, share: Share) -> Call:
         bounded = args[:]
@@ -91,4 +167,5 @@ def _claim_on_cluster(topic: str, generation: str, group: str, settings: TopicSe
         return parse_claimed(topic, generation, group, [slot], reply, lease_until, trace)
 
     return (yield from claim_across_slots(settings.slots, count, read_head, claim_slot,
-                                          claimed, lambda reply: check_stored(topic, reply)))
+                                          claimed, lambda reply: check_stored(topic, reply),
+                                          grant))

@@ -12,8 +12,10 @@ from ..message import Message, claimed_message
 from ..settings import TopicSettings
 from .codec import decode_parts
 from .keys import SlotKeys
+from .limits import claim_limit_keys
 
-__all__ = ["claim_keys", "claim_args", "parse_claimed", "SERIAL_SCAN", "PROMOTE_LIMIT"]
+__all__ = ["claim_keys", "limited_claim_keys", "claim_args", "parse_claimed", "SERIAL_SCAN",
+           "PROMOTE_LIMIT"]
 
 PROMOTE_LIMIT = 1000  # due delayed messages one slot promotes per call at most
 # How deep a serial topic's claim looks past messages of keys in flight, per slot: a busy
@@ -36,13 +38,21 @@ def claim_keys(topic: str, group: str, slots: tuple[int, ...],
     return tuple(keys)
 
 
+@lru_cache(maxsize=4096)
+def limited_claim_keys(topic: str, group: str, slots: tuple[int, ...],
+                       traced: bool = False) -> tuple[str, ...]:
+    """``claim_keys``, then the group's limit keys (a single node's claim: limit_claim.lua)."""
+    return claim_keys(topic, group, slots, traced) + claim_limit_keys(topic, group)
+
+
 def claim_args(settings: TopicSettings, generation: str, now: int, count: int, lease_ms: int,
-               holder: str, trace: str = "") -> list[Any]:
-    """ARGV[1..9] of claim.lua and claim_heads.lua (their headers name each); ``trace``:
-    the topic's trace argument (``trace.trace_argument``)."""
+               holder: str, limit: list[Any], trace: str = "") -> list[Any]:
+    """ARGV[1..12] of claim.lua and claim_heads.lua (their headers name each); ``limit``
+    is ARGV[9..11] (``limits.claim_limit_args``), ``trace`` ARGV[12], the topic's trace
+    argument (``trace.trace_argument``)."""
     scan = max(count, SERIAL_SCAN) if settings.serial_keys else count
     return [now, count, lease_ms, int(settings.serial_keys), PROMOTE_LIMIT, scan, generation,
-            holder, trace]
+            holder, *limit, trace]
 
 
 def parse_claimed(topic: str, generation: str, group: str, slots: Sequence[int],

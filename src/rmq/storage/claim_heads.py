@@ -12,6 +12,7 @@ from .calls import Call, Op, script_call
 from .claim_calls import claim_keys, parse_claimed
 from .generation import check_stored
 from .heads import heads_keys, sync_heads_call
+from .limits import Verdict, claim_limit_keys, parse_verdict
 from .scripts import script
 
 __all__ = ["Window", "claim_by_heads"]
@@ -35,10 +36,11 @@ class Window(NamedTuple):
 
 
 def claim_by_heads(topic: str, generation: str, group: str, slots_in_topic: int, count: int,
-                   args: list[Any], lease_until: int, last: Window | None
-                   ) -> Op[tuple[list[Message], int | None, Window | None]]:
+                   args: list[Any], lease_until: int, last: Window | None, limited: bool
+                   ) -> Op[tuple[list[Message], int | None, Window | None, Verdict | None]]:
     """Claim up to ``count`` starting from the window ``last`` left (None: the first
-    slots); returns the messages, the next due time, and the window for the next claim.
+    slots); returns the messages, the next due time, the window for the next claim, and
+    (``limited``: the script applies the group's limits) the last call's limit verdict.
     ``args``: claim_args'. Builds the index first when the script asks for it
     (sync_heads.lua: the first claim of a topic without one, then every _RESYNC_MS)."""
     slots, touched = last or ((), count)
@@ -49,14 +51,15 @@ def claim_by_heads(topic: str, generation: str, group: str, slots_in_topic: int,
     claimed: list[Message] = []
     next_due: int | None = None
     window = last
-    trace = args[8]  # claim_args' trace argument
+    verdict = None
+    trace = args[11]  # claim_args' trace argument
     sync: list[Call] = []
     for _ in range(_MAX_ROUNDS):
         call_args = args[:]
         call_args[1] = count - len(claimed)
         call_args += (_RESYNC_MS, report, _NEED_MAX, first_read, *slots)
-        replies = yield [*sync, script_call(script("claim_heads"),
-                                            _keys(topic, group, slots, trace != ""), call_args)]
+        keys = _keys(topic, group, slots, limited, trace != "")
+        replies = yield [*sync, script_call(script("claim_heads"), keys, call_args)]
         reply = replies[-1]
         for stored in (*replies[:-1], None if reply == _NEED_SYNC else reply):
             check_stored(topic, stored)
@@ -66,21 +69,28 @@ def claim_by_heads(topic: str, generation: str, group: str, slots_in_topic: int,
             sync = [sync_heads_call(topic, generation, group, slots_in_topic)]
             continue
         sync = []
+        if limited:
+            verdict = parse_verdict(reply.pop(), call_args[1])
         due, needed, head = reply[0], reply[1], reply[2]
-        claimed += parse_claimed(topic, generation, group, slots, reply[2:], lease_until,
-                                 trace)
+        got = parse_claimed(topic, generation, group, slots, reply[2:], lease_until, trace)
+        claimed += got
         window = Window(tuple(dict.fromkeys(head)), len({m.slot for m in claimed}))
         next_due = due if due >= 0 else None
         needed = [s for s in needed if 0 <= s < slots_in_topic]
-        if not needed or len(claimed) >= count:
+        # (took all that the group's limits granted: they stop the claim here)
+        if (not needed or len(claimed) >= count
+                or (verdict is not None and len(got) >= verdict.granted)):
             break
         slots = tuple(dict.fromkeys([*needed, *head]))
-    return claimed, next_due, window
+    return claimed, next_due, window, verdict
 
 
-def _keys(topic: str, group: str, slots: tuple[int, ...], traced: bool) -> list[str]:
+def _keys(topic: str, group: str, slots: tuple[int, ...], limited: bool,
+          traced: bool) -> list[str]:
     # windows change from claim to claim: the keys are cached per slot, not per window
     keys = [*heads_keys(topic, group)]
     for slot in slots:
         keys += claim_keys(topic, group, (slot,), traced)[1:]
+    if limited:
+        keys += claim_limit_keys(topic, group)
     return keys

@@ -150,22 +150,30 @@ def _depths_after(heads: Mapping[int, SlotHead], shares: Mapping[int, Share], re
 def claim_across_slots(slots: int, count: int, read_head: Callable[[int, int], Call],
                        claim_slot: Callable[[int, Share], Call],
                        claimed: Callable[[int, Any], list[Message]],
-                       check: Callable[[Any], None]) -> Op[tuple[list[Message], int | None]]:
+                       check: Callable[[Any], None],
+                       grant: tuple[Call, Callable[[Any], int]] | None = None
+                       ) -> Op[tuple[list[Message], int | None]]:
     """Claim up to ``count`` messages from a topic's ``slots`` slots (module doc); returns
     them best first, and the earliest delayed due time when fewer than ``count`` were
     claimed. ``read_head(slot, depth)`` and ``claim_slot(slot, share)`` build the calls,
     ``claimed(slot, reply)`` reads a claim's reply, ``check(reply)`` raises if a head's
-    reply says the topic is gone (deleted since its registry entry was read)."""
+    reply says the topic is gone (deleted since its registry entry was read). ``grant``:
+    a call sent with the first round's heads (the group's limits: limit_reserve.lua) and
+    what its reply allows the claim to take, at most ``count``."""
     depth = min(count, -(-count // slots) + _MARGIN)
     every_slot = dict.fromkeys(range(slots), depth)
-    replies = yield [read_head(slot, d) for slot, d in every_slot.items()]
+    first = [] if grant is None else [grant[0]]
+    replies = yield [*first, *(read_head(slot, d) for slot, d in every_slot.items())]
+    if grant is not None:
+        count = grant[1](replies[0])
+        replies = replies[1:]
     for reply in replies:
         check(reply)
     heads = {slot: parse_head(reply) for slot, reply in zip(every_slot, replies, strict=True)}
     next_due = {slot: head.next_due for slot, head in heads.items()}
     messages: list[Message] = []
     tries = 0
-    while True:
+    while count:  # (none granted: nothing to claim)
         wanted = count - len(messages)
         shares, unread = choose(heads, wanted)
         if not shares:

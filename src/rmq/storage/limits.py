@@ -2,49 +2,100 @@
 the group's limit keys (``keys.LimitKeys``), which live beside the registry entry on the
 topic's tag, so one node holds them on a cluster as on a single node.
 
-A limited group's claim takes three round trips: ``reserve`` grants units of capacity (and
+Every claim applies the limits as Redis holds them, and says what it found (``Verdict``).
+On a single node the claim script does it itself (``lua/includes/limit_claim.lua``): it
+takes the group's limit keys (``claim_limit_keys``) and what a held-back claimer registers
+(``ClaimLimit``). On a cluster, where the limit keys live on the topic's tag and the slots
+on their own, ``reserve_call`` grants units of capacity with the claim's first round (and
 holds them with placeholder permits), the claim takes at most that many messages, and
 ``settle`` turns the placeholders into the deliveries' permits and gives back what the
-claim did not take. A permit's score is its delivery's lease deadline, so a crashed
-consumer's capacity returns when its leases expire; settling a delivery (``free``) returns
-it at once, with one token per unit on the wake list for one waiting consumer each.
+claim did not take (``storage/claim.py``).
+
+A permit's score is its delivery's lease deadline, so a crashed consumer's capacity returns
+when its leases expire; settling a delivery returns it at once (on a single node an ack in
+its own call: ``settle.ack``; otherwise ``free``), with one token per unit on the wake list
+for one waiting consumer each.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any, NamedTuple
 
 from ..message import Message
-from .calls import Op, command, script_call
+from .calls import Call, Op, command, script_call
 from .keys import LimitKeys
 from .scripts import script
 
-__all__ = ["Reservation", "reserve", "settle", "free", "extend", "wake_key"]
+__all__ = ["ClaimLimit", "Verdict", "Reservation", "claim_limit_keys", "claim_limit_args",
+           "parse_verdict", "reserve_call", "settle", "free", "extend", "wake_key"]
+
+
+class ClaimLimit(NamedTuple):
+    """What a claim passes for its group's limits: the ``waiter`` registered as waiting (for
+    up to ``wait_ms``) when the limits grant nothing."""
+
+    waiter: str
+    wait_ms: int
+
+
+class Verdict(NamedTuple):
+    """What a claim found of its group's limits: whether it has any (``limited``), whether
+    its deliveries hold permits that settling frees (``permits``: a max_in_flight), the
+    units it could take (``granted``) and, when fewer than it asked for, when more may be
+    granted with no settle in between (``wake_at``, epoch ms, or None)."""
+
+    limited: bool
+    permits: bool
+    granted: int
+    wake_at: int | None
+
+
+@lru_cache(maxsize=4096)
+def claim_limit_keys(topic: str, group: str) -> tuple[str, ...]:
+    """The 4 keys a single node's claim script takes last (limit_claim.lua)."""
+    keys = LimitKeys(topic, group)
+    return (keys.limits, keys.permits, keys.rate, keys.waiters)
+
+
+def claim_limit_args(group: str, limit: ClaimLimit | None) -> list[Any]:
+    """ARGV[9..11] of the claim scripts: the group's limits applied by the script itself, or
+    not (a cluster's call: ``limit`` None)."""
+    if limit is None:
+        return ["", "", 0]
+    return [group, limit.waiter, limit.wait_ms]
+
+
+def parse_verdict(tail: Any, granted: int) -> Verdict:
+    """What limit_reserve.lua returns, or the limit's part of a claim script's reply
+    (limit_close): 0 for a group without limits (then all of ``granted`` was), else
+    [granted, wake_at, permits]."""
+    if tail == 0:
+        return Verdict(False, False, granted, None)
+    units, wake_at, permits = tail
+    return Verdict(True, bool(permits), int(units), None if wake_at < 0 else int(wake_at))
 
 
 class Reservation(NamedTuple):
-    """What ``reserve`` granted: ``units`` the claim may take; when fewer than wanted,
-    ``wake_at`` (epoch ms, or None) when more may be granted with no settle in between;
-    ``held``: whether placeholder permits hold the units (a max_in_flight is set)."""
+    """What ``limit_reserve.lua`` granted under ``token``: ``units`` the claim may take;
+    ``held``: whether placeholder permits hold them (a max_in_flight is set)."""
 
     token: str
     units: int
-    wake_at: int | None
     held: bool
 
 
-def reserve(topic: str, group: str, wanted: int, now: int, lease_ms: int, token: str,
-            waiter: str, wait_ms: int) -> Op[Reservation]:
-    """Grant up to ``wanted`` units for one claim whose leases run ``lease_ms`` from
-    ``now``. ``waiter`` is registered as waiting (for up to ``wait_ms``) when held back."""
+def reserve_call(topic: str, group: str, wanted: int, now: int, lease_ms: int, token: str,
+                 limit: ClaimLimit) -> Call:
+    """``limit_reserve.lua``: grant up to ``wanted`` units for one claim whose leases run
+    ``lease_ms`` from ``now`` (its reply: ``parse_verdict``). ``limit.waiter`` is registered
+    as waiting (for up to ``limit.wait_ms``) when held back."""
     keys = LimitKeys(topic, group)
-    (reply,) = yield [script_call(
-        script("limit_reserve"), [keys.limits, keys.permits, keys.rate, keys.waiters],
-        [group, wanted, now, now + lease_ms, token, waiter, wait_ms])]
-    units, wake_at, held = (int(v) for v in reply)
-    return Reservation(token, units, None if wake_at < 0 else wake_at, bool(held))
+    return script_call(script("limit_reserve"),
+                       [keys.limits, keys.permits, keys.rate, keys.waiters],
+                       [group, wanted, now, now + lease_ms, token, limit.waiter, limit.wait_ms])
 
 
 def settle(topic: str, group: str, reservation: Reservation, now: int, lease_until: int,
@@ -60,14 +111,19 @@ def settle(topic: str, group: str, reservation: Reservation, now: int, lease_unt
     return int(given_back)
 
 
-def _by_group(messages: Iterable[Message]) -> dict[tuple[str, str], list[str]]:
+def _by_group(messages: Sequence[Message]) -> dict[tuple[str, str], list[str]]:
+    if not messages:
+        return {}
+    topic, group = messages[0].topic, messages[0].group
+    if all(m.topic == topic and m.group == group for m in messages):  # (most batches)
+        return {(topic, group): [f"{m.slot}-{m.seq}" for m in messages]}
     ids: dict[tuple[str, str], list[str]] = defaultdict(list)
     for m in messages:
         ids[(m.topic, m.group)].append(m.id)
     return ids
 
 
-def free(messages: Iterable[Message], now: int) -> Op[int]:
+def free(messages: Sequence[Message], now: int) -> Op[int]:
     """The permits of settled deliveries given back (each group's in one call); returns how
     many still held one."""
     calls = []
@@ -81,7 +137,7 @@ def free(messages: Iterable[Message], now: int) -> Op[int]:
     return sum(int(n) for n in freed)
 
 
-def extend(messages: Iterable[Message], until_ms: int) -> Op[None]:
+def extend(messages: Sequence[Message], until_ms: int) -> Op[None]:
     """The permits of deliveries whose leases were extended follow them to ``until_ms``
     (only a permit still held: XX never brings a given back one back)."""
     calls = []

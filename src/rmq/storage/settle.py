@@ -25,7 +25,7 @@ from .calls import Op, script_call, together
 from .codec import run_leases, to_ms
 from .generation import check_stored
 from .heads import keeps_heads
-from .keys import HeadsKeys, SlotKeys, wake_channel
+from .keys import HeadsKeys, LimitKeys, SlotKeys, wake_channel
 from .scripts import script
 from .trace import trace_argument
 
@@ -92,10 +92,13 @@ def _by_group(messages: Iterable[Message], one_call: bool
     return [((t, n, g, trace), slots) for (t, n, g, trace, _), slots in parts.items()]
 
 
-def ack(messages: Iterable[Message], one_call: bool) -> Op[int]:
+def ack(messages: Iterable[Message], one_call: bool, now: int = 0,
+        holding: Collection[tuple[str, str, str]] = ()) -> Op[int]:
     """Acknowledge deliveries; returns how many were still in flight (none of a topic
     deleted, or deleted and created again, since they were claimed). ``one_call`` (single
-    node) acks every slot of a topic's group in one script call."""
+    node) acks every slot of a topic's group in one script call; there the deliveries of
+    the (topic, generation, group)s in ``holding`` give back their permits of the group's
+    max_in_flight in the same call (``lua/includes/ack_permits.lua``; at ``now``)."""
     calls = []
     for (topic, generation, group, trace), slots in _by_group(messages, one_call):
         # the lowest slot's generation: ack.lua checks that one for the call
@@ -106,6 +109,10 @@ def ack(messages: Iterable[Message], one_call: bool) -> Op[int]:
             seqs = [m.seq for m in ms_]
             whole = run_leases(seqs)
             args += (len(seqs), *seqs, len(whole), *whole)
+        if one_call and (topic, generation, group) in holding:
+            limit_keys = LimitKeys(topic, group)
+            keys += (limit_keys.permits, limit_keys.waiters, limit_keys.wake)
+            args += (now, *(slot for slot, _ in slots))
         calls.append(script_call(script("ack"), keys, args))
     results = yield calls
     return sum(results)

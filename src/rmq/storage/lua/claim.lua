@@ -6,9 +6,10 @@
   the count and the lowest priority (ARGV[9]) chosen from the slots' heads (head.lua).
 
   KEYS[1]      the generation of the first slot claimed from (includes/generation.lua)
-  KEYS[2..]    per slot, 10 keys: the slot's delivery-id counter, then the 9 group keys;
-               with the trace on (ARGV[9]), 12: then the slot's trace keys, events and
-               tally (includes/trace.lua)
+  KEYS[2..]    per slot, 10 keys: the slot's delivery-id counter, then the 9 group keys
+               (with the trace on, ARGV[12], 12: then the slot's trace keys, events and
+               tally, includes/trace.lua);
+               on a single node, then the group's 4 limit keys (includes/limit_claim.lua)
   ARGV[1]      now, epoch ms
   ARGV[2]      count
   ARGV[3]      lease, ms
@@ -18,14 +19,18 @@
                that are not in flight (>= count)
   ARGV[7]      the topic's generation as the client read it from the registry ("": none)
   ARGV[8]      who claims (a consumer's id; "": not said), kept in each in-flight record
-  ARGV[9]      the topic's trace as the client read it: "" when off (includes/trace.lua)
-  ARGV[10]     optional: the lowest priority to claim (a cluster claim's bound to the bands
+  ARGV[9..11]  the group's limits (includes/limit_claim.lua): group, waiter id, longest
+               wait ms; a single node passes them with the 4 limit keys last in KEYS and
+               every slot of the topic in slot order; a cluster passes "" and no such keys
+  ARGV[12]     the topic's trace as the client read it: "" when off (includes/trace.lua)
+  ARGV[13]     optional: the lowest priority to claim (a cluster claim's bound to the bands
                it chose from the slots' heads)
 
   Returns {next_due, then the claimed messages as take.lua's take_chosen writes them: the
   number of slots claimed from, each one's slot index (1-based, in KEYS order) and first
   delivery id, then runs of messages that share priority, attempts (including this one)
-  and due_ms: the run's length, those three, and per message its slot index and member}.
+  and due_ms: the run's length, those three, and per message its slot index and member,
+  then, when the limit keys were passed, what limit_claim.lua's limit_close appends}.
   next_due is the earliest delayed due time when fewer than `count` were claimed (-1 if
   none or not asked).
   When the topic is gone, claims nothing and returns the integer GONE_UNKNOWN or GONE_STALE:
@@ -44,16 +49,23 @@
 --- @include "unlocked"
 --- @include "claim_args"
 --- @include "take"
+--- @include "limit_claim"
 
 local gone, now, count, lease_until, serial, promote_limit, scan, holder = claim_args(KEYS[1])
 if gone then
   return gone
 end
-local lowest = tonumber(ARGV[10])
-local tracing = ARGV[9] ~= ""
+local lowest = tonumber(ARGV[13])
+local tracing = ARGV[12] ~= ""
+local limit
+limit, count = limit_open(now, count)
+local function slot_of(i) return i - 1 end  -- with limit keys: every slot, in order
+if count == 0 then
+  return limit_close(limit, new_taken(serial), {-1, 0}, 2, slot_of, lease_until)
+end
 
 local slots, delayed = {}, {}
-for first = 2, #KEYS, claim_stride() do
+for first = 2, #KEYS - limit_key_count(), claim_stride() do
   local k = group_keys(first + 1)
   k.seq = KEYS[first]
   attach_trace(k, claim_trace(first))
@@ -181,4 +193,4 @@ if claimed < count and any_delayed then
     end
   end
 end
-return out
+return limit_close(limit, taken, out, 2, slot_of, lease_until)

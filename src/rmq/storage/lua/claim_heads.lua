@@ -25,24 +25,28 @@
   KEYS[3]      zset  heads_delayed: slot -> earliest delayed due, epoch ms
   KEYS[4]      string heads_synced: when the index was last built, epoch ms of Redis's clock
   KEYS[5..]    per slot of the window, 10 keys: the slot's delivery-id counter, then the 9
-               group keys; with the trace on (ARGV[9]), 12: then the slot's trace keys
+               group keys (with the trace on, ARGV[12], 12: then the slot's trace keys);
+               then the group's 4 limit keys (includes/limit_claim.lua)
   ARGV[1..7]   as claim.lua's (includes/claim_args.lua reads them): now, count, lease ms,
                serial, promote limit, serial scan depth, generation
   ARGV[8]      who claims, as claim.lua's
-  ARGV[9]      the topic's trace as the client read it: "" when off (includes/trace.lua)
-  ARGV[10]     RESYNC: rebuild the index when it was last built this many ms ago or more
-  ARGV[11]     how many slots of the ready index to return as the next window
-  ARGV[12]     at most this many slots to ask for
-  ARGV[13]     how many messages to read from a slot at a time
-  ARGV[14..]   the window: the slot number of each slot in KEYS, in KEYS order
+  ARGV[9..11]  the group's limits (limit_claim.lua): group, waiter id, longest wait ms
+  ARGV[12]     the topic's trace as the client read it: "" when off (includes/trace.lua)
+  ARGV[13]     RESYNC: rebuild the index when it was last built this many ms ago or more
+  ARGV[14]     how many slots of the ready index to return as the next window
+  ARGV[15]     at most this many slots to ask for
+  ARGV[16]     how many messages to read from a slot at a time
+  ARGV[17..]   the window: the slot number of each slot in KEYS, in KEYS order
 
   Returns {next_due, needed, window, then the claimed messages as in claim.lua (take.lua's
-  take_chosen: the shares' first delivery ids, then runs of messages that share a header)}.
+  take_chosen: the shares' first delivery ids, then runs of messages that share a header),
+  then what limit_claim.lua's limit_close appends}.
   next_due: the earliest delayed due time when fewer than `count` were claimed, else -1
   (or when the slot that may hold it is outside the window: then it is asked for).
-  needed: slots outside the window to call again with (empty when the claim is complete). window: the slots at the head of the index afterwards, for the next
-  claim. Returns the integer NEED_SYNC (2) when the index must be rebuilt first, and when
-  the topic is gone claims nothing and returns GONE_UNKNOWN or GONE_STALE.
+  needed: slots outside the window to call again with (empty when the claim is complete).
+  window: the slots at the head of the index afterwards, for the next claim. Returns the
+  integer NEED_SYNC (2) when the index must be rebuilt first, and when the topic is gone
+  claims nothing and returns GONE_UNKNOWN or GONE_STALE.
 
   Flags: allow-oom, since it only moves messages already stored (into in flight) and keeps
   the small index, so that consumers can drain a Redis that is out of memory;
@@ -60,6 +64,7 @@
 --- @include "zset_pages"
 --- @include "heads_upkeep"
 --- @include "server_clock"
+--- @include "limit_claim"
 
 local NEED_SYNC = 2
 
@@ -71,26 +76,27 @@ end
 local heads_ready, heads_delayed = KEYS[2], KEYS[3]
 local clock_ms = server_ms()
 local synced = tonumber(rcall("GET", KEYS[4]))
-if not synced or math.abs(clock_ms - synced) >= tonumber(ARGV[10]) then
+if not synced or math.abs(clock_ms - synced) >= tonumber(ARGV[13]) then
   return NEED_SYNC
 end
-
-local report = tonumber(ARGV[11])
-local need_max = tonumber(ARGV[12])
-local first_read = math.min(tonumber(ARGV[13]), count)
+local limit
+limit, count = limit_open(now, count)
+local report = tonumber(ARGV[14])
+local need_max = tonumber(ARGV[15])
+local first_read = math.min(tonumber(ARGV[16]), count)
 
 -- The window: slot number -> index i in KEYS order; slots[i], the slot's group key table,
 -- is built when first used (a claim opens a fraction of the slots it is passed).
 local index_of = {}
 local stride = claim_stride()
-for i = 1, (#KEYS - 4) / stride do
-  index_of[ARGV[13 + i]] = i
+for i = 1, (#KEYS - 4 - limit_key_count()) / stride do
+  index_of[ARGV[16 + i]] = i
 end
 local slots = setmetatable({}, {__index = function(built, i)
   local first = 5 + (i - 1) * stride
   local k = group_keys(first + 1)
   k.seq = KEYS[first]
-  k.slot = ARGV[13 + i]
+  k.slot = ARGV[16 + i]
   attach_trace(k, claim_trace(first))
   built[i] = k
   return k
@@ -103,7 +109,6 @@ local function need(slot)
     needed[#needed + 1] = tonumber(slot)
   end
 end
-
 
 -- Promotion. Every slot with a due entry, at most one per slot: bounded by the slot count.
 for _, slot in ipairs(rcall("ZRANGEBYSCORE", heads_delayed, "-inf", fmt(now))) do
@@ -200,7 +205,7 @@ end
 
 local out = {-1, needed, {}}
 take_chosen(slots, taken, now, lease_until, holder, out)
-if ARGV[9] ~= "" then
+if ARGV[12] ~= "" then
   trace_taken(slots, out, 4, ARGV[8])
   for _, k in pairs(slots) do
     trace_save(k.trace)
@@ -253,4 +258,4 @@ end
 for _, slot in ipairs(rcall("ZRANGE", heads_delayed, 0, 3)) do
   window[#window + 1] = tonumber(slot)
 end
-return out
+return limit_close(limit, taken, out, 4, function(i) return slots[i].slot end, lease_until)

@@ -5,7 +5,8 @@
     key-serial; ARGV[5] how many due delayed messages one slot promotes per call at most;
     ARGV[6] serial topics: how deep to look into each slot's ready messages (>= count);
     ARGV[7] the topic's generation as the client read it; ARGV[8] who claims ("": not said);
-    ARGV[9] the topic's trace ("": off; includes/trace.lua).
+    ARGV[9..11] the group's limits on a single node (includes/limit_claim.lua reads them);
+    ARGV[12] the topic's trace ("": off; includes/trace.lua).
 
   claim_args(generation_key) checks the topic's generation first (generation.lua): when
   the topic is gone it returns the reply to give instead, and nothing else; otherwise nil,
@@ -31,9 +32,9 @@ local function claim_args(generation_key)
 end
 
 local function claim_stride()
-  return ARGV[9] == "" and 10 or 12
+  return ARGV[12] == "" and 10 or 12
 end
 
 local function claim_trace(first)
-  return open_trace(ARGV[9], KEYS[first + 10], KEYS[first + 11])
+  return open_trace(ARGV[12], KEYS[first + 10], KEYS[first + 11])
 end

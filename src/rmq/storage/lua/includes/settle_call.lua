@@ -53,14 +53,15 @@ local function open_slot()
   return k, tonumber(ARGV[2])
 end
 
--- The group key tables of KEYS[first..], one per slot (ack: a call settles several slots),
--- each followed by the slot's two trace keys when `trace` (the topic's trace) is not "".
-local function groups_from(first, trace)
+-- The group key tables of KEYS[first..last] (last: #KEYS), one per slot (ack: a call
+-- settles several slots), each followed by the slot's two trace keys when `trace` (the
+-- topic's trace) is not "".
+local function groups_from(first, last, trace)
   local slots = {}
-  local stride = trace == "" and GROUP_KEY_COUNT or GROUP_KEY_COUNT + 2
-  for at = first, #KEYS, stride do
+  local stride = (trace or "") == "" and GROUP_KEY_COUNT or GROUP_KEY_COUNT + 2
+  for at = first, last or #KEYS, stride do
     local k = group_keys(at)
-    attach_trace(k, open_trace(trace, KEYS[at + GROUP_KEY_COUNT],
+    attach_trace(k, open_trace(trace or "", KEYS[at + GROUP_KEY_COUNT],
       KEYS[at + GROUP_KEY_COUNT + 1]))
     slots[#slots + 1] = k
   end

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 
 from .client import Client, ServerClock, system_clock
 from .errors import RMQError
-from .message import DeadLetter, Message, Priority, SendCounts, SendResult
+from .message import DeadLetter, Message, Priority, SendCounts, SendResult, message_id_of
 from .settings import GroupLimits, TopicSettings
 from .storage.history import HistorySample, TopicHistory
 from .storage.isolation import PerTopic
@@ -13,6 +13,7 @@ from .storage.peek import PeekPage
 from .storage.registry import ConsumerInfo, TopicInfo
 from .storage.snapshot import SnapshotRow
 from .storage.stats import GroupStats, SlotStats, TopicStats
+from .storage.trace import TraceEvent
 
 if TYPE_CHECKING:  # loaded on first use (__getattr__ below); named here for type checkers
     from .client.asynchronous import AsyncClient
@@ -41,6 +42,8 @@ __all__ = [
     "TopicInfo",
     "TopicSettings",
     "TopicStats",
+    "TraceEvent",
+    "message_id_of",
     "system_clock",
 ]
 

@@ -53,6 +53,9 @@ class TopicSettings:
     retry_backoff_max: the cap of that wait.
     serial_keys: never run two messages with the same key at once, anywhere in a group,
         and run them in send order within a priority.
+    trace: record every state change of every message in each group (docs/trace.md).
+    trace_retention: how long a recorded event is kept, in seconds.
+    trace_cap: at most this many events kept per slot (the oldest go first).
     """
 
     slots: int = 8
@@ -63,6 +66,9 @@ class TopicSettings:
     retry_backoff: float = 1.0
     retry_backoff_max: float = 300.0
     serial_keys: bool = False
+    trace: bool = False
+    trace_retention: float = _DAY
+    trace_cap: int = 10_000
 
     def __post_init__(self) -> None:
         check_int("slots", self.slots, 1, 1024)
@@ -76,6 +82,10 @@ class TopicSettings:
         check_number("retry_backoff_max", self.retry_backoff_max, 0, 30 * _DAY)
         if not isinstance(self.serial_keys, bool):
             raise InvalidSetting(f"serial_keys must be True or False, got {self.serial_keys!r}")
+        if not isinstance(self.trace, bool):
+            raise InvalidSetting(f"trace must be True or False, got {self.trace!r}")
+        check_number("trace_retention", self.trace_retention, 1, 30 * _DAY)
+        check_int("trace_cap", self.trace_cap, 1, 10_000_000)
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

@@ -14,11 +14,13 @@ from ..message import DeadLetter
 from ..settings import check_group_name
 from ..storage import dead, history, registry
 from ..storage import peek as peek_ops
+from ..storage.codec import to_ms
 from ..storage.history import TopicHistory
 from ..storage.peek import PeekPage
 from ..storage.registry import TopicInfo
 from ..storage.snapshot import SnapshotRow, snapshot_slot
 from ..storage.stats import TopicStats, collect
+from ..storage.trace import TraceEvent, read_trace, trace_argument, trace_target
 from .arguments import check_ids, check_names, check_slots
 from .outgoing import as_bytes
 
@@ -70,7 +72,8 @@ class ViewFlows:
         info = yield from self._topic(topic, fresh=True)
         now = yield from self._now()
         return (yield from collect(topic, registry.groups_with_data(info), info.settings.slots,
-                                   info.paused, now, info.limits))
+                                   info.paused, now, info.limits,
+                                   trace_argument(topic, info.settings)))
 
     def _snapshot_parts(self, topic: str, groups: Sequence[str] | None,
                         slots: Sequence[int] | None) -> Flow[list[tuple[str, int]]]:
@@ -112,3 +115,13 @@ class ViewFlows:
             topic, registry.groups_with_data(info), info.settings.slots,
             None if body is None else as_bytes("body", body),
             None if key is None else as_bytes("key", key), every_slot, now))
+
+    def _trace(self, topic: str, message_id: str | None, body: bytes | str | None,
+               key: bytes | str | None) -> Flow[list[TraceEvent]]:
+        info = yield from self._topic(topic)
+        wanted, slots = trace_target(topic, info.settings.slots, message_id,
+                                     None if body is None else as_bytes("body", body),
+                                     None if key is None else as_bytes("key", key))
+        return (yield from read_trace(topic, wanted, slots, registry.groups_with_data(info),
+                                      to_ms(info.settings.trace_retention),
+                                      info.settings.trace_cap))

@@ -18,6 +18,7 @@ from . import (
     scale_out,
     scaling,
     send,
+    trace,
 )
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ SCENARIOS: dict[str, Callable[[Bench], Report]] = {
     "consume": consume.run,
     "replicas": replicas.run,
     "limits": limits.run,
+    "trace": trace.run,
     "priority": priority.run,
     "delay": delay.run,
     "memory": memory.run,

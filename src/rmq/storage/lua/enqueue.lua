@@ -8,6 +8,8 @@
   KEYS[3..]    per bound group, the 9 group keys of includes/group_keys.lua, followed, when
                ARGV[4] names the slot, by the group's heads index: heads_ready, heads_delayed
                (includes/heads.lua)
+  KEYS[n-1..n] with the trace on (ARGV[6]): the slot's trace keys, events and tally
+               (includes/trace.lua)
   ARGV[1]      the topic's generation as the client read it from the registry ("": none)
   ARGV[2]      now, epoch ms
   ARGV[3]      wake channel, published when a sleeping consumer has something new to do
@@ -16,7 +18,8 @@
   ARGV[5]      the groups' filters as the client read them from the registry: "" when no
                group has one, else a JSON array with one entry per group in KEYS order, a
                filter program (includes/filter.lua) or 0 for none
-  ARGV[6..]    runs of messages sharing a priority and a due time, in send order, each:
+  ARGV[6]      the topic's trace as the client read it: "" when off (includes/trace.lua)
+  ARGV[7..]    runs of messages sharing a priority and a due time, in send order, each:
                priority (0-255), due (epoch ms; <= now means ready now), n, then n members
 
   Returns one integer per message: 1 when it stored nothing new (it merged into a pending
@@ -33,6 +36,7 @@
 --- @include "heads"
 --- @include "member"
 --- @include "filter"
+--- @include "trace"
 
 local gone = topic_gone(KEYS[1], ARGV[1])
 if gone then
@@ -42,9 +46,12 @@ end
 local now = tonumber(ARGV[2])
 local clock = open_clock(KEYS[2], now)
 
+local tracer = open_trace(ARGV[6], KEYS[#KEYS - 1], KEYS[#KEYS])
+local last_key = tracer and #KEYS - 2 or #KEYS
+
 local runs = {}
 local total = 0
-local i = 6
+local i = 7
 while i <= #ARGV do
   local n = tonumber(ARGV[i + 2])
   runs[#runs + 1] = {tonumber(ARGV[i]), tonumber(ARGV[i + 1]), i + 3, i + 2 + n, total}
@@ -61,6 +68,7 @@ local function open_group(first)
   if slot ~= "" then
     attach_heads(k, KEYS[first + GROUP_KEY_COUNT], KEYS[first + GROUP_KEY_COUNT + 1], slot)
   end
+  attach_trace(k, tracer)
   return k
 end
 
@@ -95,7 +103,7 @@ if total == 1 then
   local priority, due, at = runs[1][1], runs[1][2], runs[1][3]
   local member = ARGV[at]
   local merged_everywhere = UNSEEN
-  for first = 3, #KEYS, stride do
+  for first = 3, last_key, stride do
     local k = open_group(first)
     local accepts = group_filter(first)
     if accepts and not accepts(at) then
@@ -107,11 +115,18 @@ if total == 1 then
         if merged_everywhere == 2 then
           merged_everywhere = 1
         end
+        if tracer then
+          trace_merged(k, member)
+        end
       else
         merged_everywhere = 0
+        if tracer then
+          trace_message(k, "sent", member)
+        end
       end
     end
   end
+  trace_save(tracer)
   finish(clock, ARGV[3])
   return {merged_everywhere == 1 and 1 or 0}
 end
@@ -121,13 +136,13 @@ for n = 1, total do
   merged_everywhere[n] = UNSEEN
 end
 
-for first = 3, #KEYS, stride do
+for first = 3, last_key, stride do
   local k = open_group(first)
   local accepts = group_filter(first)
   local merged, accepted = 0, 0
   for _, run in ipairs(runs) do
     local offset = run[5]
-    put_pending_run(k, run[3], run[4], run[1], run[2], now, clock, function(n, was_merged)
+    local on_send = function(n, was_merged)
       accepted = accepted + 1
       if was_merged then
         merged = merged + 1
@@ -137,7 +152,19 @@ for first = 3, #KEYS, stride do
       else
         merged_everywhere[offset + n] = 0
       end
-    end, accepts)
+    end
+    if tracer then
+      local counted, from = on_send, run[3]
+      on_send = function(n, was_merged)
+        if was_merged then
+          trace_merged(k, ARGV[from + n - 1])
+        else
+          trace_message(k, "sent", ARGV[from + n - 1])
+        end
+        counted(n, was_merged)
+      end
+    end
+    put_pending_run(k, run[3], run[4], run[1], run[2], now, clock, on_send, accepts)
   end
   if accepted > 0 then
     rcall("HINCRBY", k.counters, "sent", accepted)
@@ -149,6 +176,7 @@ for first = 3, #KEYS, stride do
     rcall("HINCRBY", k.counters, "merged", merged)
   end
 end
+trace_save(tracer)
 finish(clock, ARGV[3])
 if filters then
   for n = 1, total do

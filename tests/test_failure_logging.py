@@ -1,11 +1,14 @@
 """A handler's failure is visible without any logging set up: the worker runtime logs it once,
-with its traceback, the message id, the attempt and the topic; a dead-lettering is logged at
-WARNING. Python's default (``logging.lastResort``) prints WARNING and above to stderr."""
+with its traceback, the delivery id beside the message id, the attempt and the topic; a
+dead-lettering is logged at WARNING. Python's default (``logging.lastResort``) prints WARNING
+and above to stderr."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+
+import rmq
 
 SCRIPT = """
 import sys, time
@@ -33,11 +36,14 @@ def test_a_failing_handler_is_logged_with_its_traceback_without_logging_configur
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "dead letters: 1"
     err = done.stderr
-    assert err.count("handler failed on message") == 2  # once per failure, two attempts
-    assert "handler failed on message 0-1 of topic 'renders' (attempt 1)" in err
+    message_id = rmq.message_id_of("renders", b"product:42")
+    assert err.count("handler failed on delivery") == 2  # once per failure, two attempts
+    assert (f"handler failed on delivery 0-1 (message {message_id}) of topic 'renders' "
+            "(attempt 1)") in err
     # the second delivery's id is 3: a claim leaves one id unused after its share
-    assert "handler failed on message 0-3 of topic 'renders' (attempt 2)" in err
+    assert (f"handler failed on delivery 0-3 (message {message_id}) of topic 'renders' "
+            "(attempt 2)") in err
     assert err.count("Traceback (most recent call last)") == 2
     assert err.count("ValueError: no price for product:42") == 3  # two tracebacks, one warning
-    assert ("message 0-3 of topic 'renders' is dead-lettered after 2 attempts: ValueError: "
-            "no price for product:42") in err
+    assert (f"delivery 0-3 (message {message_id}) of topic 'renders' is dead-lettered after 2 "
+            "attempts: ValueError: no price for product:42") in err

@@ -391,3 +391,14 @@ def test_half_messages_keep_their_key_and_slot_basis(client):
     assert (first.body, first.key) == (b"first", b"order-9")
     slots = {row.body: row.slot for row in rows(client, "t")}
     assert len(set(slots.values())) == 1  # one key, one slot
+
+
+def test_a_traced_topic_traces_a_commit_as_sends_made_then(client):
+    client.create_topic("t", trace=True)
+    client.send("t", b"pending")
+    tx = client.transaction("t")
+    tx.send_many([b"pending", b"new"])
+    assert client.trace("t", body=b"new") == []  # a half message is in no group yet
+    tx.commit()
+    assert [e.event for e in client.trace("t", body=b"new")] == ["sent"]
+    assert [e.event for e in client.trace("t", body=b"pending")] == ["sent", "merged"]

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 from .client import Client, ServerClock, system_clock
 from .client.tx_handles import AsyncTransaction, Transaction
 from .errors import RMQError
-from .message import DeadLetter, Message, Priority, SendCounts, SendResult
+from .message import DeadLetter, Message, Priority, SendCounts, SendResult, message_id_of
 from .settings import GroupLimits, TopicSettings
 from .storage.history import HistorySample, TopicHistory
 from .storage.isolation import PerTopic
@@ -14,6 +14,7 @@ from .storage.peek import PeekPage
 from .storage.registry import ConsumerInfo, TopicInfo
 from .storage.snapshot import SnapshotRow
 from .storage.stats import GroupStats, SlotStats, TopicStats
+from .storage.trace import TraceEvent
 from .storage.transactions import OpenTransaction, TransactionStats
 
 if TYPE_CHECKING:  # loaded on first use (__getattr__ below); named here for type checkers
@@ -47,6 +48,8 @@ __all__ = [
     "TopicStats",
     "Transaction",
     "TransactionStats",
+    "TraceEvent",
+    "message_id_of",
     "system_clock",
 ]
 

@@ -20,6 +20,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "spark": ("pyspark", "pyarrow", "PIL"),
     "bench": ("matplotlib",),
     "console": ("fastapi", "uvicorn", "jinja2", "prometheus_client"),
+    "otel": ("opentelemetry",),
 }
 
 

@@ -2,15 +2,63 @@
 
 from __future__ import annotations
 
+import hashlib
 import json as _json
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from enum import IntEnum
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 PropertyValue = str | int | float | bool
 
-__all__ = ["Priority", "Message", "Claimed", "DeadLetter", "SendResult", "SendCounts"]
+__all__ = ["Priority", "Message", "Claimed", "DeadLetter", "SendResult", "SendCounts",
+           "message_id_of", "MessageIds", "links_of", "attach_links"]
+
+
+def message_id_of(topic: str, member: bytes) -> str:
+    """A message's id: the first 16 hex digits of the SHA-1 of ``topic:member``, where
+    ``member`` is the message as stored (body, key, tag and properties: what makes two sends
+    merge; docs/storage.md, "Members"). Every send of the same content to the topic has
+    it, across merges, retries and later sends; the scripts compute the same
+    (``lua/includes/trace.lua``)."""
+    return hashlib.sha1(topic.encode() + b":" + member).hexdigest()[:16]
+
+
+class MessageIds(Sequence[str]):
+    """The message ids of a batch, in batch order, computed when read: a ``send_many`` that
+    never looks at them pays nothing for them. ``items`` hold the stored members, read with
+    ``member_of``."""
+
+    __slots__ = ("_topic", "_items", "_member_of")
+
+    def __init__(self, topic: str, items: Sequence[Any],
+                 member_of: Callable[[Any], bytes]) -> None:
+        self._topic, self._items, self._member_of = topic, items, member_of
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        if isinstance(index, slice):
+            return [message_id_of(self._topic, self._member_of(item))
+                    for item in self._items[index]]
+        return message_id_of(self._topic, self._member_of(self._items[index]))
+
+    def __iter__(self) -> Iterator[str]:
+        for item in self._items:
+            yield message_id_of(self._topic, self._member_of(item))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"MessageIds({list(self)!r})"
 
 
 class Priority(IntEnum):
@@ -23,19 +71,23 @@ class Priority(IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class SendResult:
-    """Where a send went: its slot, and whether it merged into a pending message in every
-    bound group (so nothing new was stored)."""
+    """Where a send went: its slot, whether it merged into a pending message in every
+    bound group (so nothing new was stored), and its ``message_id`` (:func:`message_id_of`:
+    the same for every send of this content, what ``Client.trace`` takes)."""
 
     slot: int
     merged: bool
+    message_id: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)
 class SendCounts:
-    """Outcome of ``send_many``: messages sent, and how many of them merged everywhere."""
+    """Outcome of ``send_many``: messages sent, how many of them merged everywhere, and
+    each message's id in batch order (``message_ids``, computed when read)."""
 
     sent: int
     merged: int
+    message_ids: Sequence[str] = field(default=(), compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +119,17 @@ class Message:
     generation: str = ""
     tag: str | None = None
     properties: Mapping[str, PropertyValue] = field(default_factory=dict, compare=False)
+    # the message as stored (docs/storage.md, "Members"), which its message_id hashes
+    _member: bytes = field(default=b"", init=False, repr=False, compare=False)
+    # the topic's trace as the claim passed it (storage/trace.py), which settling passes on
+    _trace: str = field(default="", init=False, repr=False, compare=False)
+    # the span contexts of the sends merged into it, when OpenTelemetry is on (rmq/otel.py)
+    _links: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False)
+
+    @property
+    def message_id(self) -> str:
+        """The message's id (:func:`message_id_of`), computed when read."""
+        return message_id_of(self.topic, self._member)
 
     @property
     def text(self) -> str:
@@ -89,18 +152,21 @@ def _slot_setters(cls: type) -> tuple[Any, ...]:
 
 (_SET_TOPIC, _SET_GROUP, _SET_SLOT, _SET_SEQ, _SET_BODY, _SET_PRIORITY, _SET_ATTEMPTS,
  _SET_DUE_AT, _SET_KEY, _SET_LEASE_UNTIL, _SET_GENERATION, _SET_TAG,
- _SET_PROPERTIES) = _slot_setters(Message)
+ _SET_PROPERTIES, _SET_MEMBER, _SET_TRACE, _SET_LINKS) = _slot_setters(Message)
 _new = object.__new__
 
 
 def claimed_message(topic: str, group: str, slot: int, seq: int, body: bytes, priority: int,
                     attempts: int, due_at: int, key: bytes | None, lease_until: int,
                     generation: str, tag: str | None = None,
-                    properties: Mapping[str, PropertyValue] | None = None) -> Message:
+                    properties: Mapping[str, PropertyValue] | None = None,
+                    member: bytes | None = None, trace: str = "") -> Message:
     """``Message(...)`` for the claims' hot path, the same object at half the cost: a frozen
     dataclass's ``__init__`` sets each field through ``object.__setattr__``, where this
     writes the slots directly (what a consumer spends most of its Python on per message,
-    after the round trips). The arguments are not checked: they come from Redis."""
+    after the round trips). The arguments are not checked: they come from Redis.
+    ``member``: the message as stored, when it is not the bare body; ``trace``: the topic's
+    trace argument when it was claimed, which its settles pass on."""
     message = _new(Message)
     _SET_TOPIC(message, topic)
     _SET_GROUP(message, group)
@@ -115,14 +181,29 @@ def claimed_message(topic: str, group: str, slot: int, seq: int, body: bytes, pr
     _SET_GENERATION(message, generation)
     _SET_TAG(message, tag)
     _SET_PROPERTIES(message, {} if properties is None else properties)
+    _SET_MEMBER(message, body if member is None else member)
+    _SET_TRACE(message, trace)
+    _SET_LINKS(message, ())
     return message
+
+
+def links_of(message: Message) -> tuple[str, ...]:
+    """The span contexts (W3C traceparents) of the sends merged into ``message``, as its
+    claim read them (``rmq/otel.py``); empty without OpenTelemetry."""
+    return message._links
+
+
+def attach_links(message: Message, links: tuple[str, ...]) -> None:
+    """Give a claimed ``message`` the span contexts of its sends (the claim does)."""
+    _SET_LINKS(message, links)
 
 
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
     """A message whose retries are spent. ``id`` is its last delivery's id (``"slot-seq"``)
     and is what ``requeue_dead`` takes; ``error`` is the last failure; times are epoch
-    milliseconds. ``tag`` and ``properties``: what it was sent with."""
+    milliseconds. ``tag`` and ``properties``: what it was sent with; ``message_id``: the
+    message's id (:attr:`Message.message_id`)."""
 
     id: str
     topic: str
@@ -136,6 +217,7 @@ class DeadLetter:
     dead_at: int
     tag: str | None = None
     properties: Mapping[str, PropertyValue] = field(default_factory=dict, compare=False)
+    message_id: str = ""
 
     @property
     def text(self) -> str:

@@ -57,6 +57,9 @@ class TopicSettings:
         docs/transactions.md): an open one is checked back ``check_after`` after its last
         half send, again every ``check_interval`` while unknown, at most ``max_checks``
         times; a closed one's id is remembered for ``tx_retention``.
+    trace: record every state change of every message in each group (docs/trace.md).
+    trace_retention: how long a recorded event is kept, in seconds.
+    trace_cap: at most this many events kept per slot (the oldest go first).
     """
 
     slots: int = 8
@@ -71,6 +74,9 @@ class TopicSettings:
     check_interval: float = 30.0
     max_checks: int = 15
     tx_retention: float = _DAY
+    trace: bool = False
+    trace_retention: float = _DAY
+    trace_cap: int = 10_000
 
     def __post_init__(self) -> None:
         check_int("slots", self.slots, 1, 1024)
@@ -88,6 +94,10 @@ class TopicSettings:
         check_number("check_interval", self.check_interval, 0.001, _DAY)
         check_int("max_checks", self.max_checks, 1, 1_000_000)
         check_number("tx_retention", self.tx_retention, 1, 365 * _DAY)
+        if not isinstance(self.trace, bool):
+            raise InvalidSetting(f"trace must be True or False, got {self.trace!r}")
+        check_number("trace_retention", self.trace_retention, 1, 30 * _DAY)
+        check_int("trace_cap", self.trace_cap, 1, 10_000_000)
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

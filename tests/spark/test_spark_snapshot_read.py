@@ -50,6 +50,10 @@ def test_snapshot_read_shows_every_state_including_dead_letters(spark, client, r
                      "sku-b": "ready", "sku-later": "delayed"}
     in_flight = rows[("default", "sku-taken")]
     assert (in_flight.id, in_flight.attempts) == (taken.id, 1)
+    # the message id, the same in every group and state (a delivery has its own id)
+    assert in_flight.message_id == taken.message_id == rows[("audit", "sku-taken")].message_id
+    assert {row.message_id for row in rows.values()} == {
+        rmq.message_id_of("renders", body.encode()) for _, body in rows}
     assert epoch_ms(in_flight.due_at) == taken.due_at
     assert in_flight.lease_until is not None
     dead = rows[("default", "sku-broken")]

@@ -1,7 +1,7 @@
 """The ``rmq`` command (SPEC §5).
 
-Subcommands: ``server [start|status|stop]``, ``topic ...``, ``send``, ``worker``, ``stats``,
-``dead ...``, ``consumers``, ``console``, ``metrics``, and ``demo`` and ``bench``, which
+Subcommands: ``server [start|status|stop]``, ``topic ...``, ``send``, ``trace``, ``worker``,
+``stats``, ``dead ...``, ``consumers``, ``console``, ``metrics``, and ``demo`` and ``bench``, which
 hand their arguments to ``main(argv)`` of the module of that name. Errors end the
 command with one line on stderr and a non-zero status: 1 for a failure, 2 for bad arguments.
 """
@@ -18,7 +18,7 @@ from typing import NoReturn
 
 from ..errors import RMQError
 from ..extras import extra_of, install_hint
-from . import console, messages, runtime, server, stats, topics
+from . import console, messages, runtime, server, stats, topics, tracing
 from .advice import error_line, first_line
 from .common import CommandError, add_replication_options
 from .notices import show_once
@@ -51,6 +51,7 @@ def build_parser() -> Parser:
     server.add_parsers(commands)
     topics.add_parsers(commands)
     messages.add_parsers(commands)
+    tracing.add_parsers(commands)
     stats.add_parsers(commands)
     console.add_parsers(commands)
     for name, (module, text) in PASS_THROUGH.items():

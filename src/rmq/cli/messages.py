@@ -137,7 +137,8 @@ def send(args: argparse.Namespace) -> None:
             item = _item(os.fsencode(args.body), args.json, "BODY")
             result = client.send(args.topic, **item, **options)
             what = "merged into a pending message" if result.merged else "sent"
-            print(f"{what} (topic {args.topic!r}, slot {result.slot})")
+            print(f"{what} (topic {args.topic!r}, slot {result.slot}, "
+                  f"message id {result.message_id})")
             return
         client.topic(args.topic)  # an unknown topic fails before reading any input
         started = time.monotonic()
@@ -166,14 +167,15 @@ def dead(args: argparse.Namespace) -> None:
         letters = [d for d in letters if d.id in set(args.ids)]
     if args.json:
         for letter in letters:
-            print_json({"id": letter.id, "body": letter.body, "key": letter.key,
+            print_json({"id": letter.id, "message_id": letter.message_id,
+                        "body": letter.body, "key": letter.key,
                         "priority": letter.priority, "attempts": letter.attempts,
                         "error": letter.error, "due_at": letter.due_at,
                         "dead_at": letter.dead_at, "tag": letter.tag,
                         "properties": dict(letter.properties)})
     elif letters:
-        print(table(["id", "attempts", "priority", "died", "error", "body"], [
-            [d.id, d.attempts, priority_name(d.priority), _when(d.dead_at),
+        print(table(["id", "message id", "attempts", "priority", "died", "error", "body"], [
+            [d.id, d.message_id, d.attempts, priority_name(d.priority), _when(d.dead_at),
              text_of(d.error.encode(), 40), text_of(d.body, 50)] for d in letters]))
     elif args.ids:
         print(f"none of the ids given is a dead letter of topic {args.topic!r}, "

@@ -31,6 +31,9 @@ _SETTINGS: list[tuple[str, Any, str]] = [
     ("--max-checks", int, "checks of a transaction before it is abandoned (default 15)"),
     ("--tx-retention", float, "seconds a closed transaction's id is remembered "
                               "(default 86400)"),
+    ("--trace-retention", float, "how long the trace keeps an event, in seconds (default "
+                                 "86400)"),
+    ("--trace-cap", int, "at most this many traced events per slot (default 10000)"),
 ]
 
 
@@ -41,10 +44,14 @@ def _add_settings(parser: argparse.ArgumentParser) -> None:
                            help=text)
     group.add_argument("--serial-keys", action=argparse.BooleanOptionalAction, default=None,
                        help="never run two messages with the same key at once (default off)")
+    group.add_argument("--trace", action=argparse.BooleanOptionalAction, default=None,
+                       help="record every state change of every message (rmq trace; "
+                            "default off)")
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
-    names = [option[2:].replace("-", "_") for option, _, _ in _SETTINGS] + ["serial_keys"]
+    names = [option[2:].replace("-", "_") for option, _, _ in _SETTINGS] + ["serial_keys",
+                                                                          "trace"]
     return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 

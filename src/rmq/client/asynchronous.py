@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import redis.asyncio as aredis
 
+from .. import otel
 from ..errors import UnknownTopic
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
 from ..properties import PropertyValue
@@ -28,6 +29,7 @@ from ..storage.peek import PeekPage
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from ..storage.snapshot import SnapshotRow
 from ..storage.stats import TopicStats
+from ..storage.trace import TraceEvent
 from .base import MISSING, BaseClient, Flow, Load, Sleep, Subscribe
 from .clock import Clock
 from .cluster import AsyncClusterExecutor
@@ -269,13 +271,22 @@ class AsyncClient(BaseClient, AsyncTransactionMethods):
                    properties: Mapping[str, PropertyValue] | None = None) -> SendResult:
         """See :meth:`rmq.Client.send`; sends made at once by several tasks travel
         together."""
-        return await self._run(self._send(
-            topic, body, (json, priority, delay_ms, deliver_at, slot_basis, key, tag,
-                          properties)))
+        options = (json, priority, delay_ms, deliver_at, slot_basis, key, tag, properties)
+        active = otel.tracer()
+        if active is None:
+            return await self._run(self._send(topic, body, options))
+        with otel.producer_span(active, topic) as span:
+            return otel.sent(span, await self._run(self._send(topic, body, options,
+                                                              otel.traceparent(span))))
 
     async def send_many(self, topic: str, items: Iterable[Any]) -> SendCounts:
         """See :meth:`rmq.Client.send_many`."""
-        return await self._run(self._send_many(topic, items))
+        active = otel.tracer()
+        if active is None:
+            return await self._run(self._send_many(topic, items))
+        with otel.producer_span(active, topic) as span:
+            return otel.sent_many(span, await self._run(self._send_many(
+                topic, items, otel.traceparent(span))))
 
     # -- consuming ------------------------------------------------------------------------
 
@@ -371,6 +382,12 @@ class AsyncClient(BaseClient, AsyncTransactionMethods):
                             every_slot: bool = False) -> list[SnapshotRow]:
         """See :meth:`rmq.Client.find_messages`."""
         return await self._run(self._find_messages(topic, body, key, every_slot))
+
+    async def trace(self, topic: str, message_id: str | None = None, *,
+                    body: bytes | str | None = None,
+                    key: bytes | str | None = None) -> list[TraceEvent]:
+        """See :meth:`rmq.Client.trace`."""
+        return await self._run(self._trace(topic, message_id, body, key))
 
     # -- worker runtime -------------------------------------------------------------------
 

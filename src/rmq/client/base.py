@@ -18,17 +18,21 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from operator import attrgetter
 from typing import Any, NamedTuple, TypeVar, cast
 
+from .. import otel
 from ..errors import AccessDenied, InvalidArgument, RedisUnavailable, UnknownTopic
-from ..message import Claimed, Message, SendCounts, SendResult
+from ..message import Claimed, Message, MessageIds, SendCounts, SendResult, message_id_of
 from ..settings import check_group_name, check_topic_name
 from ..storage import limits as limit_ops
 from ..storage import queue, registry, settle
 from ..storage.calls import Call, Op, together
 from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, load_all, problem_of
+from ..storage.links import store_links, take_links, with_links
 from ..storage.queue import TopicGone
 from ..storage.registry import TopicInfo
+from ..storage.trace import trace_argument
 from .arguments import (
     check_consumer_id,
     check_count,
@@ -198,11 +202,13 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
 
     # -- sending ------------------------------------------------------------------------
 
-    def _send(self, topic: str, body: Any, options: tuple[Any, ...]) -> Flow[SendResult]:
+    def _send(self, topic: str, body: Any, options: tuple[Any, ...],
+              link: str | None = None) -> Flow[SendResult]:
         """``options``: prepare()'s, by position. Single sends are the hottest path: here
         ``_on_current`` is written out, and a cached entry and a fresh clock are taken
         without entering ``_topic`` or ``_now`` (a closure or a generator more per send
-        cost a tenth of its time in the client)."""
+        cost a tenth of its time in the client). ``link``: the producer span's context,
+        kept beside the message in the same round trip (storage/links.py)."""
         info = self._cached(topic) if type(topic) is str else None
         if info is None:
             info = yield from self._topic(topic)
@@ -214,28 +220,36 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
             message = prepare(info.settings, now, body, *options)
             try:
                 # the call may join others sent at once (group_commit.py)
-                (reply,) = yield [queue.enqueue_one(topic, info.generation, info.groups,
-                                                    message, now, self._heads(info),
-                                                    info.filter_argument)]
+                call = queue.enqueue_one(topic, info.generation, info.groups, message, now,
+                                         self._heads(info), info.filter_argument,
+                                         trace_argument(topic, info.settings))
+                if link is None:
+                    (reply,) = yield [call]
+                else:
+                    reply = (yield [call, *store_links(topic, info.groups, [message], link)])[0]
                 merged = queue.merged_one(topic, reply)
             except TopicGone:
                 if not first:
                     raise UnknownTopic(topic) from None
                 info = yield from self._reload_gone(topic)
                 continue
-            return SendResult(message.slot, merged)
+            return SendResult(message.slot, merged, message_id_of(topic, message.member))
         raise AssertionError("unreachable: the second attempt returns or raises")
 
-    def _send_many(self, topic: str, items: Iterable[Any]) -> Flow[SendCounts]:
+    def _send_many(self, topic: str, items: Iterable[Any],
+                   link: str | None = None) -> Flow[SendCounts]:
         if isinstance(items, Iterator):  # one-shot: kept for a second attempt
             items = list(items)
 
         def send_many(info: TopicInfo, first: bool) -> Flow[SendCounts]:
             now = yield from self._now()
             batch = prepare_batch(info.settings, now, items)
-            merged = yield from queue.send(topic, info.generation, info.groups, batch, now,
-                                           self._heads(info), info.filter_argument)
-            return SendCounts(len(batch), sum(merged))
+            merged = yield from with_links(queue.send(
+                topic, info.generation, info.groups, batch, now, self._heads(info),
+                info.filter_argument, trace_argument(topic, info.settings)),
+                topic, info.groups, batch, link)
+            return SendCounts(len(batch), sum(merged), MessageIds(topic, batch,
+                                                                   attrgetter("member")))
 
         return (yield from self._on_current(topic, send_many))
 
@@ -301,7 +315,10 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
                 self._limit_keys_refused = True  # (only the limit keys were refused)
             return self._judged(info, group, count, claimed)
 
-        return (yield from self._on_current(topic, claim_due))
+        claimed = yield from self._on_current(topic, claim_due)
+        if claimed.messages and otel.tracer() is not None:
+            yield from take_links(claimed.messages)
+        return claimed
 
     def _heads(self, info: TopicInfo) -> bool:
         """Whether the topic keeps a heads index here (single node, many slots)."""

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import redis
 
+from .. import otel
 from ..errors import UnknownTopic
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
 from ..properties import PropertyValue
@@ -24,6 +25,7 @@ from ..storage.peek import PeekPage
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from ..storage.snapshot import SnapshotRow
 from ..storage.stats import TopicStats
+from ..storage.trace import TraceEvent
 from .base import MISSING, BaseClient, Flow, Load, Sleep, Subscribe
 from .clock import Clock
 from .cluster import ClusterExecutor
@@ -261,16 +263,26 @@ class Client(BaseClient, TransactionMethods):
         (earliest due time and highest priority win); never into one in flight. Sends made
         at once from several threads travel together (group commit, ``group_commit.py``).
         ``tag`` (one name) and ``properties`` (a dict of at most 64 identifiers to str, int,
-        float or bool) are what the groups' filters see; both take part in merging."""
-        return self._run(self._send(
-            topic, body, (json, priority, delay_ms, deliver_at, slot_basis, key, tag,
-                          properties)))
+        float or bool) are what the groups' filters see; both take part in merging. With a
+        tracer provider configured (the ``otel`` extra), a producer span covers it."""
+        options = (json, priority, delay_ms, deliver_at, slot_basis, key, tag, properties)
+        active = otel.tracer()
+        if active is None:
+            return self._run(self._send(topic, body, options))
+        with otel.producer_span(active, topic) as span:
+            return otel.sent(span, self._run(self._send(topic, body, options,
+                                                        otel.traceparent(span))))
 
     def send_many(self, topic: str, items: Iterable[Any]) -> SendCounts:
         """Send a batch: each item a body, or a dict of ``send`` options (``body`` or
         ``json`` plus any others). Validated whole before anything is written; travels as
         one script call per slot."""
-        return self._run(self._send_many(topic, items))
+        active = otel.tracer()
+        if active is None:
+            return self._run(self._send_many(topic, items))
+        with otel.producer_span(active, topic) as span:
+            return otel.sent_many(span, self._run(self._send_many(topic, items,
+                                                                  otel.traceparent(span))))
 
     # -- consuming ------------------------------------------------------------------------
 
@@ -384,6 +396,14 @@ class Client(BaseClient, TransactionMethods):
         Looks in the slot a send of them goes to; ``every_slot`` (which reads the whole
         topic) also finds messages sent with another ``slot_basis``."""
         return self._run(self._find_messages(topic, body, key, every_slot))
+
+    def trace(self, topic: str, message_id: str | None = None, *,
+              body: bytes | str | None = None,
+              key: bytes | str | None = None) -> list[TraceEvent]:
+        """The recorded state changes of a message of a topic with ``trace`` on, oldest
+        first (docs/trace.md): named by its ``message_id`` (every slot is read), or by the
+        ``body`` and ``key`` it was sent with (the slot such a send goes to)."""
+        return self._run(self._trace(topic, message_id, body, key))
 
     # -- worker runtime -------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from ..message import SendCounts
 from ..settings import check_topic_name
 from ..storage import transactions as tx_ops
 from ..storage.registry import TopicInfo
+from ..storage.trace import trace_argument
 from ..storage.transactions import DONE, STATES, OpenTransaction
 from .outgoing import MISSING, prepare, prepare_batch
 
@@ -145,7 +146,8 @@ class TransactionFlows:
             slots = sorted(tx.sent) or list(range(info.settings.slots))
             outcomes = yield from tx_ops.close(
                 tx.topic, info.generation, info.groups, tx.id, slots, commit, now,
-                info.settings.tx_retention, self._heads(info), info.filter_argument)
+                info.settings.tx_retention, self._heads(info), info.filter_argument,
+                trace_argument(tx.topic, info.settings))
             other = [STATES[o.state] for o in outcomes if STATES.get(o.state, done) != done]
             if other:
                 tx.state = other[0]

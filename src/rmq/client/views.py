@@ -17,11 +17,13 @@ from ..storage import dead, history, registry
 from ..storage import peek as peek_ops
 from ..storage import transactions as tx_ops
 from ..storage.calls import together
+from ..storage.codec import to_ms
 from ..storage.history import TopicHistory
 from ..storage.peek import PeekPage
 from ..storage.registry import TopicInfo
 from ..storage.snapshot import SnapshotRow, snapshot_slot
 from ..storage.stats import TopicStats, collect
+from ..storage.trace import TraceEvent, read_trace, trace_argument, trace_target
 from .arguments import check_ids, check_names, check_slots
 from .outgoing import as_bytes
 
@@ -74,7 +76,7 @@ class ViewFlows:
         now = yield from self._now()
         collected, transactions = yield from together([
             collect(topic, registry.groups_with_data(info), info.settings.slots, info.paused,
-                    now, info.limits),
+                    now, info.limits, trace_argument(topic, info.settings)),
             tx_ops.stats(topic, info.settings.slots)])
         stats: TopicStats = replace(collected, transactions=transactions)
         return stats
@@ -124,3 +126,13 @@ class ViewFlows:
             topic, registry.groups_with_data(info), info.settings.slots,
             None if body is None else as_bytes("body", body),
             None if key is None else as_bytes("key", key), every_slot, now))
+
+    def _trace(self, topic: str, message_id: str | None, body: bytes | str | None,
+               key: bytes | str | None) -> Flow[list[TraceEvent]]:
+        info = yield from self._topic(topic)
+        wanted, slots = trace_target(topic, info.settings.slots, message_id,
+                                     None if body is None else as_bytes("body", body),
+                                     None if key is None else as_bytes("key", key))
+        return (yield from read_trace(topic, wanted, slots, registry.groups_with_data(info),
+                                      to_ms(info.settings.trace_retention),
+                                      info.settings.trace_cap))

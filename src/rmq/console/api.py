@@ -46,6 +46,9 @@ class TopicChanges(Strict):
     check_interval: float | None = Field(None, description="seconds between checks")
     max_checks: int | None = None
     tx_retention: float | None = Field(None, description="seconds a closed id is kept")
+    trace: bool | None = Field(None, description="record every state change of every message")
+    trace_retention: float | None = Field(None, description="seconds a traced event is kept")
+    trace_cap: int | None = Field(None, description="traced events kept per slot at most")
 
     def given(self) -> dict[str, Any]:
         """The settings given (the topic's name is not a setting)."""
@@ -245,6 +248,18 @@ def find(request: Request, topic: str,
     key = key or None
     rows = _client(request).find_messages(topic, body, key=key, every_slot=every_slot)
     return {"rows": [views.message_row(r, body_limit=None) for r in rows]}
+
+
+@router.get("/topics/{topic}/trace", summary="A message's trace: its state changes, oldest "
+                                              "first")
+def trace(request: Request, topic: str,
+          message_id: Annotated[str | None, Query(max_length=64)] = None,
+          body: Annotated[str | None, Query(max_length=1 << 20)] = None,
+          key: Annotated[str | None, Query(max_length=1 << 16)] = None) -> dict[str, Any]:
+    client = _client(request)
+    events = client.trace(topic, message_id or None, body=body or None, key=key or None)
+    return {"trace": client.topic(topic).settings.trace,
+            "events": [e.to_dict() for e in events]}
 
 
 @router.post("/topics/{topic}/dead/requeue", summary="Requeue dead letters (some or all)")

@@ -159,7 +159,7 @@ def message_row(row: rmq.SnapshotRow, body_limit: int | None = 500) -> dict[str,
         "state": row.state, "group": row.group, "slot": row.slot, "priority": row.priority,
         "due_at": row.due_at, "attempts": row.attempts, "key": text_of(row.key),
         "body": text_of(row.body, body_limit), "body_bytes": len(row.body),
-        "id": row.id, "lease_until": row.lease_until,
+        "id": row.id, "message_id": row.message_id, "lease_until": row.lease_until,
         "dead_at": row.dead_at, "error": row.error, "holder": row.holder,
         "tag": row.tag, "properties": dict(row.properties),
     }

@@ -99,6 +99,6 @@ class Keeper:
         lost = [m for m, ok in zip(held, kept, strict=True) if not ok and self.holdings.holds(m)]
         self.holdings.forget(lost)
         for message in lost:
-            log.warning("%s: lease of %s was lost; it will be delivered again",
-                        self.consumer_id, message.id)
+            log.warning("%s: lease of %s (message %s) was lost; it will be delivered again",
+                        self.consumer_id, message.id, message.message_id)
         return True

@@ -111,7 +111,7 @@ class Settler:
     def _give_back(self, messages: list[Message]) -> None:
         log.warning("%s: did not start %s: the lease ran out (or nearly) while it waited; "
                     "given back, to be delivered again", self.consumer_id,
-                    ", ".join(m.id for m in messages))
+                    ", ".join(f"{m.id} (message {m.message_id})" for m in messages))
         guarded(self.consumer_id, lambda: self.client.release(messages))
 
     def _fail(self, message: Message, error: BaseException) -> None:
@@ -120,15 +120,15 @@ class Settler:
         if identity not in self._failing:
             self._failing.add(identity)
             self.failed_messages += 1
-        log.error("%s: handler failed on message %s of topic %r (attempt %d)",
-                  self.consumer_id, message.id, message.topic, message.attempts,
-                  exc_info=error)
+        log.error("%s: handler failed on delivery %s (message %s) of topic %r (attempt %d)",
+                  self.consumer_id, message.id, message.message_id, message.topic,
+                  message.attempts, exc_info=error)
         outcome = guarded(self.consumer_id, lambda: self.client.nack(message, error))
         if outcome == "dead":
             self._failing.discard(identity)
-            log.warning("%s: message %s of topic %r is dead-lettered after %d attempts: %s: "
-                        "%s", self.consumer_id, message.id, message.topic, message.attempts,
-                        type(error).__name__, error)
+            log.warning("%s: delivery %s (message %s) of topic %r is dead-lettered after %d "
+                        "attempts: %s: %s", self.consumer_id, message.id, message.message_id,
+                        message.topic, message.attempts, type(error).__name__, error)
 
 
 def _identity(message: Message) -> int:

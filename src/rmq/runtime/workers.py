@@ -4,7 +4,8 @@ event loop (in a thread of its own) for an ``async`` one. Both take claimed mess
 clock, the server's (a consumer that wakes from a freeze must not run what another consumer
 may have taken meanwhile: such a message goes to ``give_back``), report each outcome to
 ``finished`` with the run's duration (what the adaptive prefetch measures), and give back
-what they have not started through ``take_unstarted``.
+what they have not started through ``take_unstarted``. With a tracer provider configured
+(``rmq/otel.py``), each handler call runs in a consumer span.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .. import otel
 from ..message import Message
 from .holdings import Holdings
 from .threads import spawn
@@ -94,7 +96,12 @@ class ThreadWorkers:
                 continue
             began = clock()
             try:
-                handler(message)
+                active = otel.tracer()
+                if active is None:
+                    handler(message)
+                else:
+                    with otel.consumer_span(active, message):
+                        handler(message)
             except Exception as exc:  # noqa: BLE001 - any handler failure is a retry
                 finished((message, exc, clock() - began))
             else:
@@ -153,7 +160,12 @@ class AsyncioWorkers:
                     continue
                 began = time.perf_counter()
                 try:
-                    await self.handler(message)
+                    active = otel.tracer()
+                    if active is None:
+                        await self.handler(message)
+                    else:
+                        with otel.consumer_span(active, message):
+                            await self.handler(message)
                 except Exception as exc:  # noqa: BLE001 - any handler failure is a retry
                     self.finished((message, exc, time.perf_counter() - began))
                 else:

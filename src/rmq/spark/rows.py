@@ -8,7 +8,7 @@ and ``properties`` (a map of string names to one value type, or a struct, whose 
 strings, integers, floats or booleans; a null value is a property not given). The schema is
 checked on the driver (:func:`check_write_schema`) before any task runs. Read rows carry
 ``tag`` and ``properties`` (a JSON object as text, which keeps each value's type; null when
-the message has none).
+the message has none), and ``message_id`` (``Message.message_id``).
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ READ_SCHEMA = (
     .add("dead_at", TimestampType(), True)
     .add("tag", StringType(), True)
     .add("properties", StringType(), True)
+    .add("message_id", StringType(), False)
 )
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -101,7 +102,8 @@ def snapshot_row(row: SnapshotRow) -> tuple[Any, ...]:
     """A ``Client.snapshot`` row as a row of :data:`READ_SCHEMA`."""
     return (row.topic, row.group, row.slot, row.state, row.priority, _timestamp(row.due_at),
             row.attempts, row.key, row.body, row.id, _timestamp(row.lease_until),
-            row.error, _timestamp(row.dead_at), row.tag, _properties(row.properties))
+            row.error, _timestamp(row.dead_at), row.tag, _properties(row.properties),
+            row.message_id)
 
 
 def delivery_row(message: Message) -> tuple[Any, ...]:
@@ -109,7 +111,8 @@ def delivery_row(message: Message) -> tuple[Any, ...]:
     ``lease_until``: the streaming query keeps extending it until the batch commits)."""
     return (message.topic, message.group, message.slot, "in_flight", message.priority,
             _timestamp(message.due_at), message.attempts, message.key, message.body,
-            message.id, None, None, None, message.tag, _properties(message.properties))
+            message.id, None, None, None, message.tag, _properties(message.properties),
+            message.message_id)
 
 
 def check_write_schema(schema: StructType) -> tuple[str, ...]:

@@ -46,6 +46,7 @@ from .limits import (
     settle,
 )
 from .scripts import script
+from .trace import trace_argument
 
 __all__ = ["Claimer", "Claim"]
 
@@ -82,25 +83,27 @@ class Claimer:
         what it found (``Claim.verdict``)."""
         lease_ms = to_ms(lease)
         lease_until = now + lease_ms
+        trace = trace_argument(topic, settings)
         if not self.single_node:
             args = claim_args(settings, generation, now, count, lease_ms, holder,
-                              claim_limit_args(group, None))
+                              claim_limit_args(group, None), trace)
             if limit is None:
                 return Claim(*(yield from _claim_on_cluster(topic, generation, group, settings,
                                                             count, now, args, lease_until)))
             return (yield from _claim_limited_on_cluster(topic, generation, group, settings,
                                                          count, now, args, lease_until, limit))
         args = claim_args(settings, generation, now, count, lease_ms, holder,
-                          claim_limit_args(group, limit))
+                          claim_limit_args(group, limit), trace)
         if not keeps_heads(settings, True):
             slots = tuple(range(settings.slots))
-            keys = (claim_keys if limit is None else limited_claim_keys)(topic, group, slots)
+            keys = (claim_keys if limit is None else limited_claim_keys)(topic, group, slots,
+                                                                          trace != "")
             (reply,) = yield [script_call(script("claim"), keys, args)]
             check_stored(topic, reply)
             verdict = None if limit is None else parse_verdict(reply.pop(), count)
             next_due: int | None = reply[0] if reply[0] >= 0 else None
-            return Claim(parse_claimed(topic, generation, group, slots, reply, lease_until),
-                         next_due, verdict)
+            return Claim(parse_claimed(topic, generation, group, slots, reply, lease_until,
+                                       trace), next_due, verdict)
         messages, next_due, window, verdict = yield from claim_by_heads(
             topic, generation, group, settings.slots, count, args, lease_until,
             self._windows.get((topic, group)), limit is not None)
@@ -146,21 +149,22 @@ def _claim_on_cluster(topic: str, generation: str, group: str, settings: TopicSe
                       grant: tuple[Call, Callable[[Any], int]] | None = None
                       ) -> Op[Claimed]:
     """The cluster's rounds (cluster_claim.py), with claim.lua bounded to each share."""
+    trace = args[11]  # claim_args' trace argument
 
     def claim_slot(slot: int, share: Share) -> Call:
         bounded = args[:]
         bounded[1] = share.size
         bounded[5] = max(share.size, SERIAL_SCAN) if settings.serial_keys else share.size
-        return script_call(script("claim"), claim_keys(topic, group, (slot,)),
+        return script_call(script("claim"), claim_keys(topic, group, (slot,), trace != ""),
                            [*bounded, share.lowest])
 
     def read_head(slot: int, depth: int) -> Call:
         return head_call(topic, generation, group, slot, now, depth, settings.serial_keys,
-                         PROMOTE_LIMIT, SERIAL_SCAN if settings.serial_keys else depth)
+                         PROMOTE_LIMIT, SERIAL_SCAN if settings.serial_keys else depth, trace)
 
     def claimed(slot: int, reply: Any) -> list[Message]:
         check_stored(topic, reply)
-        return parse_claimed(topic, generation, group, [slot], reply, lease_until)
+        return parse_claimed(topic, generation, group, [slot], reply, lease_until, trace)
 
     return (yield from claim_across_slots(settings.slots, count, read_head, claim_slot,
                                           claimed, lambda reply: check_stored(topic, reply),

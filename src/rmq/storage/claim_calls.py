@@ -24,35 +24,42 @@ SERIAL_SCAN = 1000
 
 
 @lru_cache(maxsize=4096)
-def claim_keys(topic: str, group: str, slots: tuple[int, ...]) -> tuple[str, ...]:
-    """The first slot's generation, then per slot its delivery-id counter and group keys."""
+def claim_keys(topic: str, group: str, slots: tuple[int, ...],
+               traced: bool = False) -> tuple[str, ...]:
+    """The first slot's generation, then per slot its delivery-id counter and group keys,
+    and its trace keys when ``traced``."""
     keys: list[str] = [SlotKeys(topic, slots[0]).generation]
     for slot in slots:
         slot_keys = SlotKeys(topic, slot)
         keys.append(slot_keys.seq)
         keys.extend(slot_keys.group(group).all())
+        if traced:
+            keys.extend(slot_keys.trace())
     return tuple(keys)
 
 
 @lru_cache(maxsize=4096)
-def limited_claim_keys(topic: str, group: str, slots: tuple[int, ...]) -> tuple[str, ...]:
+def limited_claim_keys(topic: str, group: str, slots: tuple[int, ...],
+                       traced: bool = False) -> tuple[str, ...]:
     """``claim_keys``, then the group's limit keys (a single node's claim: limit_claim.lua)."""
-    return claim_keys(topic, group, slots) + claim_limit_keys(topic, group)
+    return claim_keys(topic, group, slots, traced) + claim_limit_keys(topic, group)
 
 
 def claim_args(settings: TopicSettings, generation: str, now: int, count: int, lease_ms: int,
-               holder: str, limit: list[Any]) -> list[Any]:
-    """ARGV[1..11] of claim.lua and claim_heads.lua (their headers name each); ``limit``
-    is ARGV[9..11] (``limits.claim_limit_args``)."""
+               holder: str, limit: list[Any], trace: str = "") -> list[Any]:
+    """ARGV[1..12] of claim.lua and claim_heads.lua (their headers name each); ``limit``
+    is ARGV[9..11] (``limits.claim_limit_args``), ``trace`` ARGV[12], the topic's trace
+    argument (``trace.trace_argument``)."""
     scan = max(count, SERIAL_SCAN) if settings.serial_keys else count
     return [now, count, lease_ms, int(settings.serial_keys), PROMOTE_LIMIT, scan, generation,
-            holder, *limit]
+            holder, *limit, trace]
 
 
 def parse_claimed(topic: str, generation: str, group: str, slots: Sequence[int],
-                  reply: list[Any], lease_until: int) -> list[Message]:
+                  reply: list[Any], lease_until: int, trace: str = "") -> list[Message]:
     """The messages of a claim's reply (take.lua's take_chosen), after its first field, each
-    carrying the generation it was claimed under (what settling it checks)."""
+    carrying the generation it was claimed under (what settling it checks) and the trace
+    argument its settles pass."""
     shares = reply[1]
     at = 2 + 2 * shares
     seqs = dict(zip(reply[2:at:2], reply[3:at:2], strict=True))  # slot index -> next id
@@ -71,9 +78,9 @@ def parse_claimed(topic: str, generation: str, group: str, slots: Sequence[int],
                 body, key, tag, properties = decode_parts(member)
                 out.append(claimed_message(topic, group, slots[index - 1], seq, body,
                                            priority, attempts, due, key, lease_until,
-                                           generation, tag, properties))
+                                           generation, tag, properties, member, trace))
             else:
                 out.append(claimed_message(topic, group, slots[index - 1], seq, member,
                                            priority, attempts, due, None, lease_until,
-                                           generation))
+                                           generation, trace=trace))
     return out

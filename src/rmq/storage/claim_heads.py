@@ -52,12 +52,13 @@ def claim_by_heads(topic: str, generation: str, group: str, slots_in_topic: int,
     next_due: int | None = None
     window = last
     verdict = None
+    trace = args[11]  # claim_args' trace argument
     sync: list[Call] = []
     for _ in range(_MAX_ROUNDS):
         call_args = args[:]
         call_args[1] = count - len(claimed)
         call_args += (_RESYNC_MS, report, _NEED_MAX, first_read, *slots)
-        keys = _keys(topic, group, slots, limited)
+        keys = _keys(topic, group, slots, limited, trace != "")
         replies = yield [*sync, script_call(script("claim_heads"), keys, call_args)]
         reply = replies[-1]
         for stored in (*replies[:-1], None if reply == _NEED_SYNC else reply):
@@ -71,7 +72,7 @@ def claim_by_heads(topic: str, generation: str, group: str, slots_in_topic: int,
         if limited:
             verdict = parse_verdict(reply.pop(), call_args[1])
         due, needed, head = reply[0], reply[1], reply[2]
-        got = parse_claimed(topic, generation, group, slots, reply[2:], lease_until)
+        got = parse_claimed(topic, generation, group, slots, reply[2:], lease_until, trace)
         claimed += got
         window = Window(tuple(dict.fromkeys(head)), len({m.slot for m in claimed}))
         next_due = due if due >= 0 else None
@@ -84,11 +85,12 @@ def claim_by_heads(topic: str, generation: str, group: str, slots_in_topic: int,
     return claimed, next_due, window, verdict
 
 
-def _keys(topic: str, group: str, slots: tuple[int, ...], limited: bool) -> list[str]:
+def _keys(topic: str, group: str, slots: tuple[int, ...], limited: bool,
+          traced: bool) -> list[str]:
     # windows change from claim to claim: the keys are cached per slot, not per window
     keys = [*heads_keys(topic, group)]
     for slot in slots:
-        keys += claim_keys(topic, group, (slot,))[1:]
+        keys += claim_keys(topic, group, (slot,), traced)[1:]
     if limited:
         keys += claim_limit_keys(topic, group)
     return keys

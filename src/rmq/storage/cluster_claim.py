@@ -94,10 +94,13 @@ def _head_keys(topic: str, group: str, slot: int) -> tuple[str, ...]:
 
 
 def head_call(topic: str, generation: str, group: str, slot: int, now: int, depth: int,
-              serial: bool, promote_limit: int, window: int) -> Call:
+              serial: bool, promote_limit: int, window: int, trace: str = "") -> Call:
     """``head.lua`` on one slot of ``group`` (its header says what each argument is)."""
-    return script_call(script("head"), _head_keys(topic, group, slot),
-                       [now, depth, int(serial), promote_limit, max(window, depth), generation])
+    keys = _head_keys(topic, group, slot)
+    if trace:
+        keys = (*keys, *SlotKeys(topic, slot).trace())
+    return script_call(script("head"), keys, [now, depth, int(serial), promote_limit,
+                                              max(window, depth), generation, trace])
 
 
 def parse_head(reply: list[Any]) -> SlotHead:

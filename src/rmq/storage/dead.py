@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from ..errors import InvalidMessage
-from ..message import DeadLetter
+from ..message import DeadLetter, message_id_of
 from ..settings import TopicSettings
 from .calls import Op, command, script_call
 from .codec import decode_parts, parse_dead
@@ -16,6 +16,7 @@ from .heads import keeps_heads
 from .keys import SlotKeys, wake_channel
 from .scripts import script
 from .settle import settle_keys
+from .trace import purge_call, trace_argument
 
 __all__ = ["dead_letters", "requeue_dead", "purge_dead"]
 
@@ -31,7 +32,8 @@ def dead_letters(topic: str, group: str, settings: TopicSettings) -> Op[list[Dea
             body, key, tag, properties = decode_parts(dead.member)
             letters.append(DeadLetter(f"{slot}-{int(delivery)}", topic, group, body, key,
                                       dead.priority, dead.attempts, dead.error, dead.due_at,
-                                      dead.dead_at, tag, properties))
+                                      dead.dead_at, tag, properties,
+                                      message_id_of(topic, dead.member)))
     letters.sort(key=lambda d: (d.dead_at, d.id))
     return letters
 
@@ -53,11 +55,13 @@ def requeue_dead(topic: str, generation: str, group: str, settings: TopicSetting
     targets = ({s: [] for s in range(settings.slots)} if ids is None
                else _dead_ids_by_slot(ids, settings.slots))
     heads = keeps_heads(settings, one_call)
+    trace = trace_argument(topic, settings)
     calls = []
     for slot, deliveries in targets.items():
-        calls.append(script_call(script("requeue_dead"), settle_keys(topic, slot, group, heads),
+        calls.append(script_call(script("requeue_dead"),
+                                 settle_keys(topic, slot, group, heads, trace != ""),
                                  [generation, now, wake_channel(topic), slot if heads else "",
-                                  *deliveries]))
+                                  trace, *deliveries]))
     results = yield calls
     for reply in results:
         check_stored(topic, reply)
@@ -65,9 +69,15 @@ def requeue_dead(topic: str, generation: str, group: str, settings: TopicSetting
 
 
 def purge_dead(topic: str, group: str, settings: TopicSettings) -> Op[int]:
-    """Delete every dead letter of the group; returns how many there were."""
+    """Delete every dead letter of the group; returns how many there were. A topic with the
+    trace on records each one as purged (``lua/purge_dead.lua``)."""
     slots = [SlotKeys(topic, s).group(group) for s in range(settings.slots)]
     listed = yield [command("HKEYS", k.dead) for k in slots]
+    trace = trace_argument(topic, settings)
+    if trace:
+        traced = yield [purge_call(topic, group, slot, trace, ids)
+                        for slot, ids in enumerate(listed) if ids]
+        return sum(traced)
     calls = []
     for k, ids in zip(slots, listed, strict=True):
         if ids:

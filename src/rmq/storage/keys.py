@@ -178,6 +178,18 @@ class SlotKeys:
     def seq(self) -> str:  # string: counter of delivery ids
         return f"{self.tag}:seq"
 
+    @property
+    def trace_events(self) -> str:  # zset: a traced event -> its time (storage/trace.py)
+        return f"{self.tag}:trace"
+
+    @property
+    def trace_tally(self) -> str:  # hash: "#" event counter; merges of pending messages
+        return f"{self.tag}:trace:tally"
+
+    def trace(self) -> list[str]:
+        """The slot's two trace keys, as the scripts take them (``lua/includes/trace.lua``)."""
+        return [self.trace_events, self.trace_tally]
+
     def group(self, group: str) -> GroupSlotKeys:
         return GroupSlotKeys(self.tag, group)
 
@@ -227,6 +239,9 @@ class GroupSlotKeys:
     @property
     def counters(self) -> str:  # hash: sent, merged, acked, retried, dead
         return self._key("counters")
+
+    def links(self, message_id: str) -> str:  # list: span contexts of its sends (otel)
+        return self._key(f"links:{message_id}")
 
     def all(self) -> list[str]:
         return [

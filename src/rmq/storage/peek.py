@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..errors import InvalidQuery
+from ..message import message_id_of
 from .calls import Call, Op, command
 from .codec import (
     EXTENDED_PREFIX,
@@ -164,7 +165,8 @@ def _row(topic: str, group: str, slot: int, state: State, name: bytes, score: fl
         else:
             due, priority = delayed_due(score), delayed_priority(score)
         return SnapshotRow(topic, group, slot, state, priority, due, int(value or 0), key, body,
-                           tag=tag, properties=properties)
+                           tag=tag, properties=properties,
+                           message_id=message_id_of(topic, name))
     if value is None:  # settled between the two reads
         return None
     delivery = f"{slot}-{int(name)}"
@@ -173,12 +175,13 @@ def _row(topic: str, group: str, slot: int, state: State, name: bytes, score: fl
         body, key, tag, properties = decode_parts(record.member)
         return SnapshotRow(topic, group, slot, state, record.priority, record.due_at,
                            record.attempts, key, body, delivery, lease,
-                           holder=record.holder, tag=tag, properties=properties)
+                           holder=record.holder, tag=tag, properties=properties,
+                           message_id=message_id_of(topic, record.member))
     dead = parse_dead(value)
     body, key, tag, properties = decode_parts(dead.member)
     return SnapshotRow(topic, group, slot, state, dead.priority, dead.due_at, dead.attempts,
                        key, body, delivery, dead_at=dead.dead_at, error=dead.error, tag=tag,
-                       properties=properties)
+                       properties=properties, message_id=message_id_of(topic, dead.member))
 
 
 # -- find -------------------------------------------------------------------------------

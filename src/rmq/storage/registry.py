@@ -291,7 +291,7 @@ def delete_topic(info: TopicInfo) -> Op[None]:
     data = [k for k in keys.all() if k not in (keys.settings, keys.generation)]
     for slot in range(info.settings.slots):
         slot_keys = SlotKeys(info.name, slot)
-        data += [slot_keys.clock, slot_keys.seq]
+        data += [slot_keys.clock, slot_keys.seq, *slot_keys.trace()]
         for group in groups_with_data(info):
             data += slot_keys.group(group).all()
     data += [keys.history_ring(group) for group in groups_with_data(info)]

@@ -32,17 +32,18 @@ class Outgoing(NamedTuple):
 
 
 def send(topic: str, generation: str, groups: Sequence[str], batch: Sequence[Outgoing],
-         now: int, heads: bool, filters: str = "") -> Op[list[bool]]:
+         now: int, heads: bool, filters: str = "", trace: str = "") -> Op[list[bool]]:
     """Store ``batch`` in every group whose filters accept it; returns, per message, whether
     it stored nothing new (merged in every group that accepted it). ``filters``: the groups'
     filters (``TopicInfo.filter_argument``), one version for every call of the batch.
     ``heads``: the topic keeps a heads index (``heads.keeps_heads``), which each call
-    updates. Raises TopicGone if the topic is not at ``generation`` any more; if so, no slot
-    stored anything (each slot's call checks, and every slot shares the generation; a slot
-    that stored before a delete reached it has its data removed by that delete)."""
+    updates. ``trace``: the topic's trace argument (``trace.trace_argument``). Raises
+    TopicGone if the topic is not at ``generation`` any more; if so, no slot stored anything
+    (each slot's call checks, and every slot shares the generation; a slot that stored
+    before a delete reached it has its data removed by that delete)."""
     if len(batch) == 1:  # a single send, the hottest path: none of a batch's bookkeeping
         (reply,) = yield [enqueue_one(topic, generation, groups, batch[0], now, heads,
-                                      filters)]
+                                      filters, trace)]
         return [merged_one(topic, reply)]
     by_slot: dict[int, list[int]] = defaultdict(list)
     for index, message in enumerate(batch):
@@ -53,7 +54,7 @@ def send(topic: str, generation: str, groups: Sequence[str], batch: Sequence[Out
         for start in range(0, len(indexes), MAX_SCRIPT_BATCH):
             chunk = indexes[start : start + MAX_SCRIPT_BATCH]
             calls.append(_enqueue_call(topic, generation, groups, slot, heads, now, filters,
-                                       _runs(batch, chunk)))
+                                       trace, _runs(batch, chunk)))
             order.append(chunk)
     results = yield calls
     for reply in results:
@@ -66,13 +67,13 @@ def send(topic: str, generation: str, groups: Sequence[str], batch: Sequence[Out
 
 
 def enqueue_one(topic: str, generation: str, groups: Sequence[str], message: Outgoing,
-                now: int, heads: bool, filters: str = "") -> Call:
+                now: int, heads: bool, filters: str = "", trace: str = "") -> Call:
     """A single send's enqueue.lua call: it may travel joined with others sent at once
     (``join``); ``merged_one`` reads its reply."""
     slot, member, priority, due = message
-    enqueue, keys, channel = _single_target(topic, slot, tuple(groups), heads)
-    return Call((generation, now, channel, slot if heads else "", filters, priority, due, 1,
-                 member), enqueue, keys, True)
+    enqueue, keys, channel = _single_target(topic, slot, tuple(groups), heads, trace != "")
+    return Call((generation, now, channel, slot if heads else "", filters, trace, priority,
+                 due, 1, member), enqueue, keys, True)
 
 
 def merged_one(topic: str, reply: Any) -> bool:
@@ -82,11 +83,12 @@ def merged_one(topic: str, reply: Any) -> bool:
 
 
 def _enqueue_call(topic: str, generation: str, groups: Sequence[str], slot: int, heads: bool,
-                  now: int, filters: str, runs: Sequence[Any]) -> Call:
+                  now: int, filters: str, trace: str, runs: Sequence[Any]) -> Call:
     """One enqueue.lua call into ``slot``; ``runs`` as ``_runs`` makes them."""
-    return script_call(script("enqueue"), _enqueue_keys(topic, slot, tuple(groups), heads),
+    return script_call(script("enqueue"),
+                       _enqueue_keys(topic, slot, tuple(groups), heads, trace != ""),
                        (generation, now, wake_channel(topic), slot if heads else "", filters,
-                        *runs))
+                        trace, *runs))
 
 
 def _runs(batch: Sequence[Sequence[Any]], chunk: Iterable[int],
@@ -113,21 +115,24 @@ def _runs(batch: Sequence[Sequence[Any]], chunk: Iterable[int],
 
 
 @lru_cache(maxsize=4096)
-def _single_target(topic: str, slot: int, groups: tuple[str, ...], heads: bool
+def _single_target(topic: str, slot: int, groups: tuple[str, ...], heads: bool, traced: bool
                    ) -> tuple[Script, tuple[str, ...], str]:
     """What every single send into ``slot`` shares: the script, its keys, the channel."""
-    return script("enqueue"), _enqueue_keys(topic, slot, groups, heads), wake_channel(topic)
+    return (script("enqueue"), _enqueue_keys(topic, slot, groups, heads, traced),
+            wake_channel(topic))
 
 
 @lru_cache(maxsize=4096)
 def _enqueue_keys(topic: str, slot: int, groups: tuple[str, ...],
-                  heads: bool) -> tuple[str, ...]:
+                  heads: bool, traced: bool) -> tuple[str, ...]:
     slot_keys = SlotKeys(topic, slot)
     keys = [slot_keys.generation, slot_keys.clock]
     for group in groups:
         keys.extend(slot_keys.group(group).all())
         if heads:
             keys += (HeadsKeys(topic, group).ready, HeadsKeys(topic, group).delayed)
+    if traced:
+        keys += slot_keys.trace()
     return tuple(keys)
 
 
@@ -138,22 +143,24 @@ def join(batches: list[list[Call]]) -> Op[list[list[Any]]]:
     ``send`` makes them and the latest ``now`` for all (every message in it is due by then).
     Returns, per batch, the replies its own call would have had (a gone topic's code to
     each sender)."""
-    by_target: dict[tuple[tuple[str, ...], str, str], list[int]] = defaultdict(list)
+    by_target: dict[tuple[tuple[str, ...], str, str, str], list[int]] = defaultdict(list)
     for b, (call,) in enumerate(batches):
-        # one version of the groups' filters per call: a batch is never half filtered
-        by_target[(call.keys, call.args[0], call.args[4])].append(b)
+        # one version of the groups' filters (and of the trace) per call: a batch is never
+        # half filtered
+        by_target[(call.keys, call.args[0], call.args[4], call.args[5])].append(b)
     joined: list[Call] = []
     chunks: list[list[int]] = []
     for indexes in by_target.values():
         for start in range(0, len(indexes), MAX_SCRIPT_BATCH):
             chunk = indexes[start : start + MAX_SCRIPT_BATCH]
-            # enqueue_one's args: generation, now, channel, index slot, filters, priority,
-            # due, 1, member
+            # enqueue_one's args: generation, now, channel, index slot, filters, trace,
+            # priority, due, 1, member
             sent = [batches[b][0].args for b in chunk]
-            runs = _runs(sent, range(len(sent)), (8, 5, 6))
+            runs = _runs(sent, range(len(sent)), (9, 6, 7))
             first = sent[0]
             joined.append(script_call(script("enqueue"), batches[chunk[0]][0].keys, (
-                first[0], max(a[1] for a in sent), first[2], first[3], first[4], *runs)))
+                first[0], max(a[1] for a in sent), first[2], first[3], first[4], first[5],
+                *runs)))
             chunks.append(chunk)
     replies = yield joined
     out: list[list[Any]] = [[]] * len(batches)

@@ -7,6 +7,9 @@ a delivery's own (the one it was claimed under, ``Message.generation``) for ``ac
 deleted and created again under its name, settles nothing of the new topic whose delivery
 ids start again from the same numbers; the topic's as the client read it for ``recover``,
 which raises TopicGone when that read is stale (docs/storage.md, "Deleted topics").
+
+A delivery's settles are traced when its claim was (``Message._trace``, the topic's trace
+argument then): the call passes that argument and the slot's trace keys.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from .generation import check_stored
 from .heads import keeps_heads
 from .keys import HeadsKeys, LimitKeys, SlotKeys, wake_channel
 from .scripts import script
+from .trace import trace_argument
 
 __all__ = ["ack", "with_acks", "fail", "release", "extend", "recover", "RECOVER_LIMIT",
            "settle_keys", "retry_args"]
@@ -32,8 +36,8 @@ T = TypeVar("T")
 
 RECOVER_LIMIT = 1000  # deliveries a recover call returns per slot and group, in whole leases
 
-# Deliveries of one call: (topic, generation, group, slot).
-_Slot = tuple[str, str, str, int]
+# Deliveries of one call: (topic, generation, group, slot, trace argument).
+_Slot = tuple[str, str, str, int, str]
 
 
 def retry_args(settings: TopicSettings) -> list[Any]:
@@ -42,19 +46,25 @@ def retry_args(settings: TopicSettings) -> list[Any]:
             to_ms(settings.retry_backoff_max)]
 
 
-def settle_keys(topic: str, slot: int, group: str, heads: bool) -> list[str]:
+def settle_keys(topic: str, slot: int, group: str, heads: bool,
+                traced: bool = False) -> list[str]:
     """KEYS of fail, release, recover and requeue_dead: the slot's generation and clock, the
-    9 group keys, and the group's heads index when the topic keeps one."""
+    9 group keys, the group's heads index when the topic keeps one, and the slot's trace
+    keys when ``traced``."""
     slot_keys = SlotKeys(topic, slot)
     keys = [slot_keys.generation, slot_keys.clock, *slot_keys.group(group).all()]
     if heads:
         keys += (HeadsKeys(topic, group).ready, HeadsKeys(topic, group).delayed)
+    if traced:
+        keys += slot_keys.trace()
     return keys
 
 
 @lru_cache(maxsize=4096)
-def _group_keys(topic: str, slot: int, group: str) -> tuple[str, ...]:
-    return tuple(SlotKeys(topic, slot).group(group).all())
+def _group_keys(topic: str, slot: int, group: str, traced: bool) -> tuple[str, ...]:
+    slot_keys = SlotKeys(topic, slot)
+    keys = slot_keys.group(group).all()
+    return tuple(keys + slot_keys.trace() if traced else keys)
 
 
 @lru_cache(maxsize=4096)
@@ -65,21 +75,21 @@ def _generation_key(topic: str, slot: int) -> str:
 def _by_slot(messages: Iterable[Message]) -> dict[_Slot, list[Message]]:
     grouped: dict[_Slot, list[Message]] = defaultdict(list)
     for message in messages:
-        grouped[(message.topic, message.generation, message.group, message.slot)].append(
-            message)
+        grouped[(message.topic, message.generation, message.group, message.slot,
+                 message._trace)].append(message)
     return grouped
 
 
 def _by_group(messages: Iterable[Message], one_call: bool
-              ) -> list[tuple[tuple[str, str, str], list[tuple[int, list[Message]]]]]:
-    """Messages by (topic, generation, group), then by slot: all of a group's slots
-    together when ``one_call``, otherwise each slot on its own. Deliveries of two
-    generations of a topic never share a call: each call checks one."""
-    parts: dict[tuple[str, str, str, int | None], list[tuple[int, list[Message]]]] = (
+              ) -> list[tuple[tuple[str, str, str, str], list[tuple[int, list[Message]]]]]:
+    """Messages by (topic, generation, group, trace argument), then by slot: all of a
+    group's slots together when ``one_call``, otherwise each slot on its own. Deliveries of
+    two generations of a topic never share a call: each call checks one."""
+    parts: dict[tuple[str, str, str, str, int | None], list[tuple[int, list[Message]]]] = (
         defaultdict(list))
-    for (t, n, g, s), ms_ in _by_slot(messages).items():
-        parts[(t, n, g, None if one_call else s)].append((s, ms_))
-    return [((t, n, g), slots) for (t, n, g, _), slots in parts.items()]
+    for (t, n, g, s, trace), ms_ in _by_slot(messages).items():
+        parts[(t, n, g, trace, None if one_call else s)].append((s, ms_))
+    return [((t, n, g, trace), slots) for (t, n, g, trace, _), slots in parts.items()]
 
 
 def ack(messages: Iterable[Message], one_call: bool, now: int = 0,
@@ -90,12 +100,12 @@ def ack(messages: Iterable[Message], one_call: bool, now: int = 0,
     the (topic, generation, group)s in ``holding`` give back their permits of the group's
     max_in_flight in the same call (``lua/includes/ack_permits.lua``; at ``now``)."""
     calls = []
-    for (topic, generation, group), slots in _by_group(messages, one_call):
+    for (topic, generation, group, trace), slots in _by_group(messages, one_call):
         # the lowest slot's generation: ack.lua checks that one for the call
         keys: list[str] = [_generation_key(topic, min(slot for slot, _ in slots))]
-        args: list[Any] = [generation, wake_channel(topic)]
+        args: list[Any] = [generation, wake_channel(topic), trace]
         for slot, ms_ in slots:
-            keys += _group_keys(topic, slot, group)
+            keys += _group_keys(topic, slot, group, trace != "")
             seqs = [m.seq for m in ms_]
             whole = run_leases(seqs)
             args += (len(seqs), *seqs, len(whole), *whole)
@@ -122,9 +132,10 @@ def fail(message: Message, error: str, settings: TopicSettings, now: int,
     """A failed delivery: "retried", "dead", or None if its lease was already gone (or its
     topic deleted since it was claimed)."""
     heads = keeps_heads(settings, one_call)
+    trace = message._trace
     args = [message.generation, now, wake_channel(message.topic),
-            message.slot if heads else "", *retry_args(settings), message.seq, error]
-    keys = settle_keys(message.topic, message.slot, message.group, heads)
+            message.slot if heads else "", trace, *retry_args(settings), message.seq, error]
+    keys = settle_keys(message.topic, message.slot, message.group, heads, trace != "")
     (reply,) = yield [script_call(script("fail"), keys, args)]
     retried, dead = reply
     return "retried" if retried else "dead" if dead else None
@@ -134,10 +145,10 @@ def release(messages: Iterable[Message], now: int, heads: Collection[str]) -> Op
     """Give unstarted deliveries back without counting an attempt; returns how many were
     still in flight. ``heads``: the topics among theirs that keep a heads index."""
     calls = []
-    for (t, n, g, s), ms_ in _by_slot(messages).items():
+    for (t, n, g, s, trace), ms_ in _by_slot(messages).items():
         indexed = t in heads
-        calls.append(script_call(script("release"), settle_keys(t, s, g, indexed),
-                                 [n, now, wake_channel(t), s if indexed else "",
+        calls.append(script_call(script("release"), settle_keys(t, s, g, indexed, trace != ""),
+                                 [n, now, wake_channel(t), s if indexed else "", trace,
                                   *(m.seq for m in ms_)]))
     results = yield calls
     return sum(results)
@@ -148,17 +159,19 @@ def extend(messages: Sequence[Message], until_ms: int) -> Op[list[bool]]:
     flight."""
     grouped = _by_slot(messages)
     calls = []
-    for (t, n, g, s), ms_ in grouped.items():
+    for (t, n, g, s, trace), ms_ in grouped.items():
         group_keys = SlotKeys(t, s).group(g)
-        calls.append(script_call(script("extend"), [_generation_key(t, s), group_keys.inflight,
-                                                    group_keys.leases],
-                                 [n, until_ms, *(m.seq for m in ms_)]))
+        keys = [_generation_key(t, s), group_keys.inflight, group_keys.leases]
+        if trace:
+            keys += SlotKeys(t, s).trace()
+        calls.append(script_call(script("extend"), keys,
+                                 [n, until_ms, trace, *(m.seq for m in ms_)]))
     results = yield calls
-    held: dict[tuple[str, str, str, int, int], bool] = {}
+    held: dict[tuple[str, str, str, int, str, int], bool] = {}
     for (where, ms_), flags in zip(grouped.items(), results, strict=True):
         for m, flag in zip(ms_, flags, strict=True):
             held[(*where, m.seq)] = bool(flag)
-    return [held[(m.topic, m.generation, m.group, m.slot, m.seq)] for m in messages]
+    return [held[(m.topic, m.generation, m.group, m.slot, m._trace, m.seq)] for m in messages]
 
 
 def recover(topic: str, generation: str, groups: Sequence[str], settings: TopicSettings,
@@ -168,12 +181,13 @@ def recover(topic: str, generation: str, groups: Sequence[str], settings: TopicS
     it changes anything, and a slot that ran before a delete reached it has its data removed
     by that delete."""
     heads = keeps_heads(settings, one_call)
+    trace = trace_argument(topic, settings)
     calls = []
     for group in groups:
         for slot in range(settings.slots):
             calls.append(script_call(
-                script("recover"), settle_keys(topic, slot, group, heads),
-                [generation, now, wake_channel(topic), slot if heads else "",
+                script("recover"), settle_keys(topic, slot, group, heads, trace != ""),
+                [generation, now, wake_channel(topic), slot if heads else "", trace,
                  *retry_args(settings), RECOVER_LIMIT]))
     results = yield calls
     for reply in results:

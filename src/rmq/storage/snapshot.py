@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from ..message import PropertyValue
+from ..message import PropertyValue, message_id_of
 from .calls import Op, command
 from .codec import (
     LeaseEnds,
@@ -38,7 +38,8 @@ class SnapshotRow:
     :attr:`Message.id` and :attr:`DeadLetter.id`) is set for in-flight messages and dead
     letters; ``lease_until`` for in-flight ones, and ``holder``, the id of the consumer that
     claimed it (None when the claim did not say); ``error`` and ``dead_at`` for dead
-    letters; ``tag`` and ``properties`` are what it was sent with. Times are epoch
+    letters; ``tag`` and ``properties`` are what it was sent with; ``message_id`` names the
+    message (:attr:`Message.message_id`) beside the delivery ``id``. Times are epoch
     milliseconds. A half message (state "half", of an open transaction: docs/transactions.md)
     belongs to no group yet (``group`` is "") and carries its transaction's id in ``id``;
     its ``due_at`` is when it would fall due were the transaction committed now."""
@@ -59,6 +60,7 @@ class SnapshotRow:
     holder: str | None = None
     tag: str | None = None
     properties: Mapping[str, PropertyValue] = field(default_factory=dict)
+    message_id: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -82,7 +84,8 @@ def snapshot_slot(topic: str, group: str, slot: int, now: int) -> Op[list[Snapsh
             due_at = due(score) if state == "delayed" else min(due(score), now)
             rows.append(SnapshotRow(topic, group, slot, state, prio(score), due_at,
                                     int(attempts.get(member, 0)), key, body, tag=tag,
-                                    properties=properties))
+                                    properties=properties,
+                                    message_id=message_id_of(topic, member)))
 
     pending("ready", ready, ready_due, ready_priority)
     pending("delayed", delayed, delayed_due, delayed_priority)
@@ -93,13 +96,15 @@ def snapshot_slot(topic: str, group: str, slot: int, now: int) -> Op[list[Snapsh
         rows.append(SnapshotRow(topic, group, slot, "in_flight", record.priority, record.due_at,
                                 record.attempts, key, body, f"{slot}-{int(delivery)}",
                                 lease_of(int(delivery)), holder=record.holder, tag=tag,
-                                properties=properties))
+                                properties=properties,
+                                message_id=message_id_of(topic, record.member)))
     for delivery, raw in dead.items():
         dead_record = parse_dead(raw)
         body, key, tag, properties = decode_parts(dead_record.member)
         rows.append(SnapshotRow(topic, group, slot, "dead", dead_record.priority,
                                 dead_record.due_at, dead_record.attempts, key, body,
                                 f"{slot}-{int(delivery)}", dead_at=dead_record.dead_at,
-                                error=dead_record.error, tag=tag, properties=properties))
+                                error=dead_record.error, tag=tag, properties=properties,
+                                message_id=message_id_of(topic, dead_record.member)))
     return rows
 

@@ -103,9 +103,12 @@ def _group_stats(group: str, slots: list[SlotStats], limits: GroupLimits) -> Gro
 
 
 def collect(topic: str, groups: Sequence[str], slots: int, paused: bool,
-            now: int, limits: Callable[[str], GroupLimits] = lambda _: GroupLimits()
-            ) -> Op[TopicStats]:
-    calls = [script_call(script("stats"), SlotKeys(topic, s).group(g).all(), [now])
+            now: int, limits: Callable[[str], GroupLimits] = lambda _: GroupLimits(),
+            trace: str = "") -> Op[TopicStats]:
+    """Every group's stats (stats.lua promotes what is due first, traced with ``trace``,
+    the topic's trace argument)."""
+    calls = [script_call(script("stats"), SlotKeys(topic, s).group(g).all()
+                         + (SlotKeys(topic, s).trace() if trace else []), [now, trace])
              for g in groups for s in range(slots)]
     replies = yield calls
     out = {}

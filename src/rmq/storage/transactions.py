@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+from ..message import message_id_of
 from .calls import Call, Op, command, script_call
 from .codec import decode_parts, scored_pairs, to_ms
 from .generation import check_stored
@@ -107,13 +108,14 @@ def _runs(batch: Sequence[Outgoing], dues: Sequence[str | int], chunk: list[int]
 
 
 def close(topic: str, generation: str, groups: Sequence[str], tx_id: str, slots: Sequence[int],
-          commit: bool, now: int, retention: float, heads: bool, filters: str = ""
-          ) -> Op[list[SlotOutcome]]:
+          commit: bool, now: int, retention: float, heads: bool, filters: str = "",
+          trace: str = "") -> Op[list[SlotOutcome]]:
     """Commit (``commit``) or roll back ``tx_id`` in each of ``slots``: one script call per
-    slot, pipelined, each atomic and idempotent. ``groups``, ``heads``, ``filters``: as for
-    ``send``. Raises TopicGone as ``send`` does (a slot of a gone topic closes nothing)."""
+    slot, pipelined, each atomic and idempotent. ``groups``, ``heads``, ``filters``,
+    ``trace``: as for ``send``. Raises TopicGone as ``send`` does (a slot of a gone topic
+    closes nothing)."""
     calls = [_commit_call(topic, generation, groups, tx_id, slot, now, retention, heads,
-                          filters) if commit else
+                          filters, trace) if commit else
              script_call(script("tx_rollback"),
                          [SlotKeys(topic, slot).generation, *TxSlotKeys(topic, slot).of(tx_id)],
                          (generation, now, tx_id, to_ms(retention)))
@@ -126,24 +128,26 @@ def close(topic: str, generation: str, groups: Sequence[str], tx_id: str, slots:
 
 
 def _commit_call(topic: str, generation: str, groups: Sequence[str], tx_id: str, slot: int,
-                 now: int, retention: float, heads: bool, filters: str) -> Call:
-    head, groups_keys = _commit_keys(topic, slot, tuple(groups), heads)
+                 now: int, retention: float, heads: bool, filters: str, trace: str) -> Call:
+    head, groups_keys = _commit_keys(topic, slot, tuple(groups), heads, trace != "")
     return Call((generation, now, wake_channel(topic), slot if heads else "", filters, tx_id,
-                 to_ms(retention)), script("tx_commit"),
+                 to_ms(retention), trace), script("tx_commit"),
                 (*head, *TxSlotKeys(topic, slot).of(tx_id), *groups_keys))
 
 
 @lru_cache(maxsize=4096)
-def _commit_keys(topic: str, slot: int, groups: tuple[str, ...], heads: bool
+def _commit_keys(topic: str, slot: int, groups: tuple[str, ...], heads: bool, traced: bool
                  ) -> tuple[tuple[str, str], tuple[str, ...]]:
     """What every commit into ``slot`` shares: the slot's generation and clock, and the
-    groups' keys as enqueue.lua takes them (send.py)."""
+    groups' keys (and the trace's) as enqueue.lua takes them (send.py)."""
     slot_keys = SlotKeys(topic, slot)
     keys: list[str] = []
     for group in groups:
         keys += slot_keys.group(group).all()
         if heads:
             keys += (HeadsKeys(topic, group).ready, HeadsKeys(topic, group).delayed)
+    if traced:
+        keys += slot_keys.trace()
     return (slot_keys.generation, slot_keys.clock), tuple(keys)
 
 
@@ -327,7 +331,8 @@ def snapshot_halves(topic: str, slot: int, now: int) -> Op[list[SnapshotRow]]:
             for member in flat[at + 3 : at + 3 + n]:
                 body, key, tag, properties = decode_parts(member)
                 rows.append(SnapshotRow(topic, HALVES, slot, "half", priority, due_at, 0, key,
-                                        body, name, tag=tag, properties=properties))
+                                        body, name, tag=tag, properties=properties,
+                                        message_id=message_id_of(topic, member)))
             at += 3 + n
     return rows
 

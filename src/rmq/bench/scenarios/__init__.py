@@ -18,6 +18,7 @@ from . import (
     scale_out,
     scaling,
     send,
+    trace,
     transactions,
 )
 
@@ -35,6 +36,7 @@ SCENARIOS: dict[str, Callable[[Bench], Report]] = {
     "consume": consume.run,
     "replicas": replicas.run,
     "limits": limits.run,
+    "trace": trace.run,
     "priority": priority.run,
     "delay": delay.run,
     "memory": memory.run,

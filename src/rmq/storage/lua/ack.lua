@@ -4,12 +4,14 @@
   client passes every slot it has acks for in one call; on a cluster, one slot per call.
 
   KEYS[1]      the generation of the lowest slot (includes/settle_call.lua)
-  KEYS[2..]    per slot, the 9 group keys of includes/group_keys.lua; then, on a single
-               node for a group whose deliveries hold permits, its permits, waiters and
-               wake keys (includes/ack_permits.lua)
+  KEYS[2..]    per slot, the 9 group keys of includes/group_keys.lua (with the trace on,
+               ARGV[3], then the slot's trace keys, events and tally: includes/trace.lua);
+               then, on a single node for a group whose deliveries hold permits, its
+               permits, waiters and wake keys (includes/ack_permits.lua)
   ARGV[1]      the generation the deliveries were claimed under ("": unchecked)
   ARGV[2]      wake channel
-  ARGV[3..]    per slot, in KEYS order: n, then n delivery ids, then r, then r lease
+  ARGV[3]      the topic's trace as the client read it: "" when off
+  ARGV[4..]    per slot, in KEYS order: n, then n delivery ids, then r, then r lease
                members "first:last" (or a bare id) of runs of consecutive ids among them
                (includes/leases.lua): each run's records are all deleted here, so a claim's
                share acknowledged whole drops its lease at once; then, with the permits'
@@ -34,7 +36,8 @@ end
 local acked_in_all = 0
 local unlocked_any = false
 local ready_left = false
-local slots, locks = groups_from(2, #KEYS - ack_permit_keys()), {}
+local stride = ARGV[3] == "" and GROUP_KEY_COUNT or GROUP_KEY_COUNT + 2
+local slots, locks = groups_from(2, #KEYS - ack_permit_keys(stride), ARGV[3]), {}
 local acked_ids = {}  -- per slot, for the permits they hold
 for _, k in ipairs(slots) do
   locks[#locks + 1] = k.locks
@@ -42,12 +45,15 @@ end
 -- Only a serial topic has key locks: one EXISTS over every slot's says whether any slot
 -- must look for locks to free (most topics: none, and no slot pays a call to find out).
 local serial = rcall("EXISTS", unpack(locks)) > 0
-local at = 3
+local at = 4
 for _, k in ipairs(slots) do
   local ids, whole
   ids, at = counted_list(at)
   whole, at = counted_list(at)
   acked_ids[#acked_ids + 1] = ids
+  if k.trace then
+    trace_present(k, "acked", ids, ids)
+  end
   local acked, unlocked = take_inflight_many(k, ids, whole, serial)
   if acked > 0 then
     rcall("HINCRBY", k.counters, "acked", acked)
@@ -57,8 +63,9 @@ for _, k in ipairs(slots) do
     unlocked_any = true
     ready_left = ready_left or rcall("EXISTS", k.ready) == 1
   end
+  trace_save(k.trace)
 end
-if ack_permit_keys() > 0 then
+if ack_permit_keys(stride) > 0 then
   release_permits(acked_ids, at)
 end
 -- On a serial topic, a released key can unblock ready messages a sleeping consumer skipped.

@@ -6,7 +6,9 @@
   the count and the lowest priority (ARGV[9]) chosen from the slots' heads (head.lua).
 
   KEYS[1]      the generation of the first slot claimed from (includes/generation.lua)
-  KEYS[2..]    per slot, 10 keys: the slot's delivery-id counter, then the 9 group keys;
+  KEYS[2..]    per slot, 10 keys: the slot's delivery-id counter, then the 9 group keys
+               (with the trace on, ARGV[12], 12: then the slot's trace keys, events and
+               tally, includes/trace.lua);
                on a single node, then the group's 4 limit keys (includes/limit_claim.lua)
   ARGV[1]      now, epoch ms
   ARGV[2]      count
@@ -20,7 +22,8 @@
   ARGV[9..11]  the group's limits (includes/limit_claim.lua): group, waiter id, longest
                wait ms; a single node passes them with the 4 limit keys last in KEYS and
                every slot of the topic in slot order; a cluster passes "" and no such keys
-  ARGV[12]     optional: the lowest priority to claim (a cluster claim's bound to the bands
+  ARGV[12]     the topic's trace as the client read it: "" when off (includes/trace.lua)
+  ARGV[13]     optional: the lowest priority to claim (a cluster claim's bound to the bands
                it chose from the slots' heads)
 
   Returns {next_due, then the claimed messages as take.lua's take_chosen writes them: the
@@ -52,7 +55,8 @@ local gone, now, count, lease_until, serial, promote_limit, scan, holder = claim
 if gone then
   return gone
 end
-local lowest = tonumber(ARGV[12])
+local lowest = tonumber(ARGV[13])
+local tracing = ARGV[12] ~= ""
 local limit
 limit, count = limit_open(now, count)
 local function slot_of(i) return i - 1 end  -- with limit keys: every slot, in order
@@ -61,9 +65,10 @@ if count == 0 then
 end
 
 local slots, delayed = {}, {}
-for first = 2, #KEYS - limit_key_count(), 1 + GROUP_KEY_COUNT do
+for first = 2, #KEYS - limit_key_count(), claim_stride() do
   local k = group_keys(first + 1)
   k.seq = KEYS[first]
+  attach_trace(k, claim_trace(first))
   slots[#slots + 1] = k
   delayed[#delayed + 1] = k.delayed
 end
@@ -72,7 +77,7 @@ end
 local any_delayed = rcall("EXISTS", unpack(delayed)) > 0
 if any_delayed then
   for _, k in ipairs(slots) do
-    promote_due(k.ready, k.delayed, now, promote_limit)
+    promote_due(k.ready, k.delayed, now, promote_limit, k)
   end
 end
 
@@ -170,6 +175,12 @@ end
 local out = {-1}
 take_chosen(slots, taken, now, lease_until, holder, out)
 local claimed = taken.n
+if tracing then
+  trace_taken(slots, out, 2, ARGV[8])
+  for _, k in ipairs(slots) do
+    trace_save(k.trace)
+  end
+end
 
 if claimed < count and any_delayed then
   for _, k in ipairs(slots) do

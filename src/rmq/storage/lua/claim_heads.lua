@@ -25,15 +25,18 @@
   KEYS[3]      zset  heads_delayed: slot -> earliest delayed due, epoch ms
   KEYS[4]      string heads_synced: when the index was last built, epoch ms of Redis's clock
   KEYS[5..]    per slot of the window, 10 keys: the slot's delivery-id counter, then the 9
-               group keys; then the group's 4 limit keys (includes/limit_claim.lua)
-  ARGV[1..11]  as claim.lua's (includes/claim_args.lua reads them): now, count, lease ms,
-               serial, promote limit, serial scan depth, generation, holder, then the
-               group's limits (limit_claim.lua): group, waiter id, longest wait ms
-  ARGV[12]     RESYNC: rebuild the index when it was last built this many ms ago or more
-  ARGV[13]     how many slots of the ready index to return as the next window
-  ARGV[14]     at most this many slots to ask for
-  ARGV[15]     how many messages to read from a slot at a time
-  ARGV[16..]   the window: the slot number of each slot in KEYS, in KEYS order
+               group keys (with the trace on, ARGV[12], 12: then the slot's trace keys);
+               then the group's 4 limit keys (includes/limit_claim.lua)
+  ARGV[1..7]   as claim.lua's (includes/claim_args.lua reads them): now, count, lease ms,
+               serial, promote limit, serial scan depth, generation
+  ARGV[8]      who claims, as claim.lua's
+  ARGV[9..11]  the group's limits (limit_claim.lua): group, waiter id, longest wait ms
+  ARGV[12]     the topic's trace as the client read it: "" when off (includes/trace.lua)
+  ARGV[13]     RESYNC: rebuild the index when it was last built this many ms ago or more
+  ARGV[14]     how many slots of the ready index to return as the next window
+  ARGV[15]     at most this many slots to ask for
+  ARGV[16]     how many messages to read from a slot at a time
+  ARGV[17..]   the window: the slot number of each slot in KEYS, in KEYS order
 
   Returns {next_due, needed, window, then the claimed messages as in claim.lua (take.lua's
   take_chosen: the shares' first delivery ids, then runs of messages that share a header),
@@ -73,26 +76,28 @@ end
 local heads_ready, heads_delayed = KEYS[2], KEYS[3]
 local clock_ms = server_ms()
 local synced = tonumber(rcall("GET", KEYS[4]))
-if not synced or math.abs(clock_ms - synced) >= tonumber(ARGV[12]) then
+if not synced or math.abs(clock_ms - synced) >= tonumber(ARGV[13]) then
   return NEED_SYNC
 end
 local limit
 limit, count = limit_open(now, count)
-local report = tonumber(ARGV[13])
-local need_max = tonumber(ARGV[14])
-local first_read = math.min(tonumber(ARGV[15]), count)
+local report = tonumber(ARGV[14])
+local need_max = tonumber(ARGV[15])
+local first_read = math.min(tonumber(ARGV[16]), count)
 
 -- The window: slot number -> index i in KEYS order; slots[i], the slot's group key table,
 -- is built when first used (a claim opens a fraction of the slots it is passed).
 local index_of = {}
-for i = 1, (#KEYS - 4 - limit_key_count()) / (1 + GROUP_KEY_COUNT) do
-  index_of[ARGV[15 + i]] = i
+local stride = claim_stride()
+for i = 1, (#KEYS - 4 - limit_key_count()) / stride do
+  index_of[ARGV[16 + i]] = i
 end
 local slots = setmetatable({}, {__index = function(built, i)
-  local first = 5 + (i - 1) * (1 + GROUP_KEY_COUNT)
+  local first = 5 + (i - 1) * stride
   local k = group_keys(first + 1)
   k.seq = KEYS[first]
-  k.slot = ARGV[15 + i]
+  k.slot = ARGV[16 + i]
+  attach_trace(k, claim_trace(first))
   built[i] = k
   return k
 end})
@@ -110,7 +115,7 @@ for _, slot in ipairs(rcall("ZRANGEBYSCORE", heads_delayed, "-inf", fmt(now))) d
   local i = index_of[slot]
   if i then
     local k = slots[i]
-    promote_due(k.ready, k.delayed, now, promote_limit)
+    promote_due(k.ready, k.delayed, now, promote_limit, k)
     refresh_delayed(heads_delayed, k, slot)
     -- lower the ready entry also when another script (stats) promoted without the index
     local best = head_of(k.ready)
@@ -200,6 +205,12 @@ end
 
 local out = {-1, needed, {}}
 take_chosen(slots, taken, now, lease_until, holder, out)
+if ARGV[12] ~= "" then
+  trace_taken(slots, out, 4, ARGV[8])
+  for _, k in pairs(slots) do
+    trace_save(k.trace)
+  end
+end
 
 -- Every opened slot's entry becomes its head now (slot_stream.lua's stream_head; a serial
 -- topic's candidates skip locked keys, so its slots' heads are read); removed when empty.

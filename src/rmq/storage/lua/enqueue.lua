@@ -8,6 +8,8 @@
   KEYS[3..]    per bound group, the 9 group keys of includes/group_keys.lua, followed, when
                ARGV[4] names the slot, by the group's heads index: heads_ready, heads_delayed
                (includes/heads.lua)
+  KEYS[n-1..n] with the trace on (ARGV[6]): the slot's trace keys, events and tally
+               (includes/trace.lua)
   ARGV[1]      the topic's generation as the client read it from the registry ("": none)
   ARGV[2]      now, epoch ms
   ARGV[3]      wake channel, published when a sleeping consumer has something new to do
@@ -16,7 +18,8 @@
   ARGV[5]      the groups' filters as the client read them from the registry: "" when no
                group has one, else a JSON array with one entry per group in KEYS order, a
                filter program (includes/filter.lua) or 0 for none
-  ARGV[6..]    runs of messages sharing a priority and a due time, in send order, each:
+  ARGV[6]      the topic's trace as the client read it: "" when off (includes/trace.lua)
+  ARGV[7..]    runs of messages sharing a priority and a due time, in send order, each:
                priority (0-255), due (epoch ms; <= now means ready now), n, then n members
 
   Returns one integer per message: 1 when it stored nothing new (it merged into a pending
@@ -29,6 +32,7 @@
 ]]
 --- @include "pending"
 --- @include "generation"
+--- @include "trace"
 --- @include "enqueue_batch"
 
 local gone = topic_gone(KEYS[1], ARGV[1])
@@ -38,6 +42,9 @@ end
 
 local now = tonumber(ARGV[2])
 local clock = open_clock(KEYS[2], now)
-local merged = enqueue_batch(ARGV, 6, 3, now, clock, ARGV[4], ARGV[5])
+local tracer = open_trace(ARGV[6], KEYS[#KEYS - 1], KEYS[#KEYS])
+local merged = enqueue_batch(ARGV, 7, 3, tracer and #KEYS - 2 or #KEYS, now, clock, ARGV[4],
+                             ARGV[5], tracer)
+trace_save(tracer)
 finish(clock, ARGV[3])
 return merged

@@ -7,9 +7,12 @@
   KEYS[1]      string  the slot's generation (includes/settle_call.lua)
   KEYS[2]      hash  the group's in-flight records in one slot
   KEYS[3]      zset  the group's leases in one slot
+  KEYS[4]      zset  with the trace on (ARGV[3]): the slot's trace events (includes/trace.lua)
+  KEYS[5]      hash  with the trace on: the slot's trace tally
   ARGV[1]      the generation the deliveries were claimed under ("": unchecked)
   ARGV[2]      new lease expiry, epoch ms
-  ARGV[3..]    delivery ids
+  ARGV[3]      the topic's trace as the client read it: "" when off
+  ARGV[4..]    delivery ids
 
   Returns one integer per id: 1 if extended, 0 if the delivery was no longer in flight, or
   its topic was deleted (or deleted and created again) since it was claimed.
@@ -20,8 +23,9 @@
 --- @include "scores"
 --- @include "bulk"
 --- @include "settle_call"
+--- @include "trace"
 
-local ids = argv_list(3)
+local ids = argv_list(4)
 local out = {}
 if settle_gone() then
   for j = 1, #ids do
@@ -40,4 +44,10 @@ for j, id in ipairs(ids) do
   end
 end
 bulk("ZADD", KEYS[3], moved)
+local k = {inflight = KEYS[2]}
+attach_trace(k, open_trace(ARGV[3], KEYS[4], KEYS[5]))
+if k.trace then
+  trace_present(k, "extended", ids, held)
+  trace_save(k.trace)
+end
 return out

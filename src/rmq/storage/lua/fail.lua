@@ -8,14 +8,16 @@
   KEYS[3..11]  the 9 group keys of includes/group_keys.lua
   KEYS[12]     with a heads index (ARGV[4]): the group's heads_ready (includes/heads.lua)
   KEYS[13]     with a heads index: the group's heads_delayed
+  KEYS[n-1..n] with the trace on (ARGV[5]): the slot's trace keys (includes/trace.lua)
   ARGV[1]      the generation the deliveries were claimed under ("": unchecked)
   ARGV[2]      now, epoch ms
   ARGV[3]      wake channel
   ARGV[4]      heads index: this slot's number, or "" when the topic keeps none
-  ARGV[5]      max_retries
-  ARGV[6]      retry backoff before the first retry, ms (doubles each retry; 0 = immediate)
-  ARGV[7]      retry backoff cap, ms
-  ARGV[8..]    pairs: delivery id, error text
+  ARGV[5]      the topic's trace as the client read it: "" when off
+  ARGV[6]      max_retries
+  ARGV[7]      retry backoff before the first retry, ms (doubles each retry; 0 = immediate)
+  ARGV[8]      retry backoff cap, ms
+  ARGV[9..]    pairs: delivery id, error text
 
   Returns {retried, dead}; ids whose lease is gone are skipped, and so is every id when the
   topic was deleted (or deleted and created again) since they were claimed: {0, 0}.
@@ -35,11 +37,12 @@ local clock = open_clock(KEYS[2], now)
 local counts = {retried = 0, dead = 0}
 for i = SLOT_ARGS + 4, #ARGV, 2 do
   local outcome = fail(k, ARGV[i], ARGV[i + 1], now, clock,
-    tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]))
+    tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), "failed")
   if outcome then
     counts[outcome] = counts[outcome] + 1
   end
 end
 count_outcomes(k, counts)
+trace_save(k.trace)
 finish(clock, ARGV[3])
 return {counts.retried, counts.dead}

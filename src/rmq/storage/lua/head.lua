@@ -11,12 +11,16 @@
   KEYS[2]      the group's ready zset in this slot
   KEYS[3]      its delayed zset
   KEYS[4]      its key locks (serial topics)
+  KEYS[5]      with the trace on (ARGV[7]): the slot's trace events (includes/trace.lua)
+  KEYS[6]      with the trace on: the slot's trace tally
   ARGV[1]      now, epoch ms
   ARGV[2]      depth: describe bands until they hold this many messages
   ARGV[3]      1 if the topic is key-serial
   ARGV[4]      how many due delayed messages to promote at most
   ARGV[5]      serial topics: how deep to look for keys that are not in flight (>= depth)
   ARGV[6]      the topic's generation as the client read it from the registry ("": none)
+  ARGV[7]      the topic's trace as the client read it: "" when off (its promotions are
+               recorded)
 
   Returns {next_due or -1, more, then per band: priority, how many messages, the score of
   its first (oldest) message}; more is 1 when ready messages follow those described (all
@@ -35,6 +39,7 @@
 --- @include "key_locks"
 --- @include "unlocked"
 --- @include "generation"
+--- @include "trace"
 
 local gone = topic_gone(KEYS[1], ARGV[6])
 if gone then
@@ -44,12 +49,14 @@ end
 local now = tonumber(ARGV[1])
 local depth = tonumber(ARGV[2])
 local k = {ready = KEYS[2], delayed = KEYS[3], locks = KEYS[4]}
+attach_trace(k, open_trace(ARGV[7], KEYS[5], KEYS[6]))
 
 -- Most slots have nothing delayed, or nothing due yet: one read of the delayed head says so.
 local out = {-1, 0}
 local later = rcall("ZRANGE", k.delayed, 0, 0, "WITHSCORES")
 if later[2] and delayed_due(tonumber(later[2])) <= now then
-  promote_due(k.ready, k.delayed, now, tonumber(ARGV[4]))
+  promote_due(k.ready, k.delayed, now, tonumber(ARGV[4]), k)
+  trace_save(k.trace)
   later = rcall("ZRANGE", k.delayed, 0, 0, "WITHSCORES")
 end
 if later[2] then

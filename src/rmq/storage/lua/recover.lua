@@ -9,14 +9,17 @@
   KEYS[3..11]  the 9 group keys of includes/group_keys.lua
   KEYS[12]     with a heads index (ARGV[4]): the group's heads_ready (includes/heads.lua)
   KEYS[13]     with a heads index: the group's heads_delayed
+  KEYS[n-1..n] with the trace on (ARGV[5]): the slot's trace keys (includes/trace.lua)
   ARGV[1]      the topic's generation as the client read it from the registry ("": none)
   ARGV[2]      now, epoch ms
   ARGV[3]      wake channel
   ARGV[4]      heads index: this slot's number, or "" when the topic keeps none
-  ARGV[5]      max_retries
-  ARGV[6]      retry backoff before the first retry, ms
-  ARGV[7]      retry backoff cap, ms
-  ARGV[8]      at most this many deliveries' leases per call (whole leases, at least one:
+  ARGV[5]      the topic's trace as the client read it: "" when off (each recovered
+               delivery is traced as "expired")
+  ARGV[6]      max_retries
+  ARGV[7]      retry backoff before the first retry, ms
+  ARGV[8]      retry backoff cap, ms
+  ARGV[9]      at most this many deliveries' leases per call (whole leases, at least one:
                a lease covers a claim's share of the slot)
 
   Returns {retried, dead}; or, touching nothing, the integer GONE_UNKNOWN or GONE_STALE when
@@ -36,7 +39,7 @@ if gone then
   return gone
 end
 local k, now = open_slot()
-local expired = expired_deliveries(k, now, tonumber(ARGV[8]))
+local expired = expired_deliveries(k, now, tonumber(ARGV[9]))
 if #expired == 0 then
   return {0, 0}
 end
@@ -44,11 +47,12 @@ local clock = open_clock(KEYS[2], now)
 local counts = {retried = 0, dead = 0}
 for _, id in ipairs(expired) do
   local outcome = fail(k, id, "lease expired", now, clock,
-    tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]))
+    tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), "expired")
   if outcome then  -- nil: a lease of its own outlived its record (settled already)
     counts[outcome] = counts[outcome] + 1
   end
 end
 count_outcomes(k, counts)
+trace_save(k.trace)
 finish(clock, ARGV[3])
 return {counts.retried, counts.dead}

@@ -8,11 +8,13 @@
   KEYS[3..11]  the 9 group keys of includes/group_keys.lua
   KEYS[12]     with a heads index (ARGV[4]): the group's heads_ready (includes/heads.lua)
   KEYS[13]     with a heads index: the group's heads_delayed
+  KEYS[n-1..n] with the trace on (ARGV[5]): the slot's trace keys (includes/trace.lua)
   ARGV[1]      the generation the deliveries were claimed under ("": unchecked)
   ARGV[2]      now, epoch ms
   ARGV[3]      wake channel
   ARGV[4]      heads index: this slot's number, or "" when the topic keeps none
-  ARGV[5..]    delivery ids
+  ARGV[5]      the topic's trace as the client read it: "" when off
+  ARGV[6..]    delivery ids
 
   Returns how many were given back: none when the topic was deleted (or deleted and created
   again) since they were claimed.
@@ -34,9 +36,13 @@ local released = 0
 for _, id in ipairs(argv_list(SLOT_ARGS + 1)) do
   local p, a, due, member = take_inflight(k, id)
   if p then
+    if k.trace then
+      trace_delivery(k, "released", id)
+    end
     requeue(k, member, p, a - 1, due, now, clock, due_stamp(due))
     released = released + 1
   end
 end
+trace_save(k.trace)
 finish(clock, ARGV[3])
 return released

@@ -8,11 +8,13 @@
   KEYS[3..11]  the 9 group keys of includes/group_keys.lua
   KEYS[12]     with a heads index (ARGV[4]): the group's heads_ready (includes/heads.lua)
   KEYS[13]     with a heads index: the group's heads_delayed
+  KEYS[n-1..n] with the trace on (ARGV[5]): the slot's trace keys (includes/trace.lua)
   ARGV[1]      the topic's generation as the client read it from the registry ("": none)
   ARGV[2]      now, epoch ms
   ARGV[3]      wake channel
   ARGV[4]      heads index: this slot's number, or "" when the topic keeps none
-  ARGV[5..]    dead-letter ids; none means every dead letter of the slot
+  ARGV[5]      the topic's trace as the client read it: "" when off
+  ARGV[6..]    dead-letter ids; none means every dead letter of the slot
 
   Returns {requeued}: how many were requeued; or, touching nothing, the integer
   GONE_UNKNOWN or GONE_STALE when the topic is gone (the client read its settings before
@@ -43,8 +45,12 @@ for _, id in ipairs(ids) do
     rcall("HDEL", k.dead, id)
     rcall("ZREM", k.dead_index, id)
     put_pending(k, member, p, now, now, clock, nil)
+    if k.trace then
+      trace_message(k, "requeued", member, id)
+    end
     requeued = requeued + 1
   end
 end
+trace_save(k.trace)
 finish(clock, ARGV[3])
 return {requeued}

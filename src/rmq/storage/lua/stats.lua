@@ -4,8 +4,12 @@
   messages first (their place does not depend on when that happens) so that "delayed" means
   due in the future.
 
-  KEYS         the 9 group keys of includes/group_keys.lua
+  KEYS[1..9]   the 9 group keys of includes/group_keys.lua
+  KEYS[10]     with the trace on (ARGV[2]): the slot's trace events (includes/trace.lua)
+  KEYS[11]     with the trace on: the slot's trace tally
   ARGV[1]      now, epoch ms
+  ARGV[2]      the topic's trace as the client read it: "" when off (its promotions are
+               recorded)
 
   Returns {delayed, in_flight, dead, next_due or -1, {priority, count, oldest_due_ms}...,
   counters as a flat field/value list}.
@@ -19,10 +23,13 @@
 --- @include "scores"
 --- @include "pending"
 --- @include "group_keys"
+--- @include "trace"
 
 local now = tonumber(ARGV[1])
 local k = group_keys(1)
-promote_due(k.ready, k.delayed, now, 100000)
+attach_trace(k, open_trace(ARGV[2], KEYS[10], KEYS[11]))
+promote_due(k.ready, k.delayed, now, 100000, k)
+trace_save(k.trace)
 
 local bands = {}
 local from = "-inf"

@@ -11,6 +11,8 @@
                closed (zset), halves (list), parts (hash), counts (hash)
   KEYS[8..]    per bound group, the 9 group keys of includes/group_keys.lua, followed, when
                ARGV[4] names the slot, by the group's heads_ready and heads_delayed
+  KEYS[n-1..n] with the trace on (ARGV[8]): the slot's trace keys, events and tally
+               (includes/trace.lua)
   ARGV[1]      the topic's generation as the client read it ("": none)
   ARGV[2]      now, epoch ms: the commit's time
   ARGV[3]      wake channel, published when a sleeping consumer has something new to do
@@ -18,6 +20,8 @@
   ARGV[5]      the groups' filters, as enqueue.lua's ARGV[5]
   ARGV[6]      the transaction id
   ARGV[7]      tx_retention, ms: how long a closed id is remembered
+  ARGV[8]      the topic's trace as the client read it: "" when off (includes/trace.lua);
+               on, each half message committed is traced as sent or merged
 
   Returns {TX_DONE, halves, merged} when this call committed (merged: how many of them
   stored nothing new), {TX_COMMITTED or TX_ROLLED_BACK, 0, 0} when it was closed before,
@@ -29,6 +33,7 @@
 ]]
 --- @include "pending"
 --- @include "generation"
+--- @include "trace"
 --- @include "enqueue_batch"
 --- @include "tx_state"
 
@@ -70,9 +75,12 @@ end
 
 local merged = 0
 local clock = open_clock(KEYS[2], now)
-for _, flag in ipairs(enqueue_batch(halves, 1, 8, now, clock, ARGV[4], ARGV[5])) do
+local tracer = open_trace(ARGV[8], KEYS[#KEYS - 1], KEYS[#KEYS])
+for _, flag in ipairs(enqueue_batch(halves, 1, 8, tracer and #KEYS - 2 or #KEYS, now, clock,
+                                    ARGV[4], ARGV[5], tracer)) do
   merged = merged + flag
 end
+trace_save(tracer)
 finish(clock, ARGV[3])
 tx_close(t, id, now, true, retention, held)
 return {TX_DONE, held, merged}

@@ -68,7 +68,7 @@
     const names = { slots: "slots", max_retries: "max retries", visibility_timeout: "visibility timeout (s)",
                     max_message_bytes: "max message bytes", max_delay: "max delay (s)",
                     retry_backoff: "retry backoff (s)", retry_backoff_max: "backoff cap (s)",
-                    serial_keys: "serial keys" };
+                    serial_keys: "serial keys", trace: "trace", trace_retention: "trace retention (s)" };
     document.getElementById("settings").replaceChildren(...Object.entries(names).flatMap(([k, label]) => [
       el("dt", {}, label), el("dd", {}, String(d.settings[k]))]));
     for (const input of document.getElementById("alter-form").elements) {

@@ -4,13 +4,14 @@
   transaction's commit does with its half messages (tx_commit.lua), so a committed message
   is stored exactly as a sent one.
 
-  enqueue_batch(source, first_arg, first_key, now, clock, slot, filters) reads runs of
-  messages from source[first_arg..] (a table shaped as enqueue.lua's ARGV[6..]: runs of
-  priority, due, n, then n members) and the groups' keys from KEYS[first_key..] (the 9
-  group keys, plus the 2 heads index keys when `slot` is not ""). `filters`: enqueue.lua's
-  ARGV[5]. Returns one integer per message as enqueue.lua does (1: merged in every group
-  that accepted it), and counts sent, merged and filtered per group. The caller calls
-  finish(clock, channel) afterwards.
+  enqueue_batch(source, first_arg, first_key, last_key, now, clock, slot, filters, tracer)
+  reads runs of messages from source[first_arg..] (a table shaped as enqueue.lua's
+  ARGV[7..]: runs of priority, due, n, then n members) and the groups' keys from
+  KEYS[first_key..last_key] (the 9 group keys, plus the 2 heads index keys when `slot` is
+  not ""). `filters`: enqueue.lua's ARGV[5]; `tracer`: the slot's (trace.lua), or nil.
+  Returns one integer per message as enqueue.lua does (1: merged in every group that
+  accepted it), counts sent, merged and filtered per group, and traces sent and merged. The
+  caller calls trace_save(tracer) and finish(clock, channel) afterwards.
 
   Provides: enqueue_batch.  Needs: rcall, KEYS, CALL, and the includes below.
 ]]
@@ -19,8 +20,10 @@
 --- @include "heads"
 --- @include "member"
 --- @include "filter"
+--- @include "trace"
 
-local function enqueue_batch(source, first_arg, first_key, now, clock, slot, filters_json)
+local function enqueue_batch(source, first_arg, first_key, last_key, now, clock, slot,
+                             filters_json, tracer)
   local runs = {}
   local total = 0
   local i = first_arg
@@ -39,6 +42,7 @@ local function enqueue_batch(source, first_arg, first_key, now, clock, slot, fil
     if slot ~= "" then
       attach_heads(k, KEYS[first + GROUP_KEY_COUNT], KEYS[first + GROUP_KEY_COUNT + 1], slot)
     end
+    attach_trace(k, tracer)
     return k
   end
 
@@ -73,7 +77,7 @@ local function enqueue_batch(source, first_arg, first_key, now, clock, slot, fil
     local priority, due, at = runs[1][1], runs[1][2], runs[1][3]
     local member = source[at]
     local merged_everywhere = UNSEEN
-    for first = first_key, #KEYS, stride do
+    for first = first_key, last_key, stride do
       local k = open_group(first)
       local accepts = group_filter(first)
       if accepts and not accepts(at) then
@@ -85,8 +89,14 @@ local function enqueue_batch(source, first_arg, first_key, now, clock, slot, fil
           if merged_everywhere == 2 then
             merged_everywhere = 1
           end
+          if tracer then
+            trace_merged(k, member)
+          end
         else
           merged_everywhere = 0
+          if tracer then
+            trace_message(k, "sent", member)
+          end
         end
       end
     end
@@ -98,13 +108,13 @@ local function enqueue_batch(source, first_arg, first_key, now, clock, slot, fil
     merged_everywhere[n] = UNSEEN
   end
 
-  for first = first_key, #KEYS, stride do
+  for first = first_key, last_key, stride do
     local k = open_group(first)
     local accepts = group_filter(first)
     local merged, accepted = 0, 0
     for _, run in ipairs(runs) do
       local offset = run[5]
-      put_pending_run(k, run[3], run[4], run[1], run[2], now, clock, function(n, was_merged)
+      local on_send = function(n, was_merged)
         accepted = accepted + 1
         if was_merged then
           merged = merged + 1
@@ -114,7 +124,19 @@ local function enqueue_batch(source, first_arg, first_key, now, clock, slot, fil
         else
           merged_everywhere[offset + n] = 0
         end
-      end, accepts, source)
+      end
+      if tracer then
+        local counted, from = on_send, run[3]
+        on_send = function(n, was_merged)
+          if was_merged then
+            trace_merged(k, source[from + n - 1])
+          else
+            trace_message(k, "sent", source[from + n - 1])
+          end
+          counted(n, was_merged)
+        end
+      end
+      put_pending_run(k, run[3], run[4], run[1], run[2], now, clock, on_send, accepts, source)
     end
     if accepted > 0 then
       rcall("HINCRBY", k.counters, "sent", accepted)

@@ -7,7 +7,9 @@
   for the next one (send order). Returns true when the message merged.
 
   Every message put into ready or delayed is noted in the slot's heads index when the
-  group's key table has one (heads.lua): `finish` writes the index.
+  group's key table has one (heads.lua): `finish` writes the index. A held delayed message
+  that a merge makes ready is traced as promoted when the key table has a tracer
+  (trace.lua).
 
   Provides: open_clock, put_pending, put_pending_run, finish, and promote_due (from
   promote.lua).  Needs: rcall, CALL (what
@@ -17,6 +19,7 @@
 --- @include "bulk"
 --- @include "promote"
 --- @include "heads"
+--- @include "trace"
 
 -- The slot clock hands out strictly increasing stamps so that sends in one millisecond
 -- keep their order; it reads and writes the clock key once per script call.
@@ -103,6 +106,9 @@ local function put_pending(k, member, priority, due, now, clock, stamp)
         stamp = due_stamp(held_due)
       end
       add_ready(k, member, ready_score(p, stamp or clock:next()))
+      if k.trace then
+        trace_message(k, "promoted", member)
+      end
     elseif due < held_due or p ~= delayed_priority(score) then
       add_delayed(k, member, delayed_score(math.min(due, held_due), p))
     end

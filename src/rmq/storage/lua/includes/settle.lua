@@ -15,6 +15,7 @@
 --- @include "records"
 --- @include "bulk"
 --- @include "pending"
+--- @include "trace"
 local function take_inflight(k, id)
   local record = rcall("HGET", k.inflight, id)
   if not record then
@@ -82,15 +83,22 @@ local function requeue(k, member, p, attempts, due, now, clock, stamp)
 end
 
 -- A failed delivery: retry after the backoff, or dead-letter it when the attempts are spent.
--- Returns "retried" or "dead".
-local function fail(k, id, err, now, clock, max_retries, backoff, backoff_max)
+-- Returns "retried" or "dead". `event`: how the trace names the failure ("failed", or
+-- "expired" for a lease that ran out).
+local function fail(k, id, err, now, clock, max_retries, backoff, backoff_max, event)
   local p, a, due, member, unlocked = take_inflight(k, id)
   if not p then
     return nil
   end
+  if k.trace then
+    trace_delivery(k, event, id, err)
+  end
   if a >= 1 + max_retries then
     rcall("HSET", k.dead, id, dead_record(p, a, due, now, err, member))
     rcall("ZADD", k.dead_index, fmt(now), id)
+    if k.trace then
+      trace_delivery(k, "dead", id, err)
+    end
     return "dead"
   end
   local delay = 0

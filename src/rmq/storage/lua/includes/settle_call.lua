@@ -19,9 +19,12 @@
   KEYS[3..11]  the 9 group keys of includes/group_keys.lua
   KEYS[12]     with a heads index (ARGV[4]): the group's heads_ready (includes/heads.lua)
   KEYS[13]     with a heads index: the group's heads_delayed
+  KEYS[n-1..n] with the trace on (ARGV[5]): the slot's trace keys, events and tally
+               (includes/trace.lua)
   ARGV[2]      now, epoch ms
   ARGV[3]      wake channel
   ARGV[4]      heads index: this slot's number, or "" when the topic keeps none
+  ARGV[5]      the topic's trace as the client read it: "" when off
   and their own arguments from ARGV[SLOT_ARGS + 1].
 
   Provides: settle_gone, SLOT_ARGS, open_slot, groups_from, argv_list, counted_list.
@@ -30,29 +33,37 @@
 --- @include "generation"
 --- @include "group_keys"
 --- @include "heads"
+--- @include "trace"
 
 -- nil when the deliveries are the topic's as it is, else GONE_UNKNOWN or GONE_STALE.
 local function settle_gone()
   return topic_gone(KEYS[1], ARGV[1])
 end
 
-local SLOT_ARGS = 4
+local SLOT_ARGS = 5
 
--- A one-slot script's group keys (with the heads index when the topic keeps one) and now.
+-- A one-slot script's group keys (with the heads index when the topic keeps one, and its
+-- tracer when the trace is on) and now.
 local function open_slot()
   local k = group_keys(3)
   if ARGV[4] ~= "" then
     attach_heads(k, KEYS[3 + GROUP_KEY_COUNT], KEYS[4 + GROUP_KEY_COUNT], ARGV[4])
   end
+  attach_trace(k, open_trace(ARGV[5], KEYS[#KEYS - 1], KEYS[#KEYS]))
   return k, tonumber(ARGV[2])
 end
 
 -- The group key tables of KEYS[first..last] (last: #KEYS), one per slot (ack: a call
--- settles several slots).
-local function groups_from(first, last)
+-- settles several slots), each followed by the slot's two trace keys when `trace` (the
+-- topic's trace) is not "".
+local function groups_from(first, last, trace)
   local slots = {}
-  for at = first, last or #KEYS, GROUP_KEY_COUNT do
-    slots[#slots + 1] = group_keys(at)
+  local stride = (trace or "") == "" and GROUP_KEY_COUNT or GROUP_KEY_COUNT + 2
+  for at = first, last or #KEYS, stride do
+    local k = group_keys(at)
+    attach_trace(k, open_trace(trace or "", KEYS[at + GROUP_KEY_COUNT],
+      KEYS[at + GROUP_KEY_COUNT + 1]))
+    slots[#slots + 1] = k
   end
   return slots
 end

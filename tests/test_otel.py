@@ -1,0 +1,147 @@
+"""OpenTelemetry (SPEC §11, the ``otel`` extra): with a tracer provider configured, sends
+make producer spans and each handler call a consumer span linked to the producer spans of
+the sends merged into its message (at most 32), named by the messaging conventions; without
+one, nothing is stored. A provider is global to a process, so each configured run is a
+subprocess that records its spans with the SDK's ``InMemorySpanExporter``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import redis
+
+import rmq
+
+SETUP = """
+import asyncio, json, sys, threading
+import rmq
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+client = rmq.Client(sys.argv[1])
+
+
+def consume(topic, count):
+    handled = []
+    done = threading.Event()
+
+    def handle(message):
+        handled.append(message.text)
+        if len(handled) == count:
+            done.set()
+
+    consumer = rmq.Consumer(client, topic, handle, concurrency=1).start()
+    assert done.wait(30), handled
+    consumer.stop(grace=5)
+
+
+def report():
+    spans = []
+    for span in exporter.get_finished_spans():
+        spans.append({"name": span.name, "kind": span.kind.name,
+                      "attributes": dict(span.attributes),
+                      "context": [span.context.trace_id, span.context.span_id],
+                      "links": [[link.context.trace_id, link.context.span_id]
+                                for link in span.links]})
+    print(json.dumps(spans))
+"""
+
+MERGED_SENDS = SETUP + """
+client.create_topic("renders")
+client.send("renders", b"product:42")
+client.send("renders", b"product:42")
+client.send_many("renders", [b"product:42", b"product:7"])
+
+
+async def send_async():
+    async with rmq.AsyncClient(sys.argv[1]) as other:
+        await other.send("renders", b"product:42")
+
+asyncio.run(send_async())
+consume("renders", 2)
+report()
+"""
+
+MANY_SENDS = SETUP + """
+client.create_topic("renders")
+for _ in range(40):
+    client.send("renders", b"product:42")
+consume("renders", 1)
+report()
+"""
+
+
+def run(script: str, url: str) -> list[dict]:
+    done = subprocess.run([sys.executable, "-c", script, url], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_handler_span_links_to_the_producer_spans_of_the_sends_merged_into_its_message(
+        redis_url):
+    spans = run(MERGED_SENDS, redis_url)
+    producers = [s for s in spans if s["kind"] == "PRODUCER"]
+    consumers = {s["attributes"]["messaging.message.id"]: s for s in spans
+                 if s["kind"] == "CONSUMER"}
+    assert [s["name"] for s in producers] == ["send renders"] * 4
+    assert all(s["attributes"]["messaging.system"] == "rmq"
+               and s["attributes"]["messaging.destination.name"] == "renders"
+               and s["attributes"]["messaging.operation.type"] == "send" for s in producers)
+    single, merged, batch, from_async = producers
+    product_42 = rmq.message_id_of("renders", b"product:42")
+    assert single["attributes"]["messaging.message.id"] == product_42
+    assert merged["attributes"]["rmq.merged"] is True
+    assert batch["attributes"]["messaging.batch.message_count"] == 2
+    assert set(consumers) == {product_42, rmq.message_id_of("renders", b"product:7")}
+    handled = consumers[product_42]
+    assert handled["name"] == "process renders"
+    assert handled["attributes"]["messaging.consumer.group.name"] == "default"
+    assert handled["attributes"]["messaging.operation.type"] == "process"
+    assert sorted(handled["links"]) == sorted(
+        s["context"] for s in (single, merged, batch, from_async))
+    assert consumers[rmq.message_id_of("renders", b"product:7")]["links"] == [batch["context"]]
+    # what the sends kept for the claim was taken by it
+    assert [key for node in _nodes(redis_url) for key in node.keys("*:links:*")] == []
+
+
+def test_a_handler_span_links_to_the_latest_32_sends(redis_url):
+    spans = run(MANY_SENDS, redis_url)
+    producers = [s["context"] for s in spans if s["kind"] == "PRODUCER"]
+    (consumer,) = [s for s in spans if s["kind"] == "CONSUMER"]
+    assert len(producers) == 40
+    assert consumer["links"] == producers[-32:]
+
+
+def test_without_a_tracer_provider_no_span_context_is_stored(redis_url):
+    with rmq.Client(redis_url) as client:
+        client.create_topic("renders")
+        client.send("renders", b"product:42")
+        client.send_many("renders", [b"product:42", b"product:7"])
+        assert rmq.otel.tracer() is None
+        stored = [row.message_id for row in client.snapshot("renders")]
+        assert len(stored) == 2
+        for message in client.claim("renders"):
+            assert rmq.message.links_of(message) == ()
+    links = [key for node in _nodes(redis_url) for key in node.keys("*:links:*")]
+    assert links == []
+
+
+def _nodes(url: str) -> list[redis.Redis]:
+    first = redis.Redis.from_url(url)
+    try:
+        masters = [n for n in first.execute_command("CLUSTER", "NODES").decode().splitlines()
+                   if "master" in n]
+    except redis.ResponseError:
+        return [first]
+    hosts = [line.split()[1].split("@")[0] for line in masters]
+    return [redis.Redis(host=h.rsplit(":", 1)[0], port=int(h.rsplit(":", 1)[1]))
+            for h in hosts]

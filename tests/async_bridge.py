@@ -34,6 +34,8 @@ class AsyncBridge:
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self.inner, name)
+        if name == "transaction":  # an AsyncTransaction, its methods blocking
+            return lambda *args, **kwargs: BlockingTransaction(self, attribute(*args, **kwargs))
         if inspect.iscoroutinefunction(attribute):
             return lambda *args, **kwargs: self._wait(attribute(*args, **kwargs))
         if inspect.isasyncgenfunction(attribute):
@@ -46,6 +48,27 @@ class AsyncBridge:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
         self._loop.close()
+
+
+class BlockingTransaction:
+    """An ``AsyncTransaction`` whose methods block, a ``with`` block for ``async with``."""
+
+    def __init__(self, bridge: AsyncBridge, inner: Any):
+        self._bridge = bridge
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self.inner, name)
+        if inspect.iscoroutinefunction(attribute):
+            return lambda *args, **kwargs: self._bridge._wait(attribute(*args, **kwargs))
+        return attribute
+
+    def __enter__(self) -> BlockingTransaction:
+        self._bridge._wait(self.inner.__aenter__())
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._bridge._wait(self.inner.__aexit__(*exc))
 
 
 async def _read(rows: AsyncIterator[Any]) -> list[Any]:

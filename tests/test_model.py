@@ -1,6 +1,7 @@
 """A property-based stateful test: random sends, claims, acks, nacks, releases, extensions,
-lease expiries with ``recover``, dead-letter requeues, clock steps and the topic deleted and
-created again under its name, driven against a real
+lease expiries with ``recover``, dead-letter requeues, clock steps, the topic deleted and
+created again under its name, and transactions (``model_transactions.py``: half sends,
+commits, rollbacks, commits cut off midway, check-backs), driven against a real
 Redis through the public ``rmq.Client`` and against a small pure-Python model of SPEC §2-3.
 After every step the two must agree: what ``claim`` hands out (and in which order), attempts,
 due times, leases, dead letters and, when asked, ``stats``.
@@ -68,6 +69,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from model_transactions import CHECK_INTERVAL_MS, MAX_CHECKS, TransactionRules
 
 import rmq
 from rmq.storage.queue import keeps_heads
@@ -208,7 +210,7 @@ def precedes(a: Pending, b: Pending, cluster: bool = False) -> bool:
     return a.slot == b.slot and a.seq is not None and b.seq is not None and a.seq < b.seq
 
 
-class QueueMachine(RuleBasedStateMachine):
+class QueueMachine(TransactionRules, RuleBasedStateMachine):
     """Subclasses set ``SLOTS``."""
 
     SLOTS = 1
@@ -285,7 +287,8 @@ class QueueMachine(RuleBasedStateMachine):
                visibility: float) -> None:
         self.client.create_topic(self.topic, slots=self.SLOTS, max_retries=max_retries,
                                  retry_backoff=backoff, retry_backoff_max=backoff_max,
-                                 visibility_timeout=visibility)
+                                 visibility_timeout=visibility,
+                                 check_interval=CHECK_INTERVAL_MS / 1000, max_checks=MAX_CHECKS)
         self.model = Model(self.SLOTS, max_retries, round(backoff * 1000),
                            round(backoff_max * 1000), round(visibility * 1000))
         self.live = True
@@ -301,6 +304,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.max_in_flight, self.permits = None, {}  # the limits go with the topic
         self.deleted += self.handed
         self.handed = []
+        self.forget_transactions()
         m = self.m
         self.model = Model(m.slots, m.max_retries, m.backoff_ms, m.backoff_max_ms,
                            m.visibility_ms)
@@ -664,6 +668,8 @@ class QueueMachine(RuleBasedStateMachine):
                 stored[("pending", r.slot, r.body, r.key, r.priority, r.due_at, r.attempts)] += 1
                 if r.state == "ready":
                     assert r.due_at <= now
+            elif r.state == "half":  # of an open transaction (model_transactions.py)
+                stored[("half", r.slot, r.id, r.body, r.key, r.priority)] += 1
             elif r.state == "in_flight":
                 stored[("in_flight", r.slot, r.body, r.key, r.priority, r.due_at, r.attempts,
                         r.id, r.lease_until)] += 1
@@ -680,6 +686,7 @@ class QueueMachine(RuleBasedStateMachine):
         for d in self.m.dead.values():
             model[("dead", d.slot, d.body, d.key, d.priority, d.due, d.attempts, d.id,
                    d.dead_at, d.error)] += 1
+        model += self.model_halves()
         assert stored == model, (
             f"Redis has, model lacks: {sorted((stored - model).elements(), key=repr)}\n"
             f"model has, Redis lacks: {sorted((model - stored).elements(), key=repr)}")

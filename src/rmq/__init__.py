@@ -4,6 +4,7 @@ priority, with delayed and fixed-time delivery and at-least-once consumption."""
 from typing import TYPE_CHECKING
 
 from .client import Client, ServerClock, system_clock
+from .client.tx_handles import AsyncTransaction, Transaction
 from .errors import RMQError
 from .message import DeadLetter, Message, Priority, SendCounts, SendResult, message_id_of
 from .settings import GroupLimits, TopicSettings
@@ -14,6 +15,7 @@ from .storage.registry import ConsumerInfo, TopicInfo
 from .storage.snapshot import SnapshotRow
 from .storage.stats import GroupStats, SlotStats, TopicStats
 from .storage.trace import TraceEvent
+from .storage.transactions import OpenTransaction, TransactionStats
 
 if TYPE_CHECKING:  # loaded on first use (__getattr__ below); named here for type checkers
     from .client.asynchronous import AsyncClient
@@ -22,6 +24,7 @@ if TYPE_CHECKING:  # loaded on first use (__getattr__ below); named here for typ
 __all__ = [
     "Client",
     "AsyncClient",
+    "AsyncTransaction",
     "Consumer",
     "ConsumerInfo",
     "DeadLetter",
@@ -29,6 +32,7 @@ __all__ = [
     "GroupStats",
     "HistorySample",
     "Message",
+    "OpenTransaction",
     "PeekPage",
     "PerTopic",
     "Priority",
@@ -42,6 +46,8 @@ __all__ = [
     "TopicInfo",
     "TopicSettings",
     "TopicStats",
+    "Transaction",
+    "TransactionStats",
     "TraceEvent",
     "message_id_of",
     "system_clock",

@@ -36,6 +36,7 @@ __all__ = [
     "CorruptRegistry",
     "WrongKeyType",
     "MissingExtra",
+    "TransactionClosed",
 ]
 
 
@@ -195,3 +196,17 @@ class WrongKeyType(RMQError):
     """A key RMQ reads holds another Redis type than the one RMQ keeps there (Redis answered
     ``WRONGTYPE``): another program wrote it. A registry key so written makes the topic's
     entry a :class:`CorruptRegistry`, which names the key."""
+
+
+class TransactionClosed(RMQError):
+    """A send, commit or rollback on a transaction already closed the other way (a commit
+    after a rollback, a rollback after a commit), or a send on a closed transaction: its id
+    is remembered for the topic's ``tx_retention``. ``state`` is "committed" or
+    "rolled_back"."""
+
+    def __init__(self, topic: str, transaction_id: str, state: str, what: str):
+        super().__init__(f"transaction {transaction_id!r} of topic {topic!r} is "
+                         f"{state.replace('_', ' ')}: cannot {what}")
+        self.topic = topic
+        self.transaction_id = transaction_id
+        self.state = state

@@ -53,6 +53,10 @@ class TopicSettings:
     retry_backoff_max: the cap of that wait.
     serial_keys: never run two messages with the same key at once, anywhere in a group,
         and run them in send order within a priority.
+    check_after, check_interval, max_checks, tx_retention: transactions (SPEC §12,
+        docs/transactions.md): an open one is checked back ``check_after`` after its last
+        half send, again every ``check_interval`` while unknown, at most ``max_checks``
+        times; a closed one's id is remembered for ``tx_retention``.
     trace: record every state change of every message in each group (docs/trace.md).
     trace_retention: how long a recorded event is kept, in seconds.
     trace_cap: at most this many events kept per slot (the oldest go first).
@@ -66,6 +70,10 @@ class TopicSettings:
     retry_backoff: float = 1.0
     retry_backoff_max: float = 300.0
     serial_keys: bool = False
+    check_after: float = 6.0
+    check_interval: float = 30.0
+    max_checks: int = 15
+    tx_retention: float = _DAY
     trace: bool = False
     trace_retention: float = _DAY
     trace_cap: int = 10_000
@@ -82,6 +90,10 @@ class TopicSettings:
         check_number("retry_backoff_max", self.retry_backoff_max, 0, 30 * _DAY)
         if not isinstance(self.serial_keys, bool):
             raise InvalidSetting(f"serial_keys must be True or False, got {self.serial_keys!r}")
+        check_number("check_after", self.check_after, 0.001, _DAY)
+        check_number("check_interval", self.check_interval, 0.001, _DAY)
+        check_int("max_checks", self.max_checks, 1, 1_000_000)
+        check_number("tx_retention", self.tx_retention, 1, 365 * _DAY)
         if not isinstance(self.trace, bool):
             raise InvalidSetting(f"trace must be True or False, got {self.trace!r}")
         check_number("trace_retention", self.trace_retention, 1, 30 * _DAY)

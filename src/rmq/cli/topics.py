@@ -1,4 +1,4 @@
-"""``rmq topic create|list|show|alter|delete|pause|resume|bind|unbind|limits``."""
+"""``rmq topic create|list|show|alter|delete|pause|resume|bind|unbind|limits|transactions``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import TopicConflict
 from ..settings import TopicSettings
-from . import limits
+from . import limits, transactions
 from .common import CommandError, open_client, print_json, table
 
 __all__ = ["add_parsers"]
@@ -25,6 +25,12 @@ _SETTINGS: list[tuple[str, Any, str]] = [
                            "(default 30 days)"),
     ("--retry-backoff", float, "seconds before the first retry, doubling after (default 1)"),
     ("--retry-backoff-max", float, "cap of the retry backoff, in seconds (default 300)"),
+    ("--check-after", float, "seconds after a transaction's last half send before its "
+                             "checker is asked (default 6)"),
+    ("--check-interval", float, "seconds between two checks of a transaction (default 30)"),
+    ("--max-checks", int, "checks of a transaction before it is abandoned (default 15)"),
+    ("--tx-retention", float, "seconds a closed transaction's id is remembered "
+                              "(default 86400)"),
     ("--trace-retention", float, "how long the trace keeps an event, in seconds (default "
                                  "86400)"),
     ("--trace-cap", int, "at most this many traced events per slot (default 10000)"),
@@ -216,3 +222,6 @@ def add_parsers(commands: Any) -> None:
     limits.configure(action("limits", limits.limits,
                             "show or set a group's fleet-wide limits (held by all its "
                             "consumers together)"))
+    transactions.configure(action("transactions", transactions.transactions,
+                                  "list a topic's open transactions (their age, half "
+                                  "messages and checks), or commit or roll one back"))

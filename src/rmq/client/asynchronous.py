@@ -21,6 +21,7 @@ from ..errors import UnknownTopic
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
 from ..properties import PropertyValue
 from ..runtime import Consumer, start_each
+from ..runtime.checker import CheckBack
 from ..settings import DEFAULT_GROUP, GroupLimits, TopicSettings, check_topic_name
 from ..storage.history import TopicHistory
 from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, problem_of
@@ -39,6 +40,7 @@ from .group_commit import AsyncGroupCommit
 from .limited import AwaitCapacity
 from .replication import BatchNotReplicated, Replication
 from .sync import Client
+from .tx_handles import AsyncTransactionMethods
 from .urls import check_url
 from .waiter import AsyncWaiter
 
@@ -48,7 +50,7 @@ T = TypeVar("T")
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
 
-class AsyncClient(BaseClient):
+class AsyncClient(BaseClient, AsyncTransactionMethods):
     """A connection to RMQ for asyncio; the methods are those of :class:`rmq.Client`,
     awaited (``snapshot`` is an async iterator). Safe to share between the tasks of one event
     loop. Arguments as for ``Client``; a ``retry`` among ``redis_options`` must be a
@@ -68,6 +70,7 @@ class AsyncClient(BaseClient):
         self._loading: dict[str, asyncio.Lock] = {}
         self._waiters: dict[str, AsyncWaiter] = {}
         self._handlers: list[tuple[str, Callable[..., Any], dict[str, Any]]] = []
+        self._checkers = []  # (topic, fn) of @checker: check-backs run by run()
         self._commit: AsyncGroupCommit | None = None  # concurrent sends share round trips
 
     @classmethod
@@ -413,10 +416,11 @@ class AsyncClient(BaseClient):
         signals = (signal.SIGINT, signal.SIGTERM)
         for sig in signals:
             loop.add_signal_handler(sig, stop.set)
-        consumers: list[Consumer] = []
+        consumers: list[Consumer | CheckBack] = []
         try:
             consumers += [Consumer(client, topic, function, **handler_options)
                           for topic, function, handler_options in self._handlers]
+            consumers += [CheckBack(client, topic, fn) for topic, fn in self._checkers]
             await asyncio.to_thread(start_each, consumers)
             await stop.wait()
         finally:

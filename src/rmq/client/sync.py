@@ -35,6 +35,7 @@ from .executor import Executor
 from .group_commit import GroupCommit
 from .limited import AwaitCapacity
 from .replication import BatchNotReplicated, Replication
+from .tx_handles import TransactionMethods
 from .urls import resolve_url
 from .waiter import Waiter
 
@@ -44,7 +45,7 @@ T = TypeVar("T")
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
 
-class Client(BaseClient):
+class Client(BaseClient, TransactionMethods):
     """A connection to RMQ. Thread-safe; one per process is enough.
 
     ``url``: a ``redis://``, ``rediss://`` or ``unix://`` URL of a Redis 7+ server or of any
@@ -80,6 +81,7 @@ class Client(BaseClient):
         self._waiters: dict[str, Waiter] = {}
         self._waiters_lock = threading.Lock()
         self._decorated: list[Consumer] = []
+        self._check_backs = []  # of the @checker functions, run by run()
         # concurrent single sends from several threads share round trips
         self._commit = GroupCommit(self._execute)
         self._run(self.replication.check_server())
@@ -420,5 +422,6 @@ class Client(BaseClient):
         return decorate
 
     def run(self) -> None:
-        """Run every ``@handler`` consumer until SIGINT/SIGTERM, then shut down gracefully."""
-        run_all(self._decorated)
+        """Run every ``@handler`` consumer and ``@checker`` check-back until SIGINT/SIGTERM,
+        then shut down gracefully."""
+        run_all([*self._decorated, *self._check_backs])

@@ -8,12 +8,15 @@ base holds the queue's hot paths; it relies on the base's registry cache and clo
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from ..message import DeadLetter
 from ..settings import check_group_name
 from ..storage import dead, history, registry
 from ..storage import peek as peek_ops
+from ..storage import transactions as tx_ops
+from ..storage.calls import together
 from ..storage.codec import to_ms
 from ..storage.history import TopicHistory
 from ..storage.peek import PeekPage
@@ -71,9 +74,12 @@ class ViewFlows:
     def _stats(self, topic: str) -> Flow[TopicStats]:
         info = yield from self._topic(topic, fresh=True)
         now = yield from self._now()
-        return (yield from collect(topic, registry.groups_with_data(info), info.settings.slots,
-                                   info.paused, now, info.limits,
-                                   trace_argument(topic, info.settings)))
+        collected, transactions = yield from together([
+            collect(topic, registry.groups_with_data(info), info.settings.slots, info.paused,
+                    now, info.limits, trace_argument(topic, info.settings)),
+            tx_ops.stats(topic, info.settings.slots)])
+        stats: TopicStats = replace(collected, transactions=transactions)
+        return stats
 
     def _snapshot_parts(self, topic: str, groups: Sequence[str] | None,
                         slots: Sequence[int] | None) -> Flow[list[tuple[str, int]]]:
@@ -81,11 +87,16 @@ class ViewFlows:
         names = check_names(groups)
         info = yield from self._topic(topic, fresh=True)
         wanted = check_slots(slots, info.settings.slots)
-        return [(group, slot) for group in names or registry.groups_with_data(info)
-                for slot in (wanted if wanted is not None else range(info.settings.slots))]
+        slot_numbers = wanted if wanted is not None else range(info.settings.slots)
+        # half messages belong to no group: their part of a slot has the group ""
+        return [(group, slot) for group in [*(names or registry.groups_with_data(info)),
+                                            *([] if names else [tx_ops.HALVES])]
+                for slot in slot_numbers]
 
     def _snapshot_part(self, topic: str, group: str, slot: int) -> Flow[list[SnapshotRow]]:
         now = yield from self._now()
+        if group == tx_ops.HALVES:
+            return (yield from tx_ops.snapshot_halves(topic, slot, now))
         return (yield from snapshot_slot(topic, group, slot, now))
 
     # -- history, peeks and finding messages (the console) --------------------------------

@@ -18,6 +18,7 @@ from rmq.errors import InvalidQuery, TopicConflict
 from rmq.settings import TopicSettings
 
 from . import views
+from .transactions import transactions_view
 
 __all__ = ["router"]
 
@@ -41,6 +42,10 @@ class TopicChanges(Strict):
     retry_backoff: float | None = Field(None, description="seconds")
     retry_backoff_max: float | None = Field(None, description="seconds")
     serial_keys: bool | None = None
+    check_after: float | None = Field(None, description="seconds before a check-back")
+    check_interval: float | None = Field(None, description="seconds between checks")
+    max_checks: int | None = None
+    tx_retention: float | None = Field(None, description="seconds a closed id is kept")
     trace: bool | None = Field(None, description="record every state change of every message")
     trace_retention: float | None = Field(None, description="seconds a traced event is kept")
     trace_cap: int | None = Field(None, description="traced events kept per slot at most")
@@ -150,6 +155,12 @@ def _conflict(name: str, existing: TopicSettings, asked: dict[str, Any]) -> str:
 @router.get("/topics/{topic}", summary="A topic: settings, groups, backlog, slot heat")
 def topic_detail(request: Request, topic: str) -> dict[str, Any]:
     return views.topic_detail(_client(request), topic)
+
+
+@router.get("/topics/{topic}/transactions",
+            summary="Open transactions: age, half messages, checks; abandoned count")
+def transactions(request: Request, topic: str) -> dict[str, Any]:
+    return transactions_view(_client(request), topic)
 
 
 @router.patch("/topics/{topic}", summary="Change settings of a topic (not slots)")

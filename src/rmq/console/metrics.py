@@ -60,6 +60,13 @@ class QueueCollector(Collector):
         broken = GaugeMetricFamily("rmq_topic_broken",
                                    "1 while the topic's registry entry is broken (the topic's "
                                    "other metrics are missing then)", labels=["topic"])
+        open_tx = GaugeMetricFamily("rmq_transactions_open",
+                                    "Transactions holding half messages", labels=["topic"])
+        halves = GaugeMetricFamily("rmq_half_messages",
+                                   "Half messages of open transactions", labels=["topic"])
+        abandoned = CounterMetricFamily("rmq_transactions_abandoned",
+                                        "Transactions rolled back after max_checks unanswered "
+                                        "checks", labels=["topic"])
         read = self.client.each_topic(lambda info: (
             self.client.stats(info.name),
             self.client.consumers(info.name, dead_after=DEAD_AFTER)))
@@ -83,8 +90,11 @@ class QueueCollector(Collector):
                 dead.add_metric(key, sum(not c.alive for c in mine))
             slots.add_metric([topic], max((len(g.slots) for g in stats.groups.values()),
                                           default=0))
+            open_tx.add_metric([topic], stats.transactions.open)
+            halves.add_metric([topic], stats.transactions.halves)
+            abandoned.add_metric([topic], stats.transactions.abandoned)
         yield from (backlog, ready, oldest, *counters.values(), alive, dead, paused, slots,
-                    broken)
+                    broken, open_tx, halves, abandoned)
 
 
 def registry_for(client: rmq.Client) -> CollectorRegistry:

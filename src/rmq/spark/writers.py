@@ -6,8 +6,14 @@ what it sent and how much merged. Spark hands the reports of all tasks to ``comm
 driver, which logs the totals and, when the ``reportPath`` option names a file, records them
 there (``rmq.spark.publish`` uses that to return the counts).
 
-Sends are not transactional across chunks: a task that fails midway has sent its earlier
-chunks, and a retried task sends them again, which merges while they are still pending.
+A batch write's sends are not transactional across chunks: a task that fails midway has
+sent its earlier chunks, and a retried task sends them again, which merges while they are
+still pending. A streaming write publishes each micro-batch as one transaction (SPEC §12,
+docs/transactions.md): its id is the query's id and the batch id, each task sends its rows as
+half messages under a part of its own (its partition), and ``commit`` on the driver commits
+the transaction once Spark commits the batch. A batch Spark runs again (after a failure, or
+a restart from the checkpoint) sends under the same id and parts: what a part stored before
+is not stored again, and a batch committed before stores nothing: each row is published once.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from ..errors import InputError
+from ..errors import InputError, TransactionClosed
 from .clients import client_for
 from .options import SourceOptions
 from .rows import InvalidRow, send_items
@@ -41,10 +47,12 @@ log = logging.getLogger("rmq.spark")
 
 @dataclass(frozen=True)
 class SendReport(WriterCommitMessage):
-    """One task's outcome: rows sent, and how many of them merged into pending messages."""
+    """One task's outcome: rows sent, and how many of them merged into pending messages (a
+    streaming task: rows stored as half messages, and its batch's transaction id)."""
 
     sent: int
     merged: int
+    transaction: str | None = None
 
 
 def total(messages: list[WriterCommitMessage | None]) -> SendReport:
@@ -74,6 +82,46 @@ def send_partition(url: str, options: SourceOptions,
             merged += counts.merged
             row += chunk.num_rows
     return SendReport(sent, merged)
+
+
+def micro_batch_id() -> tuple[str, int]:
+    """On an executor: (the transaction id of this task's micro-batch, the partition), from
+    the local properties Spark gives the tasks of a streaming query: its query id (kept in
+    the checkpoint, so a restart keeps it) and batch id."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    query = context.getLocalProperty("sql.streaming.queryId") if context else None
+    batch = context.getLocalProperty("streaming.sql.batchId") if context else None
+    if context is None or not query or batch is None:
+        raise RuntimeError("a streaming write's task runs without its query and batch ids")
+    return f"{query}-{batch}", context.partitionId()
+
+
+def send_halves(url: str, options: SourceOptions,
+                batches: Iterator[pa.RecordBatch]) -> SendReport:
+    """Send every row of one partition of a micro-batch as half messages of the batch's
+    transaction, under the partition's part; a batch committed before stores nothing."""
+    client = client_for(url, options)
+    tx_id, partition = micro_batch_id()
+    tx = client.transaction(options.topic, tx_id, part=f"p{partition}")
+    sent = row = 0
+    for batch in batches:
+        for start in range(0, batch.num_rows, options.batch_size):
+            chunk = batch.slice(start, options.batch_size)
+            columns = {name: chunk.column(name).to_pylist() for name in chunk.schema.names}
+            items = list(send_items(columns, row))  # raises InvalidRow naming the row
+            try:
+                sent += tx.send_many(items)
+            except TransactionClosed:  # published before: Spark runs the batch again
+                return SendReport(0, 0, tx_id)
+            except InputError as exc:
+                raise InvalidRow(
+                    f"rows {row}-{row + chunk.num_rows - 1} of this partition were refused "
+                    f"(the {sent} rows before them were stored, uncommitted): {exc}"
+                ) from None
+            row += chunk.num_rows
+    return SendReport(sent, 0, tx_id)
 
 
 def _record(path: str, entry: dict[str, object], *, append: bool) -> None:
@@ -115,19 +163,24 @@ class TopicWriter(DataSourceArrowWriter):
 
 
 class TopicStreamWriter(DataSourceStreamArrowWriter):
-    """``writeStream.format("rmq")``: each micro-batch is sent like a batch write. A batch
-    Spark runs again after a failure is sent again (at least once); while the first copies
-    are still pending, the repeats merge into them."""
+    """``writeStream.format("rmq")``: each micro-batch is one transaction, committed when
+    Spark commits the batch. A batch Spark runs again after a failure publishes each row
+    once (module docstring)."""
 
     def __init__(self, url: str, options: SourceOptions):
         self.url = url
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SendReport:
-        return send_partition(self.url, self.options, iterator)
+        return send_halves(self.url, self.options, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        done = total(messages)
+        ids = {m.transaction for m in messages if isinstance(m, SendReport) and m.transaction}
+        client = client_for(self.url, self.options)
+        counts = [client.transaction(self.options.topic, tx_id).commit() for tx_id in ids]
+        # a handle that sent nothing commits every slot: the tasks' halves, whichever run
+        # of the batch stored them
+        done = SendReport(sum(c.sent for c in counts), sum(c.merged for c in counts))
         log.info("rmq: micro-batch %d sent %d rows to topic %r, %d merged", batchId, done.sent,
                  self.options.topic, done.merged)
         if self.options.report_path:
@@ -135,6 +188,9 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
                     {"topic": self.options.topic, "batch": batchId, **asdict(done)}, append=True)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        # The transaction stays open: Spark runs the batch again (now, or when the query
+        # restarts from its checkpoint), and that run commits it.
         done = total(messages)
-        log.warning("rmq: micro-batch %d to topic %r failed after sending %d rows",
-                    batchId, self.options.topic, done.sent)
+        log.warning("rmq: micro-batch %d to topic %r failed after storing %d rows, "
+                    "uncommitted until Spark runs it again", batchId, self.options.topic,
+                    done.sent)

@@ -17,6 +17,8 @@ __all__ = [
     "RegistryKeys",
     "HeadsKeys",
     "LimitKeys",
+    "TxSlotKeys",
+    "TxTopicKeys",
     "wake_channel",
     "topic_of",
 ]
@@ -246,3 +248,59 @@ class GroupSlotKeys:
             self.ready, self.delayed, self.attempts, self.inflight, self.leases,
             self.locks, self.dead, self.dead_index, self.counters,
         ]
+
+
+@dataclass(frozen=True, slots=True)
+class TxSlotKeys:
+    """Transactions in one slot (docs/transactions.md): half messages live in the slot of
+    their final home, on its hash tag, so a slot's commit is one single-slot script."""
+
+    topic: str
+    slot: int
+
+    @property
+    def _tag(self) -> str:
+        return SlotKeys(self.topic, self.slot).tag
+
+    @property
+    def open(self) -> str:  # zset: transaction id -> time of its last half send here, ms
+        return f"{self._tag}:tx:open"
+
+    @property
+    def closed(self) -> str:  # zset: transaction id -> closed ms * 2 + 1 committed / 0 not
+        return f"{self._tag}:tx:closed"
+
+    @property
+    def counts(self) -> str:  # hash: halves (held now), committed, rolled_back
+        return f"{self._tag}:tx:counts"
+
+    def halves(self, tx_id: str) -> str:  # list: the transaction's half messages, as runs
+        return f"{self._tag}:tx:h:{tx_id}"
+
+    def parts(self, tx_id: str) -> str:  # hash: part -> halves it stored; :opened -> first send, ms
+        return f"{self._tag}:tx:p:{tx_id}"
+
+    def of(self, tx_id: str) -> tuple[str, ...]:
+        """What a send, commit or rollback of ``tx_id`` touches, in the scripts' order:
+        open, closed, halves, parts, counts."""
+        tag = self._tag
+        return (f"{tag}:tx:open", f"{tag}:tx:closed", f"{tag}:tx:h:{tx_id}",
+                f"{tag}:tx:p:{tx_id}", f"{tag}:tx:counts")
+
+
+@dataclass(frozen=True, slots=True)
+class TxTopicKeys:
+    """A topic's check-back records, on the registry's tag ``{topic}``."""
+
+    topic: str
+
+    @property
+    def checks(self) -> str:  # hash: transaction id -> "checks,next_ms[,a]" (a: abandoned)
+        return f"{PREFIX}:{{{self.topic}}}:tx:checks"
+
+    @property
+    def abandoned(self) -> str:  # string: transactions rolled back after max_checks
+        return f"{PREFIX}:{{{self.topic}}}:tx:abandoned"
+
+    def all(self) -> list[str]:
+        return [self.checks, self.abandoned]

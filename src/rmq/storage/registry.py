@@ -23,6 +23,7 @@ from ..settings import (
 from .bindings import filter_argument, group_filters
 from .calls import Op, command
 from .keys import TOPICS, HeadsKeys, LimitKeys, RegistryKeys, SlotKeys
+from .transactions import topic_keys as transaction_keys
 
 __all__ = [
     "TopicInfo",
@@ -299,6 +300,7 @@ def delete_topic(info: TopicInfo) -> Op[None]:
         data += HeadsKeys(info.name, group).all()
     for group in set(groups_with_data(info)) | set(info.group_limits):
         data += LimitKeys(info.name, group).all()
+    data += yield from transaction_keys(info.name, info.settings.slots)
     # UNLINK frees a big backlog in the background instead of blocking Redis while it does.
     yield [command("UNLINK", k) for k in data]
 

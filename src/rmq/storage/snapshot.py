@@ -28,7 +28,7 @@ from .keys import SlotKeys
 
 __all__ = ["SnapshotRow", "State", "STATES", "snapshot_slot"]
 
-State = Literal["ready", "delayed", "in_flight", "dead"]
+State = Literal["ready", "delayed", "in_flight", "dead", "half"]
 STATES: tuple[State, ...] = ("ready", "delayed", "in_flight", "dead")
 
 
@@ -40,7 +40,9 @@ class SnapshotRow:
     claimed it (None when the claim did not say); ``error`` and ``dead_at`` for dead
     letters; ``tag`` and ``properties`` are what it was sent with; ``message_id`` names the
     message (:attr:`Message.message_id`) beside the delivery ``id``. Times are epoch
-    milliseconds."""
+    milliseconds. A half message (state "half", of an open transaction: docs/transactions.md)
+    belongs to no group yet (``group`` is "") and carries its transaction's id in ``id``;
+    its ``due_at`` is when it would fall due were the transaction committed now."""
 
     topic: str
     group: str

@@ -10,6 +10,7 @@ from ..settings import GroupLimits
 from .calls import Op, script_call
 from .keys import SlotKeys
 from .scripts import script
+from .transactions import TransactionStats
 
 __all__ = ["SlotStats", "GroupStats", "TopicStats", "collect"]
 
@@ -61,6 +62,7 @@ class TopicStats:
     topic: str
     paused: bool
     groups: dict[str, GroupStats]
+    transactions: TransactionStats = field(default_factory=TransactionStats)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -19,6 +19,7 @@ from . import (
     scaling,
     send,
     trace,
+    transactions,
 )
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ SCENARIOS: dict[str, Callable[[Bench], Report]] = {
     "send": send.run,
     "merge": merge.run,
     "filters": filters.run,
+    "transactions": transactions.run,
     "consume": consume.run,
     "replicas": replicas.run,
     "limits": limits.run,

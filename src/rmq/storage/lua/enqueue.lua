@@ -31,12 +31,9 @@
   instead of failing at its first write and leaving a batch half sent.
 ]]
 --- @include "pending"
---- @include "group_keys"
 --- @include "generation"
---- @include "heads"
---- @include "member"
---- @include "filter"
 --- @include "trace"
+--- @include "enqueue_batch"
 
 local gone = topic_gone(KEYS[1], ARGV[1])
 if gone then
@@ -45,144 +42,9 @@ end
 
 local now = tonumber(ARGV[2])
 local clock = open_clock(KEYS[2], now)
-
 local tracer = open_trace(ARGV[6], KEYS[#KEYS - 1], KEYS[#KEYS])
-local last_key = tracer and #KEYS - 2 or #KEYS
-
-local runs = {}
-local total = 0
-local i = 7
-while i <= #ARGV do
-  local n = tonumber(ARGV[i + 2])
-  runs[#runs + 1] = {tonumber(ARGV[i]), tonumber(ARGV[i + 1]), i + 3, i + 2 + n, total}
-  total = total + n
-  i = i + 3 + n
-end
-
-local slot = ARGV[4]
-local stride = slot == "" and GROUP_KEY_COUNT or GROUP_KEY_COUNT + 2
-local filters = ARGV[5] ~= "" and cjson.decode(ARGV[5]) or nil
-
-local function open_group(first)
-  local k = group_keys(first)
-  if slot ~= "" then
-    attach_heads(k, KEYS[first + GROUP_KEY_COUNT], KEYS[first + GROUP_KEY_COUNT + 1], slot)
-  end
-  attach_trace(k, tracer)
-  return k
-end
-
--- The filter of the group whose keys start at KEYS[first], as accepts(i) over ARGV[i], or
--- nil when it has none. A member's tag and properties are decoded once for all groups.
-local metas = {}
-local function group_filter(first)
-  local program = filters and filters[(first - 3) / stride + 1]
-  if type(program) ~= "table" then
-    return nil
-  end
-  local passes = compile_filter(program)
-  return function(at)
-    local meta = metas[at]
-    if not meta then
-      local tag, props = member_meta(ARGV[at])
-      meta = {tag, props}
-      metas[at] = meta
-    end
-    return passes(meta[1], meta[2])
-  end
-end
-
--- Per message: 2 while no group has accepted it, 1 while every group that did merged it,
--- 0 once a group stored it new.
-local UNSEEN = filters and 2 or 1
-
--- A single send: put_pending itself, which put_pending_run is defined to equal message by
--- message, without the batch path's tables and closures (a sixth of a single send's
--- server instructions, CHANGELOG.md).
-if total == 1 then
-  local priority, due, at = runs[1][1], runs[1][2], runs[1][3]
-  local member = ARGV[at]
-  local merged_everywhere = UNSEEN
-  for first = 3, last_key, stride do
-    local k = open_group(first)
-    local accepts = group_filter(first)
-    if accepts and not accepts(at) then
-      rcall("HINCRBY", k.counters, "filtered", 1)
-    else
-      rcall("HINCRBY", k.counters, "sent", 1)
-      if put_pending(k, member, priority, due, now, clock, nil) then
-        rcall("HINCRBY", k.counters, "merged", 1)
-        if merged_everywhere == 2 then
-          merged_everywhere = 1
-        end
-        if tracer then
-          trace_merged(k, member)
-        end
-      else
-        merged_everywhere = 0
-        if tracer then
-          trace_message(k, "sent", member)
-        end
-      end
-    end
-  end
-  trace_save(tracer)
-  finish(clock, ARGV[3])
-  return {merged_everywhere == 1 and 1 or 0}
-end
-
-local merged_everywhere = {}
-for n = 1, total do
-  merged_everywhere[n] = UNSEEN
-end
-
-for first = 3, last_key, stride do
-  local k = open_group(first)
-  local accepts = group_filter(first)
-  local merged, accepted = 0, 0
-  for _, run in ipairs(runs) do
-    local offset = run[5]
-    local on_send = function(n, was_merged)
-      accepted = accepted + 1
-      if was_merged then
-        merged = merged + 1
-        if merged_everywhere[offset + n] == 2 then
-          merged_everywhere[offset + n] = 1
-        end
-      else
-        merged_everywhere[offset + n] = 0
-      end
-    end
-    if tracer then
-      local counted, from = on_send, run[3]
-      on_send = function(n, was_merged)
-        if was_merged then
-          trace_merged(k, ARGV[from + n - 1])
-        else
-          trace_message(k, "sent", ARGV[from + n - 1])
-        end
-        counted(n, was_merged)
-      end
-    end
-    put_pending_run(k, run[3], run[4], run[1], run[2], now, clock, on_send, accepts)
-  end
-  if accepted > 0 then
-    rcall("HINCRBY", k.counters, "sent", accepted)
-  end
-  if accepted < total then
-    rcall("HINCRBY", k.counters, "filtered", total - accepted)
-  end
-  if merged > 0 then
-    rcall("HINCRBY", k.counters, "merged", merged)
-  end
-end
+local merged = enqueue_batch(ARGV, 7, 3, tracer and #KEYS - 2 or #KEYS, now, clock, ARGV[4],
+                             ARGV[5], tracer)
 trace_save(tracer)
 finish(clock, ARGV[3])
-if filters then
-  for n = 1, total do
-    if merged_everywhere[n] == 2 then
-      merged_everywhere[n] = 0
-    end
-  end
-end
-return merged_everywhere
+return merged

@@ -12,7 +12,7 @@
   (trace.lua).
 
   Provides: open_clock, put_pending, put_pending_run, finish, and promote_due (from
-  promote.lua).  Needs: rcall, ARGV (put_pending_run reads the members there), CALL (what
+  promote.lua).  Needs: rcall, CALL (what
   one call keeps: whether to wake consumers), and the includes below.
 ]]
 --- @include "scores"
@@ -122,22 +122,24 @@ local function put_pending(k, member, priority, due, now, clock, stamp)
   return false
 end
 
--- New sends of one priority and due time, ARGV[first..last] in send order: the same as
+-- New sends of one priority and due time, source[first..last] in send order: the same as
 -- put_pending on each in turn, with fewer commands. One ZMSCORE reads where every member is;
 -- members pending nowhere are written with one ZADD per zset, and a member already ready at
 -- an equal or higher priority merges with no write at all (the founding case's duplicates).
 -- Everything else (a duplicate within the batch, a member in delayed, a priority raise) goes
 -- through put_pending after the buffered adds are written, so it sees the state it would
 -- have seen one send at a time. Calls on_send(n, merged) for the n-th member. `accepts`,
--- when given, is the group's filter: accepts(i) says whether ARGV[i] is for this group;
--- the members it rejects are left out (on_send is not called for them).
-local function put_pending_run(k, first, last, priority, due, now, clock, on_send, accepts)
+-- when given, is the group's filter: accepts(i) says whether source[i] is for this group;
+-- the members it rejects are left out (on_send is not called for them). `source`: the
+-- table the members are in (enqueue.lua's ARGV, or a commit's half messages).
+local function put_pending_run(k, first, last, priority, due, now, clock, on_send, accepts,
+                               source)
   local members, positions = {}, nil
   if accepts then
     positions = {}
     for i = first, last do
       if accepts(i) then
-        members[#members + 1] = ARGV[i]
+        members[#members + 1] = source[i]
         positions[#members] = i - first + 1
       end
     end
@@ -145,7 +147,7 @@ local function put_pending_run(k, first, last, priority, due, now, clock, on_sen
     on_send = function(n, merged) report(positions[n], merged) end
   else
     for i = first, last do
-      members[#members + 1] = ARGV[i]
+      members[#members + 1] = source[i]
     end
   end
   if #members == 0 then

@@ -1,0 +1,103 @@
+#!lua
+--[[
+  Store a transaction's half messages in one slot: kept apart from every group (invisible,
+  merged with nothing) until the transaction commits (tx_commit.lua) or rolls back. The
+  first half send registers the transaction as open in the slot: beginning one costs no
+  call of its own.
+
+  A *part* is one sender's share of the transaction (a handle, or one Spark partition);
+  ARGV[5] says how many half messages the part stored here before this call. A part sent
+  again from the start (a re-run of the same sends) finds them counted and stores only what
+  goes beyond: a replay stores nothing twice.
+
+  KEYS[1]      string  the slot's generation (includes/generation.lua)
+  KEYS[2..6]   the transaction's keys in the slot (includes/tx_state.lua): open (zset),
+               closed (zset), halves (list), parts (hash), counts (hash)
+  ARGV[1]      the topic's generation as the client read it ("": none)
+  ARGV[2]      now, epoch ms (the last half send's time, from which check_after counts)
+  ARGV[3]      the transaction id
+  ARGV[4]      the part's name
+  ARGV[5]      how many half messages the part sent to this slot before this call
+  ARGV[6]      tx_retention, ms: how long a closed id is remembered
+  ARGV[7..]    runs of messages sharing a priority and a due, in send order, each:
+               priority (0-255), due ("+<ms>": that long after the commit; else epoch ms),
+               n, then n members
+
+  Returns {TX_DONE, stored} (stored: the half messages this call added), or, storing
+  nothing, {TX_COMMITTED or TX_ROLLED_BACK, 0} for a closed transaction, or the integer
+  GONE_UNKNOWN or GONE_STALE when the topic is gone.
+
+  No flags: it grows memory, so Redis refuses it whole when out of memory.
+]]
+--- @include "generation"
+--- @include "bulk"
+--- @include "tx_state"
+
+local gone = topic_gone(KEYS[1], ARGV[1])
+if gone then
+  return gone
+end
+
+local now = tonumber(ARGV[2])
+local id = ARGV[3]
+local t = tx_keys(2)
+local state = tx_closed(t, id, now, tonumber(ARGV[6]))
+if state then
+  return {tx_state_code(state), 0}
+end
+
+local before = tonumber(ARGV[5])
+local counted = tonumber(rcall("HGET", t.parts, ARGV[4]) or 0)
+local skip = counted - before  -- this part's messages a previous run of it stored already
+local items, stored, sent = {}, 0, 0
+local i = 7
+if skip <= 0 then  -- no replay: store the runs as they came
+  items = nil
+  while i <= #ARGV do
+    local n = tonumber(ARGV[i + 2])
+    sent = sent + n
+    i = i + 3 + n
+  end
+  stored = sent
+end
+while i <= #ARGV do
+  local n = tonumber(ARGV[i + 2])
+  local from = i + 3
+  if skip > 0 then
+    local skipped = math.min(skip, n)
+    skip = skip - skipped
+    from = from + skipped
+  end
+  local kept = i + 2 + n - from + 1
+  if kept > 0 then
+    items[#items + 1] = ARGV[i]
+    items[#items + 1] = ARGV[i + 1]
+    items[#items + 1] = kept
+    for j = from, i + 2 + n do
+      items[#items + 1] = ARGV[j]
+    end
+    stored = stored + kept
+  end
+  sent = sent + n
+  i = i + 3 + n
+end
+
+local opened = rcall("ZADD", t.open, ARGV[2], id) == 1
+if stored > 0 then
+  if items then
+    bulk("RPUSH", t.halves, items)
+  else
+    for from = 7, #ARGV, 1000 do
+      rcall("RPUSH", t.halves, unpack(ARGV, from, math.min(from + 999, #ARGV)))
+    end
+  end
+  if opened then
+    rcall("HSET", t.parts, ARGV[4], before + sent, ":opened", ARGV[2])
+  else
+    rcall("HSET", t.parts, ARGV[4], before + sent)
+  end
+  rcall("HINCRBY", t.counts, "halves", stored)
+elseif opened then
+  rcall("HSET", t.parts, ":opened", ARGV[2])
+end
+return {TX_DONE, stored}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import redis.asyncio as aredis
@@ -23,13 +23,9 @@ from ..properties import PropertyValue
 from ..runtime import Consumer, start_each
 from ..runtime.checker import CheckBack
 from ..settings import DEFAULT_GROUP, GroupLimits, TopicSettings, check_topic_name
-from ..storage.history import TopicHistory
 from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, problem_of
-from ..storage.peek import PeekPage
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
-from ..storage.snapshot import SnapshotRow
-from ..storage.stats import TopicStats
-from ..storage.trace import TraceEvent
+from .async_views import AsyncViewMethods
 from .base import MISSING, BaseClient, Flow, Load, Sleep, Subscribe
 from .clock import Clock
 from .cluster import AsyncClusterExecutor
@@ -50,7 +46,7 @@ T = TypeVar("T")
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
 
-class AsyncClient(BaseClient, AsyncTransactionMethods):
+class AsyncClient(BaseClient, AsyncTransactionMethods, AsyncViewMethods):
     """A connection to RMQ for asyncio; the methods are those of :class:`rmq.Client`,
     awaited (``snapshot`` is an async iterator). Safe to share between the tasks of one event
     loop. Arguments as for ``Client``; a ``retry`` among ``redis_options`` must be a
@@ -350,44 +346,6 @@ class AsyncClient(BaseClient, AsyncTransactionMethods):
     async def purge_dead(self, topic: str, group: str = DEFAULT_GROUP) -> int:
         """See :meth:`rmq.Client.purge_dead`."""
         return await self._run(self._purge_dead(topic, group))
-
-    async def stats(self, topic: str) -> TopicStats:
-        """See :meth:`rmq.Client.stats`."""
-        return await self._run(self._stats(topic))
-
-    async def snapshot(self, topic: str, *, groups: Sequence[str] | None = None,
-                       slots: Sequence[int] | None = None) -> AsyncIterator[SnapshotRow]:
-        """See :meth:`rmq.Client.snapshot`: ``async for row in client.snapshot(topic)``."""
-        for group, slot in await self._run(self._snapshot_parts(topic, groups, slots)):
-            for row in await self._run(self._snapshot_part(topic, group, slot)):
-                yield row
-
-    # -- history, peeks and finding messages (the console) --------------------------------
-
-    async def record_history(self, topic: str) -> bool:
-        """See :meth:`rmq.Client.record_history`."""
-        return await self._run(self._record_history(topic))
-
-    async def history(self, topic: str, minutes: float = 60.0) -> TopicHistory:
-        """See :meth:`rmq.Client.history`."""
-        return await self._run(self._history(topic, minutes))
-
-    async def peek(self, topic: str, state: str, group: str = DEFAULT_GROUP, *,
-                   slot: int | None = None, offset: int = 0, limit: int = 50) -> PeekPage:
-        """See :meth:`rmq.Client.peek`."""
-        return await self._run(self._peek(topic, state, group, slot, offset, limit))
-
-    async def find_messages(self, topic: str, body: bytes | str | None = None, *,
-                            key: bytes | str | None = None,
-                            every_slot: bool = False) -> list[SnapshotRow]:
-        """See :meth:`rmq.Client.find_messages`."""
-        return await self._run(self._find_messages(topic, body, key, every_slot))
-
-    async def trace(self, topic: str, message_id: str | None = None, *,
-                    body: bytes | str | None = None,
-                    key: bytes | str | None = None) -> list[TraceEvent]:
-        """See :meth:`rmq.Client.trace`."""
-        return await self._run(self._trace(topic, message_id, body, key))
 
     # -- worker runtime -------------------------------------------------------------------
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import attrgetter
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from .. import otel
 from ..errors import AccessDenied, InvalidArgument, RedisUnavailable, UnknownTopic
@@ -27,7 +27,7 @@ from ..message import Claimed, Message, MessageIds, SendCounts, SendResult, mess
 from ..settings import check_group_name, check_topic_name
 from ..storage import limits as limit_ops
 from ..storage import queue, registry, settle
-from ..storage.calls import Call, Op, together
+from ..storage.calls import Op, together
 from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, load_all, problem_of
 from ..storage.links import store_links, take_links, with_links
 from ..storage.queue import TopicGone
@@ -44,7 +44,8 @@ from .arguments import (
     check_wait,
 )
 from .clock import Clock, ServerClock, check_epoch
-from .limited import AwaitCapacity, LimitFlows
+from .effects import Flow, Load, Sleep, Subscribe
+from .limited import LimitFlows
 from .outgoing import MISSING, prepare, prepare_batch
 from .registry_flows import RegistryFlows
 from .views import ViewFlows
@@ -53,30 +54,6 @@ __all__ = ["BaseClient", "Flow", "Load", "Subscribe", "Sleep", "MISSING"]
 
 T = TypeVar("T")
 log = logging.getLogger("rmq.client")
-
-
-class Load(NamedTuple):
-    """Load the topic's registry entry (and cache it); ``fresh`` loads are never shared."""
-
-    topic: str
-    fresh: bool
-
-
-class Subscribe(NamedTuple):
-    """Open the topic's wake-up subscription if needed and forget wake-ups received so far."""
-
-    topic: str
-
-
-class Sleep(NamedTuple):
-    """Sleep on the topic's wake-up subscription until woken or ``seconds`` pass."""
-
-    topic: str
-    seconds: float
-
-
-Effect = list[Call] | Load | Subscribe | Sleep | AwaitCapacity
-Flow = Generator[Effect, Any, T]
 
 
 class BaseClient(RegistryFlows, LimitFlows, ViewFlows):

@@ -231,25 +231,9 @@ for i, s in pairs(streams) do
 end
 save_ready_heads(heads_ready, heads, emptied)
 
--- The next due time, exact: an entry of a slot in the window is checked against the slot
--- (an optimistic one is fixed, and the next looked at); one outside the window is asked for.
+-- The next due time, exact (heads_upkeep.lua); a slot outside the window is asked for.
 if taken.n < count and #needed == 0 then
-  local checked = {}
-  while true do
-    local head = rcall("ZRANGE", heads_delayed, 0, 0, "WITHSCORES")
-    local slot, due = head[1], tonumber(head[2])
-    if not slot or checked[slot] then
-      out[1] = due or -1
-      break
-    end
-    local i = index_of[slot]
-    if not i then
-      need(slot)
-      break
-    end
-    checked[slot] = true
-    refresh_delayed(heads_delayed, slots[i], slot)
-  end
+  out[1] = next_due_checked(heads_delayed, index_of, slots, need) or -1
 end
 local window = out[3]
 for _, slot in ipairs(rcall("ZRANGE", heads_ready, 0, report - 1)) do

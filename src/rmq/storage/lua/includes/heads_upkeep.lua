@@ -35,3 +35,25 @@ local function save_ready_heads(heads_ready, heads, emptied)
     rcall("ZREM", heads_ready, unpack(emptied))
   end
 end
+
+-- The next due time, exact: the delayed index's first entry of a slot in the window
+-- (index_of: slot -> i, slots[i] its keys) is checked against the slot (an optimistic one
+-- is fixed, and the next looked at); for one outside the window, need(slot) asks for it
+-- and nil is returned. -1 when nothing is delayed.
+local function next_due_checked(heads_delayed, index_of, slots, need)
+  local checked = {}
+  while true do
+    local head = rcall("ZRANGE", heads_delayed, 0, 0, "WITHSCORES")
+    local slot, due = head[1], tonumber(head[2])
+    if not slot or checked[slot] then
+      return due or -1
+    end
+    local i = index_of[slot]
+    if not i then
+      need(slot)
+      return nil
+    end
+    checked[slot] = true
+    refresh_delayed(heads_delayed, slots[i], slot)
+  end
+end

@@ -22,7 +22,7 @@ import json
 import logging
 import os
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -152,7 +152,8 @@ class TopicWriter(DataSourceArrowWriter):
                  done.merged)
         if self.options.report_path:
             _record(self.options.report_path,
-                    {"topic": self.options.topic, "partitions": len(messages), **asdict(done)},
+                    {"topic": self.options.topic, "partitions": len(messages),
+                     "sent": done.sent, "merged": done.merged},
                     append=False)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -185,7 +186,8 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
                  self.options.topic, done.merged)
         if self.options.report_path:
             _record(self.options.report_path,
-                    {"topic": self.options.topic, "batch": batchId, **asdict(done)}, append=True)
+                    {"topic": self.options.topic, "batch": batchId, "sent": done.sent,
+                     "merged": done.merged}, append=True)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         # The transaction stays open: Spark runs the batch again (now, or when the query

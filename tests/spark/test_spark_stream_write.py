@@ -25,7 +25,8 @@ def test_stream_write_publishes_every_micro_batch(spark, client, redis_url, tmp_
     query.awaitTermination(120)
 
     lines = [json.loads(line) for line in report.read_text().splitlines()]
-    assert all(set(line) == {"topic", "batch", "sent", "merged"} for line in lines)  # as docs/spark.md
+    # each line as docs/spark.md documents it
+    assert all(set(line) == {"topic", "batch", "sent", "merged"} for line in lines)
     assert sum(line["sent"] for line in lines) == 60
     renders = client.stats("renders").groups["default"]
     assert renders.counters["sent"] == 60

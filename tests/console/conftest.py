@@ -16,6 +16,7 @@ import httpx
 import pytest
 from console_helpers import TestClient
 from helpers import wait_for
+from playwright.sync_api import Page
 
 import rmq
 from rmq.console import create_app
@@ -115,3 +116,17 @@ def browser() -> Iterator[Any]:
         launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield launched
         launched.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Page]:
+    """A fresh page of the run's one browser (1440x900, 30 s default timeout); the test fails
+    if a script of the page raised."""
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    opened.set_default_timeout(30_000)
+    yield opened
+    context.close()
+    assert errors == [], f"scripts failed in the page: {errors}"

@@ -28,7 +28,6 @@ import rmq
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "console"
 SIZES = {"desktop": (1440, 900), "laptop": (1280, 720)}
-WAIT_MS = 30_000
 
 HANDLER = '''
 import os
@@ -76,18 +75,6 @@ def workers(console_url: str, tmp_path: Path) -> Iterator[Workers]:
     started = Workers(console_url, tmp_path)
     yield started
     started.stop()
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1440, "height": 900})
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda exc: errors.append(str(exc)))
-    opened.set_default_timeout(WAIT_MS)
-    yield opened
-    context.close()
-    assert errors == [], f"scripts failed in the page: {errors}"
 
 
 def live(page: Page) -> None:

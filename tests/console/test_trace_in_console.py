@@ -5,28 +5,12 @@ folder (``trace-finder.png``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from playwright.sync_api import Page, expect
 
 import rmq
-
-WAIT_MS = 30_000
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1440, "height": 900})
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda exc: errors.append(str(exc)))
-    opened.set_default_timeout(WAIT_MS)
-    yield opened
-    context.close()
-    assert errors == [], f"scripts failed in the page: {errors}"
 
 
 def test_the_finder_shows_a_found_messages_timeline(

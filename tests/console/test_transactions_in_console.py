@@ -9,7 +9,7 @@ from typing import Any
 from console_helpers import TestClient
 from helpers import wait_for
 from playwright.sync_api import Page, expect
-from test_browser import live, page  # noqa: F401 - the page fixture
+from test_browser import live
 from test_metrics import labels, scrape
 
 import rmq
@@ -34,7 +34,7 @@ def test_the_api_lists_open_transactions_with_their_checks_and_the_abandoned(
     assert api.get("/api/topics/nope/transactions").status_code == 404
 
 
-def test_the_topic_page_shows_open_transactions(page: Page, console_process: Any,  # noqa: F811
+def test_the_topic_page_shows_open_transactions(page: Page, console_process: Any,
                                                 client: rmq.Client) -> None:
     base = console_process("--refresh", "1")
     client.create_topic("orders")

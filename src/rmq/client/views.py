@@ -130,9 +130,11 @@ class ViewFlows:
     def _trace(self, topic: str, message_id: str | None, body: bytes | str | None,
                key: bytes | str | None) -> Flow[list[TraceEvent]]:
         info = yield from self._topic(topic)
-        wanted, slots = trace_target(topic, info.settings.slots, message_id,
-                                     None if body is None else as_bytes("body", body),
-                                     None if key is None else as_bytes("key", key))
-        return (yield from read_trace(topic, wanted, slots, registry.groups_with_data(info),
+        wanted, member, slots = trace_target(
+            topic, info.settings.slots, message_id,
+            None if body is None else as_bytes("body", body),
+            None if key is None else as_bytes("key", key))
+        return (yield from read_trace(topic, wanted, member, slots,
+                                      registry.groups_with_data(info),
                                       to_ms(info.settings.trace_retention),
                                       info.settings.trace_cap))

@@ -34,7 +34,7 @@ def claim_keys(topic: str, group: str, slots: tuple[int, ...],
         keys.append(slot_keys.seq)
         keys.extend(slot_keys.group(group).all())
         if traced:
-            keys.extend(slot_keys.trace())
+            keys.extend(slot_keys.trace(group))
     return tuple(keys)
 
 

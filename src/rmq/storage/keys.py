@@ -179,16 +179,13 @@ class SlotKeys:
         return f"{self.tag}:seq"
 
     @property
-    def trace_events(self) -> str:  # zset: a traced event -> its time (storage/trace.py)
+    def trace_events(self) -> str:  # list: the slot's traced events (storage/trace.py)
         return f"{self.tag}:trace"
 
-    @property
-    def trace_tally(self) -> str:  # hash: "#" event counter; merges of pending messages
-        return f"{self.tag}:trace:tally"
-
-    def trace(self) -> list[str]:
-        """The slot's two trace keys, as the scripts take them (``lua/includes/trace.lua``)."""
-        return [self.trace_events, self.trace_tally]
+    def trace(self, *groups: str) -> list[str]:
+        """The trace keys a script takes (``lua/includes/trace.lua``): the slot's events,
+        then the tally of each of ``groups``."""
+        return [self.trace_events, *(self.group(group).trace_tally for group in groups)]
 
     def group(self, group: str) -> GroupSlotKeys:
         return GroupSlotKeys(self.tag, group)
@@ -239,6 +236,10 @@ class GroupSlotKeys:
     @property
     def counters(self) -> str:  # hash: sent, merged, acked, retried, dead
         return self._key("counters")
+
+    @property
+    def trace_tally(self) -> str:  # hash: merges into pending messages (storage/trace.py)
+        return self._key("tally")
 
     def links(self, message_id: str) -> str:  # list: span contexts of its sends (otel)
         return self._key(f"links:{message_id}")

@@ -56,7 +56,7 @@ def settle_keys(topic: str, slot: int, group: str, heads: bool,
     if heads:
         keys += (HeadsKeys(topic, group).ready, HeadsKeys(topic, group).delayed)
     if traced:
-        keys += slot_keys.trace()
+        keys += slot_keys.trace(group)
     return keys
 
 
@@ -64,7 +64,7 @@ def settle_keys(topic: str, slot: int, group: str, heads: bool,
 def _group_keys(topic: str, slot: int, group: str, traced: bool) -> tuple[str, ...]:
     slot_keys = SlotKeys(topic, slot)
     keys = slot_keys.group(group).all()
-    return tuple(keys + slot_keys.trace() if traced else keys)
+    return tuple(keys + slot_keys.trace(group) if traced else keys)
 
 
 @lru_cache(maxsize=4096)
@@ -163,7 +163,7 @@ def extend(messages: Sequence[Message], until_ms: int) -> Op[list[bool]]:
         group_keys = SlotKeys(t, s).group(g)
         keys = [_generation_key(t, s), group_keys.inflight, group_keys.leases]
         if trace:
-            keys += SlotKeys(t, s).trace()
+            keys += SlotKeys(t, s).trace(g)
         calls.append(script_call(script("extend"), keys,
                                  [n, until_ms, trace, *(m.seq for m in ms_)]))
     results = yield calls

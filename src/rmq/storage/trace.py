@@ -13,9 +13,10 @@ through the ``claimed`` events of the message.
 
 from __future__ import annotations
 
+import math
 import re
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -35,7 +36,9 @@ EventName = Literal["sent", "merged", "promoted", "claimed", "extended", "acked"
 EVENTS: tuple[EventName, ...] = ("sent", "merged", "promoted", "claimed", "extended", "acked",
                                  "failed", "expired", "released", "dead", "requeued", "purged")
 _MESSAGE_ID = re.compile(r"[0-9a-f]{16}")
-_SCAN_COUNT = 1000
+# Members up to this long are copied into the trace, longer ones named by their id
+# (INLINE_MAX in lua/includes/trace_record.lua).
+INLINE_MAX = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,22 +75,23 @@ def is_message_id(text: object) -> bool:
 
 
 def trace_target(topic: str, slots: int, message_id: str | None, body: bytes | None,
-                 key: bytes | None) -> tuple[str, list[int]]:
-    """Which message a trace asks for, and the slots to read: a ``message_id`` may be in
-    any slot (a send's ``slot_basis`` decides, which the id does not hold); a ``body`` (and
-    ``key``: without it, a message sent without one) is the message a send of them makes,
-    in the slot such a send goes to. InvalidQuery when it names none or two."""
+                 key: bytes | None) -> tuple[str, bytes | None, list[int]]:
+    """Which message a trace asks for (its id, and the member when the query gives it), and
+    the slots to read: a ``message_id`` may be in any slot (a send's ``slot_basis`` decides,
+    which the id does not hold); a ``body`` (and ``key``: without it, a message sent
+    without one) is the message a send of them makes, in the slot such a send goes to.
+    InvalidQuery when it names none or two."""
     if message_id is not None:
         if body is not None or key is not None:
             raise InvalidQuery("give a message_id or a body (and key), not both")
         if not is_message_id(message_id):
             raise InvalidQuery(f"not a message id (16 hex digits): {message_id!r}")
-        return message_id, list(range(slots))
+        return message_id, None, list(range(slots))
     if body is None:
         raise InvalidQuery("give a message_id, or the body (and key) of the message to trace")
     basis = body if key is None else key
-    return (message_id_of(topic, encode_member(body, key)),
-            [zlib.crc32(basis) & (slots - 1)])
+    member = encode_member(body, key)
+    return message_id_of(topic, member), member, [zlib.crc32(basis) & (slots - 1)]
 
 
 def trace_argument(topic: str, settings: TopicSettings) -> str:
@@ -98,55 +102,79 @@ def trace_argument(topic: str, settings: TopicSettings) -> str:
     return f"{topic}:{to_ms(settings.trace_retention)}:{settings.trace_cap}"
 
 
-# A message's deliveries up to this many are looked up one pattern each; more, and the slot's
-# records are read whole (each pattern costs a pass over the slot's records).
-_PATTERNS_MAX = 16
-_Place = tuple[int, int, int]  # slot, the record's event count, the line's index in it
+# Elements read per command (LRANGE): a slot keeps about `cap` (the scripts trim to it).
+_PAGE = 1000
+_MARKER = b"\0@"  # where a record starts (lua/includes/trace_record.lua)
+_LONG = b"\0#"  # an entry that names a long member by its message id
+_Entry = bytes  # a member as stored, or _LONG + its message id
 
 
-def _scan(topic: str, patterns: dict[Any, tuple[int, str | None]]) -> Op[dict[Any, list[bytes]]]:
-    """Every record of each ``(slot, pattern)`` (``ZSCAN ... MATCH``; None: all of the
-    slot's), side by side until each scan ends."""
-    cursors: dict[Any, Any] = dict.fromkeys(patterns, b"0")
-    found: dict[Any, list[bytes]] = {name: [] for name in patterns}
-    while cursors:
-        names = list(cursors)
-        replies = yield [command("ZSCAN", SlotKeys(topic, patterns[n][0]).trace_events,
-                                 cursors[n], *(("MATCH", patterns[n][1]) if patterns[n][1]
-                                               else ()), "COUNT", _SCAN_COUNT)
-                         for n in names]
-        for name, (cursor, pairs) in zip(names, replies, strict=True):
-            found[name] += [member for member, _ in pairs]
-            if int(cursor) == 0:
-                del cursors[name]
+def _elements(topic: str, slots: Sequence[int]) -> Op[dict[int, list[bytes]]]:
+    """Each slot's trace list, a page per command, the slots side by side."""
+    found: dict[int, list[bytes]] = {slot: [] for slot in slots}
+    offset = dict.fromkeys(slots, 0)
+    while offset:
+        asked = list(offset)
+        replies = yield [command("LRANGE", SlotKeys(topic, slot).trace_events, offset[slot],
+                                 offset[slot] + _PAGE - 1) for slot in asked]
+        for slot, page in zip(asked, replies, strict=True):
+            found[slot] += page
+            if len(page) < _PAGE:
+                del offset[slot]
             else:
-                cursors[name] = cursor
+                offset[slot] += _PAGE
     return found
 
 
-def _lines(slot: int, record: bytes) -> list[tuple[_Place, int, list[bytes]]]:
-    """A record's events: where each is (its place: the slot, then the event's number in
-    the slot's count), the record's time, and its ten fields (a claim's line of a share, an
-    ack's or extend's line of ids: one event per message, per delivery)."""
-    head, *lines = record.split(b"\n")
-    count, time = head.split(b"\t")
-    events: list[list[bytes]] = []
-    for line in lines:
-        fields = line.split(b"\t", 9)
-        if fields[0] == b"claimed":
-            first = int(fields[3][1:])
-            for i, (mid, attempt) in enumerate(zip(fields[2].split(b","),
-                                                   fields[4].split(b","), strict=True)):
-                events.append([fields[0], fields[1], mid, b"d%d" % (first + i), attempt,
-                               *fields[5:]])
+def _events(elements: list[bytes]) -> list[tuple[int, list[bytes], _Entry | None]]:
+    """A slot's events in the order recorded: the time of its record, its ten fields, and
+    the message it names (a claim's line of a share, an ack's or extend's line of ids: one
+    event per message, per delivery; a claimed message's merges: a "merged" event before
+    its "claimed" one). Elements before the first record's start are left out: the cap's
+    trimming cut them from their record."""
+    events: list[tuple[int, list[bytes], _Entry | None]] = []
+    at = elements.index(_MARKER) if _MARKER in elements else len(elements)
+    time = 0
+    while at < len(elements):
+        if elements[at] == _MARKER:
+            time, at = int(elements[at + 1]), at + 2
+            continue
+        fields = elements[at].split(b"\t", 9)
+        at += 1
+        subject = fields[2]
+        if subject[:1] == b"=":
+            n = int(subject[1:])
+            entries, at = elements[at:at + n], at + n
+            if fields[0] == b"claimed":
+                events += _claimed(time, fields, entries)
+            else:
+                events += [(time, fields, entry) for entry in entries]
         elif fields[0] in (b"acked", b"extended"):
-            events += [[*fields[:3], b"d" + seq, *fields[4:]]
+            events += [(time, [*fields[:3], b"d" + seq, *fields[4:]], None)
                        for seq in fields[3][1:].split(b",")]
         else:
-            events.append(fields)
-    number = int(count) - len(events) + 1
-    return [((slot, number + index, index), int(time), fields)
-            for index, fields in enumerate(events)]
+            events.append((time, fields, None))
+    return events
+
+
+def _claimed(time: int, fields: list[bytes], entries: list[_Entry]
+             ) -> list[tuple[int, list[bytes], _Entry | None]]:
+    """A claimed line's events: per message, its merges while pending (the count field:
+    "<j>:" + first ms, last ms and count, j from 1) and its claim."""
+    first = int(fields[3][1:])
+    attempts = fields[4].split(b",") if fields[4] else [b""] * len(entries)
+    merges = {}
+    for merge in fields[5].split(b",") if fields[5] else ():
+        j, _, tally = merge.partition(b":")
+        merges[int(j) - 1] = [b"merged", fields[1], b"", b"", b"", tally[26:], tally[:13],
+                              tally[13:26], b"", b""]
+    events: list[tuple[int, list[bytes], _Entry | None]] = []
+    for i, (entry, attempt) in enumerate(zip(entries, attempts, strict=True)):
+        if i in merges:
+            events.append((time, merges[i], entry))
+        events.append((time, [fields[0], fields[1], b"", b"d%d" % (first + i),
+                              attempt or b"1", b"", b"", b"", *fields[8:]], entry))
+    return events
 
 
 def _event(fields: list[bytes], time: int, slot: int, message_id: str,
@@ -164,72 +192,95 @@ def _event(fields: list[bytes], time: int, slot: int, message_id: str,
         int(count) if count else 1, int(last) if last else None)
 
 
-def read_trace(topic: str, message_id: str, slots: Sequence[int], groups: Sequence[str],
-               retention_ms: int, cap: int) -> Op[list[TraceEvent]]:
+def read_trace(topic: str, message_id: str, member: bytes | None, slots: Sequence[int],
+               groups: Sequence[str], retention_ms: int, cap: int) -> Op[list[TraceEvent]]:
     """The recorded events of ``message_id`` in ``slots`` younger than ``retention_ms`` by
     Redis's clock and among the last ``cap`` of their slot (the scripts trim by both now
-    and then), oldest first (the order its slot recorded them), then the merges into its
-    pending message not claimed yet, as one ``merged`` event per group. The events of its
-    deliveries are found through its ``claimed`` events, which name them
-    (``lua/includes/trace.lua``)."""
-    mid = message_id.encode()
-    *tallies, (seconds, micros) = yield [
-        *(command("HMGET", SlotKeys(topic, slot).trace_tally, "#",
-                  *(f"{message_id}|{group}" for group in groups)) for slot in slots),
-        command("TIME")]
+    and then), oldest first, then the merges into its pending message not claimed yet, as
+    one ``merged`` event per group. ``member``: the message as stored, when the caller knows
+    it (a trace by body); else the records name it. The events of its deliveries are found
+    through its ``claimed`` events, which name them (``lua/includes/trace.lua``)."""
+    seconds, micros = (yield [command("TIME")])[0]
     since = int(seconds) * 1000 + int(micros) // 1000 - retention_ms
-    oldest = {slot: int(values[0] or 0) - cap for slot, values in zip(slots, tallies,
-                                                                       strict=True)}
-    by_mid = yield from _scan(topic, {slot: (slot, f"*[\t,]{message_id}[\t,]*")
-                                      for slot in slots})
-    found: dict[_Place, tuple[int, TraceEvent]] = {}
-    deliveries: dict[int, dict[bytes, tuple[int | None, str | None]]] = {}
-    for slot, records in by_mid.items():
-        for record in records:
-            for place, time, fields in _lines(slot, record):
-                if fields[2] != mid:
-                    continue
+    lists = yield from _elements(topic, slots)
+    wanted = _LONG + message_id.encode()
+    ids: dict[_Entry, bool] = {}  # entry -> whether it names the message
+
+    def names_it(entry: _Entry) -> bool:
+        if entry not in ids:
+            ids[entry] = entry == wanted if entry[:2] == _LONG else (
+                entry == member if member is not None
+                else message_id_of(topic, entry) == message_id)
+        return ids[entry]
+
+    found: list[tuple[tuple[int, int, float], TraceEvent]] = []
+    entries: set[_Entry] = set()
+    for slot, elements in lists.items():
+        recorded = _events(elements)[-cap:]
+        deliveries: dict[bytes, tuple[int | None, str | None]] = {}
+        for number, (time, fields, entry) in enumerate(recorded):
+            if entry is not None and names_it(entry):
+                entries.add(entry)
                 event = _event(fields, time, slot, message_id, (None, None))
-                found[place] = (event.time, event)
                 if event.event == "claimed":
-                    deliveries.setdefault(slot, {})[fields[3]] = (event.attempt,
-                                                                  event.consumer)
-    scans: dict[Any, tuple[int, str | None]] = {}
-    for slot, held in deliveries.items():
-        if len(held) > _PATTERNS_MAX:
-            scans[slot] = (slot, None)
-        else:
-            scans.update({(slot, d): (slot, f"*[d,]{d[1:].decode()}[,\t]*") for d in held})
-    for name, records in (yield from _scan(topic, scans)).items():
-        slot = scans[name][0]
-        for record in records:
-            for place, time, fields in _lines(slot, record):
-                if not fields[2] and fields[3] in deliveries[slot] and place not in found:
-                    found[place] = (time, _event(fields, time, slot, message_id,
-                                                 deliveries[slot][fields[3]]))
-    for slot, values in zip(slots, tallies, strict=True):
-        for group, value in zip(groups, values[1:], strict=True):
-            if value is not None:  # merges not closed yet: first ms, last ms, count
-                first = int(value[:13])
-                found[(slot, oldest[slot] + cap + 1, 0)] = (first, TraceEvent(
-                    "merged", first, group, message_id, slot, count=int(value[26:]),
-                    last_time=int(value[13:26])))
-    ordered = sorted(found.items(), key=lambda item: (item[1][0], _merges_after_sent(
-        item[0], item[1][1], found)))
-    return _first_endings([event for (slot, number, _), (time, event) in ordered
-                           if (event.last_time or time) >= since and number > oldest[slot]])
+                    deliveries[fields[3]] = (event.attempt, event.consumer)
+            elif entry is None and fields[3] in deliveries:
+                event = _event(fields, time, slot, message_id, deliveries[fields[3]])
+            else:
+                continue
+            if (event.last_time or event.time) >= since:
+                found.append(((event.time, slot, number), event))
+    if member is not None:
+        entries.add(member if len(member) <= INLINE_MAX else wanted)
+    elif not entries:  # its events trimmed, or none yet: its merges may still be counted
+        entries.update((yield from _tally_entries(topic, slots, groups, names_it)))
+    if entries:
+        found += (yield from _open_merges(topic, message_id, sorted(entries), slots, groups,
+                                          since))
+    return _first_endings([event for _, event in sorted(found, key=lambda item: item[0])])
 
 
-def _merges_after_sent(place: _Place, event: TraceEvent,
-                       found: dict[_Place, tuple[int, TraceEvent]]) -> tuple[float, ...]:
-    """Where an event sorts among those of its millisecond: a "merged" one (written when
-    the message is next sent anew, or not yet) right after the "sent" its merges follow."""
-    if event.event != "merged":
-        return tuple(place)
-    slot, number, _ = place
-    sent = [n for (s, n, _), (_, e) in found.items()
-            if s == slot and e.event == "sent" and e.group == event.group and n < number]
-    return (slot, max(sent, default=0) + 0.5, 0)
+def _tally_entries(topic: str, slots: Sequence[int], groups: Sequence[str],
+                   names_it: Callable[[_Entry], bool]) -> Op[set[_Entry]]:
+    """The entries of the message in the groups' tallies (``HSCAN``, side by side): how a
+    trace by id finds the merges into a message whose recorded events are gone."""
+    tallies = [SlotKeys(topic, slot).group(group).trace_tally for slot in slots
+               for group in groups]
+    cursors: dict[str, Any] = dict.fromkeys(tallies, b"0")
+    entries: set[_Entry] = set()
+    while cursors:
+        names = list(cursors)
+        replies = yield [command("HSCAN", tally, cursors[tally], "COUNT", _PAGE)
+                         for tally in names]
+        for tally, (cursor, pairs) in zip(names, replies, strict=True):
+            for field in pairs:  # redis-py answers HSCAN with a dict
+                # "\0~" and "\0s" are the tally's own (lua/includes/trace_save.lua)
+                if (field[:1] != b"\0" or field[:2] == _LONG) and names_it(field):
+                    entries.add(field)
+            if int(cursor) == 0:
+                del cursors[tally]
+            else:
+                cursors[tally] = cursor
+    return entries
+
+
+def _open_merges(topic: str, message_id: str, entries: Sequence[_Entry], slots: Sequence[int],
+                 groups: Sequence[str], since: int
+                 ) -> Op[list[tuple[tuple[int, int, float], TraceEvent]]]:
+    """The merges into the message while pending that no claim has recorded yet (the
+    tally's fields of its entry in each group), one ``merged`` event per group, placed after
+    every recorded event of its millisecond."""
+    asked = [(slot, group, entry) for slot in slots for group in groups for entry in entries]
+    values = yield [command("HGET", SlotKeys(topic, slot).group(group).trace_tally, entry)
+                    for slot, group, entry in asked]
+    merges = []
+    for (slot, group, _), value in zip(asked, values, strict=True):
+        if value is not None and int(value[13:26]) >= since:  # first ms, last ms, count
+            first = int(value[:13])
+            merges.append(((first, slot, math.inf), TraceEvent(
+                "merged", first, group, message_id, slot, count=int(value[26:]),
+                last_time=int(value[13:26]))))
+    return merges
 
 
 _SETTLES = frozenset({"extended", "acked", "failed", "expired", "released"})
@@ -256,5 +307,5 @@ def purge_call(topic: str, group: str, slot: int, trace: str, ids: Sequence[byte
     """The call that deletes the dead letters ``ids`` of ``group`` in ``slot``, each traced
     as purged (``lua/purge_dead.lua``); it answers how many there were."""
     k = SlotKeys(topic, slot)
-    keys = [k.group(group).dead, k.group(group).dead_index, *k.trace()]
+    keys = [k.group(group).dead, k.group(group).dead_index, *k.trace(group)]
     return script_call(script("purge_dead"), keys, [trace, *ids])

@@ -7,8 +7,8 @@
   KEYS[1]      string  the slot's generation (includes/settle_call.lua)
   KEYS[2]      hash  the group's in-flight records in one slot
   KEYS[3]      zset  the group's leases in one slot
-  KEYS[4]      zset  with the trace on (ARGV[3]): the slot's trace events (includes/trace.lua)
-  KEYS[5]      hash  with the trace on: the slot's trace tally
+  KEYS[4]      list  with the trace on (ARGV[3]): the slot's trace events (includes/trace.lua)
+  KEYS[5]      hash  with the trace on: the group's trace tally
   ARGV[1]      the generation the deliveries were claimed under ("": unchecked)
   ARGV[2]      new lease expiry, epoch ms
   ARGV[3]      the topic's trace as the client read it: "" when off

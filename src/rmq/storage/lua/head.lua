@@ -12,7 +12,7 @@
   KEYS[3]      its delayed zset
   KEYS[4]      its key locks (serial topics)
   KEYS[5]      with the trace on (ARGV[7]): the slot's trace events (includes/trace.lua)
-  KEYS[6]      with the trace on: the slot's trace tally
+  KEYS[6]      with the trace on: the group's trace tally
   ARGV[1]      now, epoch ms
   ARGV[2]      depth: describe bands until they hold this many messages
   ARGV[3]      1 if the topic is key-serial

@@ -5,8 +5,8 @@
 
   KEYS[1]      hash  the group's dead letters in the slot
   KEYS[2]      zset  their index by time of death
-  KEYS[3]      zset  the slot's trace events (includes/trace.lua)
-  KEYS[4]      hash  the slot's trace tally
+  KEYS[3]      list  the slot's trace events (includes/trace.lua)
+  KEYS[4]      hash  the group's trace tally
   ARGV[1]      the topic's trace as the client read it (not "")
   ARGV[2..]    dead-letter ids (delivery seqs)
 

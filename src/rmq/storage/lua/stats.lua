@@ -6,7 +6,7 @@
 
   KEYS[1..9]   the 9 group keys of includes/group_keys.lua
   KEYS[10]     with the trace on (ARGV[2]): the slot's trace events (includes/trace.lua)
-  KEYS[11]     with the trace on: the slot's trace tally
+  KEYS[11]     with the trace on: the group's trace tally
   ARGV[1]      now, epoch ms
   ARGV[2]      the topic's trace as the client read it: "" when off (its promotions are
                recorded)

@@ -11,8 +11,8 @@
                closed (zset), halves (list), parts (hash), counts (hash)
   KEYS[8..]    per bound group, the 9 group keys of includes/group_keys.lua, followed, when
                ARGV[4] names the slot, by the group's heads_ready and heads_delayed
-  KEYS[n-1..n] with the trace on (ARGV[8]): the slot's trace keys, events and tally
-               (includes/trace.lua)
+  KEYS[..]     with the trace on (ARGV[8]): the slot's trace events, then each group's
+               trace tally, in the groups' order (includes/trace.lua)
   ARGV[1]      the topic's generation as the client read it ("": none)
   ARGV[2]      now, epoch ms: the commit's time
   ARGV[3]      wake channel, published when a sleeping consumer has something new to do
@@ -75,9 +75,9 @@ end
 
 local merged = 0
 local clock = open_clock(KEYS[2], now)
-local tracer = open_trace(ARGV[8], KEYS[#KEYS - 1], KEYS[#KEYS])
-for _, flag in ipairs(enqueue_batch(halves, 1, 8, tracer and #KEYS - 2 or #KEYS, now, clock,
-                                    ARGV[4], ARGV[5], tracer)) do
+local tracer, last_key = open_batch_trace(ARGV[8], 8, ARGV[4])
+for _, flag in ipairs(enqueue_batch(halves, 1, 8, last_key, now, clock, ARGV[4], ARGV[5],
+                                    tracer)) do
   merged = merged + flag
 end
 trace_save(tracer)

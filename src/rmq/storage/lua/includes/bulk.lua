@@ -9,6 +9,10 @@
 local BULK_PIECE = 1000
 
 local function bulk(command, key, args)
+  if #args <= BULK_PIECE then  -- most calls: the reply as it is, not copied
+    local reply = rcall(command, key, unpack(args))
+    return type(reply) == "table" and reply or {}
+  end
   local joined = {}
   for from = 1, #args, BULK_PIECE do
     local reply = rcall(command, key, unpack(args, from, math.min(from + BULK_PIECE - 1, #args)))

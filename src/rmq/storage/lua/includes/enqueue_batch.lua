@@ -13,7 +13,12 @@
   accepted it), counts sent, merged and filtered per group, and traces sent and merged. The
   caller calls trace_save(tracer) and finish(clock, channel) afterwards.
 
-  Provides: enqueue_batch.  Needs: rcall, KEYS, CALL, and the includes below.
+  open_batch_trace(spec, first_key, slot) opens the slot's tracer of such a call (nil when
+  `spec` is "") and says where the groups' keys end: with the trace on, KEYS ends with the
+  slot's trace events and then each group's tally, in the groups' order.
+
+  Provides: enqueue_batch, open_batch_trace.  Needs: rcall, KEYS, CALL, and the includes
+  below.
 ]]
 --- @include "pending"
 --- @include "group_keys"
@@ -21,6 +26,17 @@
 --- @include "member"
 --- @include "filter"
 --- @include "trace"
+
+local function open_batch_trace(spec, first_key, slot)
+  if spec == "" then
+    return nil, #KEYS
+  end
+  local stride = slot == "" and GROUP_KEY_COUNT or GROUP_KEY_COUNT + 2
+  local last_key = first_key - 1 + (#KEYS - first_key) / (stride + 1) * stride
+  local tracer = open_trace(spec, KEYS[last_key + 1], nil)
+  tracer.tally_at = last_key + 2
+  return tracer, last_key
+end
 
 local function enqueue_batch(source, first_arg, first_key, last_key, now, clock, slot,
                              filters_json, tracer)
@@ -42,7 +58,9 @@ local function enqueue_batch(source, first_arg, first_key, last_key, now, clock,
     if slot ~= "" then
       attach_heads(k, KEYS[first + GROUP_KEY_COUNT], KEYS[first + GROUP_KEY_COUNT + 1], slot)
     end
-    attach_trace(k, tracer)
+    if tracer then
+      attach_trace(k, tracer, KEYS[tracer.tally_at + (first - first_key) / stride])
+    end
     return k
   end
 
@@ -95,7 +113,7 @@ local function enqueue_batch(source, first_arg, first_key, last_key, now, clock,
         else
           merged_everywhere = 0
           if tracer then
-            trace_message(k, "sent", member)
+            trace_sent(k, member)
           end
         end
       end
@@ -131,7 +149,7 @@ local function enqueue_batch(source, first_arg, first_key, last_key, now, clock,
           if was_merged then
             trace_merged(k, source[from + n - 1])
           else
-            trace_message(k, "sent", source[from + n - 1])
+            trace_sent(k, source[from + n - 1])
           end
           counted(n, was_merged)
         end

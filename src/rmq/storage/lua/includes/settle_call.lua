@@ -19,8 +19,8 @@
   KEYS[3..11]  the 9 group keys of includes/group_keys.lua
   KEYS[12]     with a heads index (ARGV[4]): the group's heads_ready (includes/heads.lua)
   KEYS[13]     with a heads index: the group's heads_delayed
-  KEYS[n-1..n] with the trace on (ARGV[5]): the slot's trace keys, events and tally
-               (includes/trace.lua)
+  KEYS[n-1..n] with the trace on (ARGV[5]): the slot's trace events and the group's trace
+               tally (includes/trace.lua)
   ARGV[2]      now, epoch ms
   ARGV[3]      wake channel
   ARGV[4]      heads index: this slot's number, or "" when the topic keeps none

@@ -1,94 +1,134 @@
 --[[
-  Writing a slot's tracer (includes/trace.lua) at the end of a script: the merges whose
-  messages were sent anew closed into their "merged" events, the merges counted by this call
-  added to the tally, the events written as one member of the events zset, and the trimming
-  by cap and retention every TRIM_EVERY events. docs/trace.md and trace.lua's header
-  describe the keys.
+  Writing a slot's tracer (trace_record.lua) at the end of a script: each group's "sent"
+  line, the merges counted by this call added to the tally, the record appended to the
+  events list, and, once the list is `trim_every` elements past the cap, the trimming by cap
+  and retention.
+
+  A group's tally hash, per message with merges not yet recorded (tally_field): first ms,
+  last ms (13 digits each) and the count; "\0~" a value longer than hash-max-listpack-value,
+  which keeps the hash in Redis's hashtable encoding (a listpack finds a field by scanning
+  the whole hash: a merge cost 60 k instructions where the tally held 500 fields); "\0s"
+  the cursor of the sweep below (no member is "\0~" or "\0s": see trace_record.lua). The claim that takes the message records them on
+  its "claimed" line (trace.lua), so the tally holds pending messages only; the sweep drops
+  what the retention has passed (the merges into the messages of a group deleted, say).
 
   Provides: trace_save.  Needs: rcall, and the includes below.
 ]]
---- @include "scores"
 --- @include "records"
 --- @include "bulk"
+--- @include "trace_record"
 
--- The slot's events between two trims: what a trace may hold beyond its cap.
-local TRIM_EVERY = 64
+-- (a literal: a library's top level runs before the string library is there)
+local TALLY_PIN = "~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~"
+local SWEEP_COUNT = 10
 
--- The merges counted before the messages of `sent` were sent anew: their "merged" events,
--- ahead of this call's (the reader places each after the "sent" before it).
-local function close_merges(tracer)
-  local fields = tracer.sent
-  local tallies = bulk("HMGET", tracer.tally, fields)
-  local done, lines = {}, {}
-  for j, tally in ipairs(tallies) do
-    if tally then
-      local mid, group = string.match(fields[j], "^(%x+)|(.*)$")
-      tracer.n = tracer.n + 1
-      lines[#lines + 1] = "merged\t" .. group .. "\t" .. mid .. "\t\t\t"
-        .. string.sub(tally, 27) .. "\t" .. string.sub(tally, 1, 13) .. "\t"
-        .. string.sub(tally, 14, 26) .. "\t\t"
-      done[#done + 1] = fields[j]
+-- Each group's messages sent new by this call: one line.
+local function write_sent(tracer)
+  for _, k in ipairs(tracer.sending) do
+    local members = k.trace_sent
+    add_line(tracer, "sent\t" .. k.group_name .. "\t=" .. int_text(#members)
+      .. "\t\t\t\t\t\t\t", #members)
+    for _, member in ipairs(members) do
+      add_entry(tracer, member)
     end
-  end
-  if #done > 0 then
-    bulk("HDEL", tracer.tally, done)
-    for _, line in ipairs(tracer.lines) do
-      lines[#lines + 1] = line
-    end
-    tracer.lines = lines
   end
 end
 
--- The merges counted by this call, added to the tally: first and last ms, and the count.
+-- The merges counted by this call, added to each group's tally: first and last ms, and
+-- the count.
 local function save_merges(tracer)
-  local fields = tracer.merged_order
-  local held = bulk("HMGET", tracer.tally, fields)
-  local writes = {}
   local now_text = tracer.now_text
-  for j, field in ipairs(fields) do
-    local count, first = tracer.merges[field], now_text
-    if held[j] then
-      count, first = count + tonumber(string.sub(held[j], 27)), string.sub(held[j], 1, 13)
+  local once = now_text .. now_text .. "1"
+  for _, k in ipairs(tracer.merging) do
+    local fields, merges = k.trace_merged, k.trace_merges
+    local held = bulk("HMGET", k.trace_tally, fields)
+    local writes = {"\0~", TALLY_PIN}
+    local w = 2
+    for j, field in ipairs(fields) do
+      local count, value = merges[field], held[j]
+      if value then
+        value = string.sub(value, 1, 13) .. now_text
+          .. int_text(count + tonumber(string.sub(value, 27)))
+      elseif count == 1 then
+        value = once
+      else
+        value = now_text .. now_text .. int_text(count)
+      end
+      writes[w + 1], writes[w + 2] = field, value
+      w = w + 2
     end
-    writes[#writes + 1] = field
-    writes[#writes + 1] = first .. now_text .. int_text(count)
+    bulk("HSET", k.trace_tally, writes)
   end
-  bulk("HSET", tracer.tally, writes)
 end
 
--- Write what the tracer holds: its events as one member, the merges counted, then the
--- trimming by cap and retention.
+-- A step of the sweep of a tally: the merges of messages no claim took within the retention.
+local function sweep_tally(tally, cutoff)
+  local reply = rcall("HSCAN", tally, rcall("HGET", tally, "\0s") or "0", "COUNT", SWEEP_COUNT)
+  local gone, found = {}, reply[2]
+  for j = 1, #found, 2 do
+    local field = found[j]
+    if (string.byte(field, 1) ~= 0 or string.sub(field, 2, 2) == "#")
+        and tonumber(string.sub(found[j + 1], 14, 26)) < cutoff then
+      gone[#gone + 1] = field
+    end
+  end
+  if #gone > 0 then
+    bulk("HDEL", tally, gone)
+  end
+  rcall("HSET", tally, "\0s", reply[1])
+end
+
+-- The list down to its newest `cap` elements (the head may then start inside a record: the
+-- reader skips to the first MARKER), then whole records older than the retention from the
+-- head (a few a time: they were written in time order), then a step of the tally's sweep.
+local function trim(tracer)
+  local events = tracer.events
+  rcall("LTRIM", events, -tracer.cap, -1)
+  local cutoff = tracer.now - tracer.retention
+  for _ = 1, 8 do
+    local starts = rcall("LPOS", events, MARKER, "COUNT", 2)
+    local first = starts[1]
+    if not first then
+      rcall("DEL", events)  -- nothing whole is left
+      break
+    end
+    if tonumber(rcall("LINDEX", events, first + 1)) >= cutoff then
+      if first > 0 then
+        rcall("LTRIM", events, first, -1)
+      end
+      break
+    end
+    if not starts[2] then
+      rcall("DEL", events)  -- its newest record is past the retention too
+      break
+    end
+    rcall("LTRIM", events, starts[2], -1)
+  end
+  for _, tally in ipairs(tracer.tallies) do
+    sweep_tally(tally, cutoff)
+  end
+end
+
+-- Write what the tracer holds.
 local function trace_save(tracer)
   if not tracer then
     return
   end
-  if #tracer.sent > 0 then
-    close_merges(tracer)
+  if #tracer.sending > 0 then
+    write_sent(tracer)
   end
-  local lines, n = tracer.lines, tracer.n
-  if #tracer.merged_order > 0 then
+  if #tracer.merging > 0 then
     save_merges(tracer)
   end
-  if n == 0 then
+  if tracer.n == 0 then
     return
   end
-  local count = rcall("HINCRBY", tracer.tally, "#", n)
-  rcall("ZADD", tracer.events, count, count .. "\t" .. tracer.now_text .. "\n"
-    .. table.concat(lines, "\n"))
-  -- Trimming, once the slot's events cross a multiple of TRIM_EVERY: by cap, then the
-  -- oldest calls past the retention (a few a time: they were written in time order).
-  if math.floor(count / TRIM_EVERY) == math.floor((count - n) / TRIM_EVERY) then
-    return
+  local pieces, length = tracer.pieces, 0
+  for from = 1, tracer.np, BULK_PIECE do
+    length = rcall("RPUSH", tracer.events, unpack(pieces, from,
+      math.min(from + BULK_PIECE - 1, tracer.np)))
   end
-  if count > tracer.cap then
-    rcall("ZREMRANGEBYSCORE", tracer.events, "-inf", count - tracer.cap)
-  end
-  local cutoff = tracer.now - tracer.retention
-  for _ = 1, 8 do
-    local oldest = rcall("ZRANGE", tracer.events, 0, 0)[1]
-    if not oldest or tonumber(string.match(oldest, "^%d+\t(%d+)")) >= cutoff then
-      break
-    end
-    rcall("ZREMRANGEBYRANK", tracer.events, 0, 0)
+  if length > tracer.cap + tracer.trim_every then
+    trim(tracer)
   end
 end

@@ -1,0 +1,83 @@
+--[[
+  A slot's tracer: the record one script call appends to the slot's trace, a list
+  (docs/storage.md, "The trace"), and what names a message in it.
+
+  A record is a run of the list's elements, appended by one RPUSH (no Lua string joins
+  them: joining costs Lua more per byte than Redis takes to store them):
+    MARKER          "\0@", where a record starts (a member cannot start so, below)
+    "<time ms>"     Redis's time of the call
+  then its lines, each ten fields joined by tabs: event, group, subject, delivery, attempt,
+  count, first ms, last ms, consumer, error. A subject "=<n>" says that the line's n
+  messages follow it, an element each: the member as stored (docs/storage.md, "Members"),
+  which the reader hashes into its message id, or "\0#" .. its message id when it is longer
+  than INLINE_MAX (the SHA-1 costs Lua more than copying a short member). No member starts
+  with "\0@" or "\0#": a member that starts with NUL goes on with a key length, and keys are
+  at most 64 KiB.
+  A group's tally hash names a message by its entry.
+
+  open_trace(spec, events, tally) makes a slot's tracer (nil when spec is "": the trace is
+  off), its events timed by Redis's TIME (read once per call: a call of many slots has a
+  tracer per slot); `tally`: the tally of the script's one group, or nil when the script
+  gives each group its own (attach_trace in trace.lua). add_line(tracer, line, events) and
+  add_entry(tracer, member) append to its record; tally_field(tracer, member) names a
+  message in a tally.
+
+  Provides: open_trace, add_line, add_entry, tally_field.  Needs: rcall, CALL.
+]]
+
+-- Members up to this long are copied into the trace; a longer one is named by its message
+-- id, a SHA-1 (about 1 us a 100 bytes), so a slot's trace holds about cap x INLINE_MAX bytes
+-- at most.
+local INLINE_MAX = 256
+local MARKER = "\0@"
+
+local function trace_now()
+  if not CALL.trace_now then
+    local time = rcall("TIME")
+    CALL.trace_now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+    CALL.trace_now_text = string.format("%d", CALL.trace_now)
+  end
+  return CALL.trace_now, CALL.trace_now_text
+end
+
+-- spec: "<topic>:<retention ms>:<cap>" (storage/trace.py writes it), or "" when off
+local function open_trace(spec, events, tally)
+  if spec == "" then
+    return nil
+  end
+  local parsed = CALL.trace_spec  -- once per call: a call of many slots opens many
+  if not parsed then
+    local topic, retention, cap = string.match(spec, "^(.*):(%d+):(%d+)$")
+    parsed = {topic .. ":", tonumber(retention), tonumber(cap)}
+    CALL.trace_spec = parsed
+  end
+  local now, now_text = trace_now()
+  local cap = parsed[3]
+  return {events = events, tally = tally, topic = parsed[1], now = now,
+    now_text = now_text, retention = parsed[2], cap = cap,
+    trim_every = math.max(64, math.floor(cap / 16)), pieces = {MARKER, now_text}, np = 2,
+    n = 0, sending = {}, merging = {}, tallies = {}}
+end
+
+-- A line of `events` events (its entries, if any, follow it).
+local function add_line(tracer, line, events)
+  local np = tracer.np + 1
+  tracer.pieces[np] = line
+  tracer.np = np
+  tracer.n = tracer.n + events
+end
+
+-- "\0#" .. the message id of a member longer than INLINE_MAX.
+local function long_entry(tracer, member)
+  return "\0#" .. string.sub(redis.sha1hex(tracer.topic .. member), 1, 16)
+end
+
+local function add_entry(tracer, member)
+  local np = tracer.np + 1
+  tracer.pieces[np] = #member <= INLINE_MAX and member or long_entry(tracer, member)
+  tracer.np = np
+end
+
+local function tally_field(tracer, member)
+  return #member <= INLINE_MAX and member or long_entry(tracer, member)
+end

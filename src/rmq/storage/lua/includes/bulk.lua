@@ -9,6 +9,9 @@
 local BULK_PIECE = 1000
 
 local function bulk(command, key, args)
+  if #args == 0 then
+    return {}
+  end
   if #args <= BULK_PIECE then  -- most calls: the reply as it is, not copied
     local reply = rcall(command, key, unpack(args))
     return type(reply) == "table" and reply or {}

@@ -12,6 +12,7 @@ from helpers import wait_for
 
 import rmq
 from rmq.errors import InvalidQuery, InvalidSetting
+from rmq.storage.keys import SlotKeys
 
 
 def names(events):
@@ -218,3 +219,59 @@ def test_a_limited_groups_claims_and_acks_are_traced_and_free_their_permits(clie
     client.ack(last)
     for result in sent:
         assert names(client.trace("t", result.message_id)) == ["sent", "claimed", "acked"]
+
+
+def test_a_message_longer_than_what_the_trace_copies_is_traced_by_its_id(client):
+    client.create_topic("t", trace=True)
+    body = b"L" * 300  # recorded as its message id, not copied (docs/storage.md, "The trace")
+    sent = client.send("t", body)
+    client.send("t", body)
+    client.ack(client.claim("t", holder="w"))
+    events = client.trace("t", sent.message_id)
+    assert names(events) == ["sent", "merged", "claimed", "acked"]
+    assert events[1].count == 1 and events[2].consumer == "w"
+    assert client.trace("t", body=body) == events
+
+
+def test_merge_counts_stay_in_a_hashtable_tally_until_the_claim_records_them(redis_url):
+    with rmq.Client(redis_url) as client:
+        client.create_topic("t", slots=1, trace=True)
+        tally = SlotKeys("t", 0).group("default").trace_tally
+        client.send_many("t", [b"x", b"x", b"y"])
+        client.send("t", b"x")
+        assert int(client.redis.hget(tally, b"x")[26:]) == 2  # first ms, last ms, count
+        # kept out of the listpack encoding, where each field is found by a scan
+        assert client.redis.object("encoding", tally) == b"hashtable"
+        taken = client.claim("t", count=2, holder="w")
+        assert client.redis.hget(tally, b"x") is None  # recorded by the claim, gone
+        assert [(e.event, e.count) for e in client.trace("t", body=b"x")] == [
+            ("sent", 1), ("merged", 2), ("claimed", 1)]
+        client.ack(taken)
+
+
+def test_a_slots_trace_is_trimmed_near_its_cap_and_reads_its_newest_events(redis_url):
+    with rmq.Client(redis_url) as client:
+        client.create_topic("t", slots=1, trace=True, trace_cap=10)
+        sent = [client.send("t", f"m{i}".encode()) for i in range(100)]
+        events = SlotKeys("t", 0).trace_events
+        # trimmed to the cap whenever it grows 64 elements past it; a send writes 4
+        assert client.redis.llen(events) <= 10 + 64 + 4
+        assert all(client.trace("t", s.message_id) == [] for s in sent[:80])
+        kept = [s for s in sent if client.trace("t", s.message_id)]
+        assert kept == sent[-len(kept):] and 1 <= len(kept) <= 10
+
+
+def test_merge_counts_older_than_the_retention_are_swept(redis_url):
+    with rmq.Client(redis_url) as client:
+        client.create_topic("t", slots=1, trace=True, trace_retention=1, trace_cap=1)
+        tally = SlotKeys("t", 0).group("default").trace_tally
+        client.send("t", b"x")
+        client.send("t", b"x")  # counted; never claimed (say its group went away)
+        assert client.redis.hexists(tally, b"x")
+        sends = iter(range(10_000))
+
+        def swept() -> bool:
+            client.send("t", f"new{next(sends)}".encode())  # writes trim and sweep now and then
+            return not client.redis.hexists(tally, b"x")
+
+        wait_for(swept, timeout=10, what="the old count swept")

@@ -159,19 +159,17 @@ def _events(elements: list[bytes]) -> list[tuple[int, list[bytes], _Entry | None
 
 def _claimed(time: int, fields: list[bytes], entries: list[_Entry]
              ) -> list[tuple[int, list[bytes], _Entry | None]]:
-    """A claimed line's events: per message, its merges while pending (the count field:
-    "<j>:" + first ms, last ms and count, j from 1) and its claim."""
+    """A claimed line's events: per message, its merges while pending (the count field: per
+    message first ms, last ms and count, or "", joined by commas; "" when none had any)
+    and its claim."""
     first = int(fields[3][1:])
     attempts = fields[4].split(b",") if fields[4] else [b""] * len(entries)
-    merges = {}
-    for merge in fields[5].split(b",") if fields[5] else ():
-        j, _, tally = merge.partition(b":")
-        merges[int(j) - 1] = [b"merged", fields[1], b"", b"", b"", tally[26:], tally[:13],
-                              tally[13:26], b"", b""]
+    merges = fields[5].split(b",") if fields[5] else [b""] * len(entries)
     events: list[tuple[int, list[bytes], _Entry | None]] = []
-    for i, (entry, attempt) in enumerate(zip(entries, attempts, strict=True)):
-        if i in merges:
-            events.append((time, merges[i], entry))
+    for i, (entry, attempt, tally) in enumerate(zip(entries, attempts, merges, strict=True)):
+        if tally:
+            events.append((time, [b"merged", fields[1], b"", b"", b"", tally[26:], tally[:13],
+                                  tally[13:26], b"", b""], entry))
         events.append((time, [fields[0], fields[1], b"", b"d%d" % (first + i),
                               attempt or b"1", b"", b"", b"", *fields[8:]], entry))
     return events

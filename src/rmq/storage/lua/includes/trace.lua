@@ -40,18 +40,26 @@ local function attach_trace(k, tracer, tally)
   if tracer then
     k.trace = tracer
     k.trace_tally = tally or tracer.tally
-    tracer.tallies[#tracer.tallies + 1] = k.trace_tally
+    if tally then  -- the tallies to sweep, when not only the tracer's
+      local tallies = tracer.tallies or {}
+      tallies[#tallies + 1] = tally
+      tracer.tallies = tallies
+    end
     k.group_name = string.match(k.inflight or k.ready or k.dead, "}:([^:]+):[^:]+$")
-    k.trace_heads = {}
   end
 end
 
 -- "<event>\t<group>\t", made once per call and group
 local function head(k, event)
-  local text = k.trace_heads[event]
+  local heads = k.trace_heads
+  if not heads then
+    heads = {}
+    k.trace_heads = heads
+  end
+  local text = heads[event]
   if not text then
     text = event .. "\t" .. k.group_name .. "\t"
-    k.trace_heads[event] = text
+    heads[event] = text
   end
   return text
 end
@@ -70,8 +78,9 @@ local function trace_sent(k, member)
   if not members then
     members = {}
     k.trace_sent = members
-    local sending = k.trace.sending
+    local sending = k.trace.sending or {}
     sending[#sending + 1] = k
+    k.trace.sending = sending
   end
   members[#members + 1] = member
 end
@@ -92,8 +101,9 @@ local function trace_merged(k, member)
   if not merges then
     merges = {}
     k.trace_merges, k.trace_merged = merges, {}
-    local merging = k.trace.merging
+    local merging = k.trace.merging or {}
     merging[#merging + 1] = k
+    k.trace.merging = merging
   end
   local count = merges[field]
   if not count then
@@ -127,54 +137,55 @@ end
 
 -- Claimed messages of k's group, one line for a share: the first delivery seq (the share's
 -- ids follow one another in member order), the attempts joined by commas ("" when each is
--- a first), in the count field the merges counted into them while pending ("<j>:" and the
--- tally's value, joined by commas: j counts the share's messages from 1), which leave the
--- tally, the consumer, then the members.
+-- a first; `attempts` holds the others only), in the count field the merges counted into them while pending (per message
+-- the tally's value or "", joined by commas; "" when none had any), which leave the tally,
+-- the consumer, then the messages' entries (which name them in the tally too).
 local function trace_claimed(k, members, first, attempts, consumer)
   local tracer = k.trace
-  local fields = members
-  for j, member in ipairs(members) do
-    if #member > INLINE_MAX then
-      if fields == members then
-        fields = {}
-        for m, other in ipairs(members) do
-          fields[m] = other
-        end
+  local n = #members
+  local entries = members
+  for j = 1, n do
+    if #members[j] > INLINE_MAX then
+      entries = {}
+      for m = 1, n do
+        entries[m] = tally_field(tracer, members[m])
       end
-      fields[j] = tally_field(tracer, member)
-    end
-  end
-  local tallies = bulk("HMGET", k.trace_tally, fields)
-  local merges, closed = {}, {}  -- merges: pieces of the count field
-  for j, tally in ipairs(tallies) do
-    if tally then
-      local m = #merges
-      merges[m + 1], merges[m + 2], merges[m + 3], merges[m + 4] = int_text(j), ":", tally, ","
-      closed[#closed + 1] = fields[j]
-    end
-  end
-  if #closed > 0 then
-    bulk("HDEL", k.trace_tally, closed)
-    tracer.n = tracer.n + #closed
-  end
-  local tries = ""
-  for j = 1, #members do
-    if attempts[j] ~= 1 then
-      local texts = {}
-      for m = 1, #members do
-        texts[m] = int_text(attempts[m])
-      end
-      tries = table.concat(texts, ",")
       break
     end
   end
-  add_line(tracer, head(k, "claimed") .. "=" .. int_text(#members) .. "\td" .. first .. "\t"
-    .. tries .. "\t" .. table.concat(merges, "", 1, #merges - 1) .. "\t\t\t"
-    .. field_text(consumer) .. "\t",
-    #members)
-  for _, member in ipairs(members) do
-    add_entry(tracer, member)
+  local tallies = bulk("HMGET", k.trace_tally, entries)
+  local merges, closed, c = {}, {}, 0
+  for j = 1, n do
+    local tally = tallies[j]
+    if tally then
+      merges[j] = tally
+      c = c + 1
+      closed[c] = entries[j]
+    else
+      merges[j] = ""
+    end
   end
+  local merged = ""
+  if c > 0 then
+    bulk("HDEL", k.trace_tally, closed)
+    tracer.n = tracer.n + c
+    merged = table.concat(merges, ",")
+  end
+  local tries = ""
+  if next(attempts) then
+    local texts = {}
+    for m = 1, n do
+      texts[m] = int_text(attempts[m] or 1)
+    end
+    tries = table.concat(texts, ",")
+  end
+  add_line(tracer, head(k, "claimed") .. "=" .. int_text(n) .. "\td" .. first .. "\t" .. tries
+    .. "\t" .. merged .. "\t\t\t" .. field_text(consumer) .. "\t", n)
+  local pieces, np = tracer.pieces, tracer.np
+  for j = 1, n do
+    pieces[np + j] = entries[j]
+  end
+  tracer.np = np + n
 end
 
 -- A claim's reply from out[o]: the number of shares, per share its slot index and first
@@ -182,19 +193,22 @@ end
 -- a slot's messages take its share's ids in the order they come (take.lua).
 local function trace_taken(slots, out, o, consumer)
   local shares = out[o]
-  local first, members, attempts = {}, {}, {}
+  local first, members, attempts, counts = {}, {}, {}, {}
   for s = 1, shares do
     local i = out[o + 2 * s - 1]
-    first[i], members[i], attempts[i] = out[o + 2 * s], {}, {}
+    first[i], members[i], attempts[i], counts[i] = out[o + 2 * s], {}, {}, 0
   end
-  local at = o + 1 + 2 * shares
-  while at <= #out do
+  local at, last = o + 1 + 2 * shares, #out
+  while at <= last do
     local n, tries = out[at], out[at + 2]
     for m = 1, n do
       local i = out[at + 2 + 2 * m]
-      local list = members[i]
-      list[#list + 1] = out[at + 3 + 2 * m]
-      attempts[i][#list] = tries
+      local c = counts[i] + 1
+      counts[i] = c
+      members[i][c] = out[at + 3 + 2 * m]
+      if tries ~= 1 then  -- most messages are on their first: left out
+        attempts[i][c] = tries
+      end
     end
     at = at + 4 + 2 * n
   end

@@ -56,7 +56,7 @@ local function open_trace(spec, events, tally)
   return {events = events, tally = tally, topic = parsed[1], now = now,
     now_text = now_text, retention = parsed[2], cap = cap,
     trim_every = math.max(64, math.floor(cap / 16)), pieces = {MARKER, now_text}, np = 2,
-    n = 0, sending = {}, merging = {}, tallies = {}}
+    n = 0}  -- and, once used: sending, merging and tallies (trace.lua)
 end
 
 -- A line of `events` events (its entries, if any, follow it).

@@ -104,7 +104,7 @@ local function trim(tracer)
     end
     rcall("LTRIM", events, starts[2], -1)
   end
-  for _, tally in ipairs(tracer.tallies) do
+  for _, tally in ipairs(tracer.tallies or {tracer.tally}) do
     sweep_tally(tally, cutoff)
   end
 end
@@ -114,10 +114,10 @@ local function trace_save(tracer)
   if not tracer then
     return
   end
-  if #tracer.sending > 0 then
+  if tracer.sending then
     write_sent(tracer)
   end
-  if #tracer.merging > 0 then
+  if tracer.merging then
     save_merges(tracer)
   end
   if tracer.n == 0 then

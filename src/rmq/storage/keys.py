@@ -180,7 +180,7 @@ class SlotKeys:
 
     @property
     def trace_events(self) -> str:  # list: the slot's traced events (storage/trace.py)
-        return f"{self.tag}:trace"
+        return f"{self.tag}:trace:events"
 
     def trace(self, *groups: str) -> list[str]:
         """The trace keys a script takes (``lua/includes/trace.lua``): the slot's events,

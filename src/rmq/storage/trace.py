@@ -3,12 +3,13 @@
 
 A script learns from one argument whether to trace: ``trace_argument`` gives ``""`` for a
 topic without the trace (the scripts then do nothing more), else the topic's name, retention
-and cap; the slot's two trace keys (``SlotKeys.trace``) then follow the keys it already
-takes. Each script call writes its events as one record of the slot's ``trace`` zset, a
-line each (docs/storage.md, "The trace"); the merges into a pending message are counted in
-the slot's ``trace:tally`` hash and become one ``merged`` line when the message is next
-sent anew. A delivery's later events name its delivery seq only: ``read_trace`` finds them
-through the ``claimed`` events of the message.
+and cap; the slot's trace list and the groups' tallies (``SlotKeys.trace``) then follow the
+keys it already takes. Each script call appends its events to the slot's list as one
+record, a line each, the messages a line names after it as they are stored (docs/storage.md,
+"The trace"); the merges into a pending message are counted in its group's tally, and the
+claim that takes it records them. A delivery's later events name its delivery seq only:
+``read_trace`` finds them through the ``claimed`` events of the message, and finds the
+message by hashing what the records hold into message ids.
 """
 
 from __future__ import annotations
@@ -102,28 +103,18 @@ def trace_argument(topic: str, settings: TopicSettings) -> str:
     return f"{topic}:{to_ms(settings.trace_retention)}:{settings.trace_cap}"
 
 
-# Elements read per command (LRANGE): a slot keeps about `cap` (the scripts trim to it).
-_PAGE = 1000
+_PAGE = 1000  # fields a tally scan asks for per command
 _MARKER = b"\0@"  # where a record starts (lua/includes/trace_record.lua)
 _LONG = b"\0#"  # an entry that names a long member by its message id
 _Entry = bytes  # a member as stored, or _LONG + its message id
 
 
 def _elements(topic: str, slots: Sequence[int]) -> Op[dict[int, list[bytes]]]:
-    """Each slot's trace list, a page per command, the slots side by side."""
-    found: dict[int, list[bytes]] = {slot: [] for slot in slots}
-    offset = dict.fromkeys(slots, 0)
-    while offset:
-        asked = list(offset)
-        replies = yield [command("LRANGE", SlotKeys(topic, slot).trace_events, offset[slot],
-                                 offset[slot] + _PAGE - 1) for slot in asked]
-        for slot, page in zip(asked, replies, strict=True):
-            found[slot] += page
-            if len(page) < _PAGE:
-                del offset[slot]
-            else:
-                offset[slot] += _PAGE
-    return found
+    """Each slot's trace list, whole (about `cap` elements: the scripts trim it to that; in
+    pages, a trim between two would shift the second)."""
+    lists = yield [command("LRANGE", SlotKeys(topic, slot).trace_events, 0, -1)
+                   for slot in slots]
+    return dict(zip(slots, lists, strict=True))
 
 
 def _events(elements: list[bytes]) -> list[tuple[int, list[bytes], _Entry | None]]:

@@ -14,6 +14,7 @@ message by hashing what the records hold into message ids.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import zlib
@@ -117,15 +118,23 @@ def _elements(topic: str, slots: Sequence[int]) -> Op[dict[int, list[bytes]]]:
     return dict(zip(slots, lists, strict=True))
 
 
-def _events(elements: list[bytes]) -> list[tuple[int, list[bytes], _Entry | None]]:
-    """A slot's events in the order recorded: the time of its record, its ten fields, and
-    the message it names (a claim's line of a share, an ack's or extend's line of ids: one
-    event per message, per delivery; a claimed message's merges: a "merged" event before
-    its "claimed" one). Elements before the first record's start are left out: the cap's
-    trimming cut them from their record."""
-    events: list[tuple[int, list[bytes], _Entry | None]] = []
+_Found = tuple[int, int, list[bytes], bytes | None]  # number, time, fields, its claim's seq
+
+
+def _matching(elements: list[bytes], names_it: Callable[[_Entry], bool]
+              ) -> tuple[list[_Found], int]:
+    """The events of a slot's list that concern the message ``names_it`` recognizes, in the
+    order recorded, each with its number among the list's events (from 1), the time of its
+    record, its ten fields (a claim's line of a share, an ack's or extend's line of ids: one
+    event per message, per delivery; a claimed message's merges: a "merged" event before its
+    "claimed" one) and, for a delivery's events, the delivery's "d<seq>"; then how many
+    events the list holds. Elements before the first record's start are left out: the
+    cap's trimming cut them from their record. Only what concerns the message is built (a
+    list holds about `cap` events)."""
+    found: list[_Found] = []
+    deliveries: set[bytes] = set()  # the message's, as "d<seq>"
     at = elements.index(_MARKER) if _MARKER in elements else len(elements)
-    time = 0
+    time, number = 0, 0
     while at < len(elements):
         if elements[at] == _MARKER:
             time, at = int(elements[at + 1]), at + 2
@@ -136,34 +145,40 @@ def _events(elements: list[bytes]) -> list[tuple[int, list[bytes], _Entry | None
         if subject[:1] == b"=":
             n = int(subject[1:])
             entries, at = elements[at:at + n], at + n
-            if fields[0] == b"claimed":
-                events += _claimed(time, fields, entries)
-            else:
-                events += [(time, fields, entry) for entry in entries]
+            if fields[0] != b"claimed":
+                for entry in entries:
+                    number += 1
+                    if names_it(entry):
+                        found.append((number, time, fields, None))
+                continue
+            first = int(fields[3][1:])
+            attempts = fields[4].split(b",") if fields[4] else None
+            merges = fields[5].split(b",") if fields[5] else None
+            for i, entry in enumerate(entries):
+                merged = merges[i] if merges else b""
+                number += 2 if merged else 1
+                if not names_it(entry):
+                    continue
+                if merged:
+                    found.append((number - 1, time, [
+                        b"merged", fields[1], b"", b"", b"", merged[26:], merged[:13],
+                        merged[13:26], b"", b""], None))
+                seq = b"d%d" % (first + i)
+                deliveries.add(seq)
+                found.append((number, time, [fields[0], fields[1], b"", seq,
+                                             attempts[i] if attempts else b"1", b"", b"", b"",
+                                             *fields[8:]], seq))
         elif fields[0] in (b"acked", b"extended"):
-            events += [(time, [*fields[:3], b"d" + seq, *fields[4:]], None)
-                       for seq in fields[3][1:].split(b",")]
+            for seq in fields[3][1:].split(b","):
+                number += 1
+                if deliveries and b"d" + seq in deliveries:
+                    found.append((number, time, [*fields[:3], b"d" + seq, *fields[4:]],
+                                  b"d" + seq))
         else:
-            events.append((time, fields, None))
-    return events
-
-
-def _claimed(time: int, fields: list[bytes], entries: list[_Entry]
-             ) -> list[tuple[int, list[bytes], _Entry | None]]:
-    """A claimed line's events: per message, its merges while pending (the count field: per
-    message first ms, last ms and count, or "", joined by commas; "" when none had any)
-    and its claim."""
-    first = int(fields[3][1:])
-    attempts = fields[4].split(b",") if fields[4] else [b""] * len(entries)
-    merges = fields[5].split(b",") if fields[5] else [b""] * len(entries)
-    events: list[tuple[int, list[bytes], _Entry | None]] = []
-    for i, (entry, attempt, tally) in enumerate(zip(entries, attempts, merges, strict=True)):
-        if tally:
-            events.append((time, [b"merged", fields[1], b"", b"", b"", tally[26:], tally[:13],
-                                  tally[13:26], b"", b""], entry))
-        events.append((time, [fields[0], fields[1], b"", b"d%d" % (first + i),
-                              attempt or b"1", b"", b"", b"", *fields[8:]], entry))
-    return events
+            number += 1
+            if fields[3] in deliveries:
+                found.append((number, time, fields, fields[3]))
+    return found, number
 
 
 def _event(fields: list[bytes], time: int, slot: int, message_id: str,
@@ -193,32 +208,31 @@ def read_trace(topic: str, message_id: str, member: bytes | None, slots: Sequenc
     since = int(seconds) * 1000 + int(micros) // 1000 - retention_ms
     lists = yield from _elements(topic, slots)
     wanted = _LONG + message_id.encode()
+    prefix, digest = topic.encode() + b":", bytes.fromhex(message_id)
     ids: dict[_Entry, bool] = {}  # entry -> whether it names the message
 
     def names_it(entry: _Entry) -> bool:
-        if entry not in ids:
-            ids[entry] = entry == wanted if entry[:2] == _LONG else (
+        known = ids.get(entry)
+        if known is None:
+            known = ids[entry] = entry == wanted if entry[:2] == _LONG else (
                 entry == member if member is not None
-                else message_id_of(topic, entry) == message_id)
-        return ids[entry]
+                else hashlib.sha1(prefix + entry).digest()[:8] == digest)
+        return known
 
     found: list[tuple[tuple[int, int, float], TraceEvent]] = []
     entries: set[_Entry] = set()
     for slot, elements in lists.items():
-        recorded = _events(elements)[-cap:]
-        deliveries: dict[bytes, tuple[int | None, str | None]] = {}
-        for number, (time, fields, entry) in enumerate(recorded):
-            if entry is not None and names_it(entry):
-                entries.add(entry)
-                event = _event(fields, time, slot, message_id, (None, None))
-                if event.event == "claimed":
-                    deliveries[fields[3]] = (event.attempt, event.consumer)
-            elif entry is None and fields[3] in deliveries:
-                event = _event(fields, time, slot, message_id, deliveries[fields[3]])
-            else:
+        matches, total = _matching(elements, names_it)
+        claims: dict[bytes | None, tuple[int | None, str | None]] = {}
+        for number, time, fields, seq in matches:
+            if number <= total - cap:
                 continue
+            event = _event(fields, time, slot, message_id, claims.get(seq, (None, None)))
+            if event.event == "claimed":
+                claims[seq] = (event.attempt, event.consumer)
             if (event.last_time or event.time) >= since:
                 found.append(((event.time, slot, number), event))
+    entries.update(entry for entry, named in ids.items() if named)
     if member is not None:
         entries.add(member if len(member) <= INLINE_MAX else wanted)
     elif not entries:  # its events trimmed, or none yet: its merges may still be counted

@@ -5,7 +5,8 @@
 
   KEYS[1]      the generation of the lowest slot (includes/settle_call.lua)
   KEYS[2..]    per slot, the 9 group keys of includes/group_keys.lua (with the trace on,
-               ARGV[3], then the slot's trace events and the group's trace tally: includes/trace.lua);
+               ARGV[3], then the slot's trace events and the group's trace tally:
+               includes/trace.lua);
                then, on a single node for a group whose deliveries hold permits, its
                permits, waiters and wake keys (includes/ack_permits.lua)
   ARGV[1]      the generation the deliveries were claimed under ("": unchecked)

@@ -4,9 +4,10 @@
 
   A script learns whether to trace from one argument, the topic's trace as the client read
   it from the registry: "" when off (nothing below runs: the script checks it once), else
-  "<topic>:<retention ms>:<cap>", with the slot's two trace keys in KEYS: events (a zset of
-  one record per script call, trace_record.lua) and tally (a hash of the merges into pending
-  messages, trace_save.lua).
+  "<topic>:<retention ms>:<cap>", with more keys in KEYS: the slot's events (a list, one
+  record appended per script call, trace_record.lua) and the group's tally (a hash of the
+  merges into its pending messages, trace_save.lua; a call of every group of a slot takes
+  each group's).
 
   Events of a message as sent (sent, promoted, claimed, requeued, merged) name it by its
   entry; those of a delivery (extended, acked, failed, expired, released, dead, purged)
@@ -16,7 +17,8 @@
   Merges are counted in the tally, and the claim that takes the message records them on its
   "claimed" line.
 
-  attach_trace(k, tracer) gives a slot's tracer to a group key table `k`, through which a
+  attach_trace(k, tracer, tally) gives a slot's tracer (open_trace, trace_record.lua) to a
+  group key table `k`, with the group's tally when the tracer's is not it, through which a
   group's events are recorded: trace_sent(k, member), trace_message(k, event, member,
   delivery), trace_merged(k, member), trace_delivery(k, event, id, error),
   trace_present(k, event, ids, present) (the ids whose `present` entry is set), and
@@ -24,9 +26,9 @@
   take_chosen, written into `out` from `out[o]`). trace_save(tracer) writes a tracer's
   record at the end of the script.
 
-  Provides: open_trace, attach_trace, trace_sent, trace_message, trace_merged,
-  trace_delivery, trace_present, trace_taken, and trace_save (trace_save.lua).  Needs:
-  rcall, CALL, and the includes below.
+  Provides: attach_trace, trace_sent, trace_message, trace_merged, trace_delivery,
+  trace_present, trace_taken, and open_trace (trace_record.lua) and trace_save
+  (trace_save.lua).  Needs: rcall, CALL, and the includes below.
 ]]
 --- @include "records"
 --- @include "bulk"

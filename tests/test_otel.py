@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import redis
+from test_acl import add_user, documented_acl  # noqa: F401  (add_user: a fixture)
 
 import rmq
 
@@ -119,6 +120,13 @@ def test_a_handler_span_links_to_the_latest_32_sends(redis_url):
     (consumer,) = [s for s in spans if s["kind"] == "CONSUMER"]
     assert len(producers) == 40
     assert consumer["links"] == producers[-32:]
+
+
+def test_a_user_with_only_the_documented_acl_links_its_spans(add_user):
+    # the links are plain commands in the send's round trip: the ACL must carry them too
+    spans = run(MERGED_SENDS, add_user(documented_acl("rmq")))
+    consumers = [s for s in spans if s["kind"] == "CONSUMER"]
+    assert len(consumers) == 2 and sorted(len(s["links"]) for s in consumers) == [1, 4]
 
 
 def test_without_a_tracer_provider_no_span_context_is_stored(redis_url):

@@ -122,9 +122,10 @@ def test_a_handler_span_links_to_the_latest_32_sends(redis_url):
     assert consumer["links"] == producers[-32:]
 
 
-def test_a_user_with_only_the_documented_acl_links_its_spans(add_user):
+def test_a_user_with_only_the_documented_acl_links_its_spans(redis_url, request):
     # the links are plain commands in the send's round trip: the ACL must carry them too
-    spans = run(MERGED_SENDS, add_user(documented_acl("rmq")))
+    make_user = request.getfixturevalue("add_user")  # test_acl's, on this redis_url
+    spans = run(MERGED_SENDS, make_user(documented_acl("rmq")))
     consumers = [s for s in spans if s["kind"] == "CONSUMER"]
     assert len(consumers) == 2 and sorted(len(s["links"]) for s in consumers) == [1, 4]
 

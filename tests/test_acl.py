@@ -319,3 +319,15 @@ def test_the_documented_acls_let_a_topic_be_traced(tenancy, client_kind):
             assert client.trace("orders", sent.message_id) == []  # trimmed away
         finally:
             client.close()
+
+
+def test_a_command_the_acl_refuses_inside_rmqs_code_is_access_denied(add_user, client_kind):
+    rules = documented_acl("rmq").replace(" +rpush", "")  # the trace appends with RPUSH
+    client = client_of_kind(client_kind)(add_user(rules))
+    try:
+        client.create_topic("jobs", trace=True)
+        with pytest.raises(AccessDenied, match="(?s)docs/reliability.md.*can't run"):
+            client.send("jobs", b"one")
+        client.delete_topic("jobs")
+    finally:
+        client.close()

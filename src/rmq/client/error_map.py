@@ -39,6 +39,12 @@ class map_errors:  # noqa: N801 - used as a context manager, reads as a phrase
         if isinstance(exc, NoPermissionError) or (
                 isinstance(exc, ResponseError) and "NOPERM" in str(exc)):
             raise AccessDenied(f"Redis's ACL refused this user: {exc}") from exc
+        # a command or key refused inside RMQ's code: Redis says so without NOPERM
+        if isinstance(exc, ResponseError) and str(exc).startswith(
+                "The user executing the script can't"):
+            raise AccessDenied(f"Redis's ACL refused a command of RMQ's code to this user "
+                               f"(docs/reliability.md, \"Security\", lists what it needs): "
+                               f"{exc}") from exc
         if isinstance(exc, ResponseError) and str(exc).startswith("WRONGTYPE"):
             raise WrongKeyType(f"a key holds another Redis type than RMQ's: {exc}") from exc
         return False

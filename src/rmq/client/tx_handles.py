@@ -37,10 +37,8 @@ def _answer(tx_id: str, answer: object) -> bool | None:
     return None
 
 
-class Transaction:
-    """A transaction of one topic (``client.transaction(topic, id=None)``): its sends are
-    half messages, invisible to every group, until ``commit``; ``rollback`` drops them. As
-    a context manager it commits on a normal exit and rolls back on an exception."""
+class _Handle:
+    """What both handles hold: their client and the transaction's state."""
 
     def __init__(self, client: Any, state: TxState):
         self._client = client
@@ -55,6 +53,12 @@ class Transaction:
     def state(self) -> str:
         """"open", "committed" or "rolled_back", as this handle knows it."""
         return self._state.state
+
+
+class Transaction(_Handle):
+    """A transaction of one topic (``client.transaction(topic, id=None)``): its sends are
+    half messages, invisible to every group, until ``commit``; ``rollback`` drops them. As
+    a context manager it commits on a normal exit and rolls back on an exception."""
 
     def send(self, body: Any = MISSING, *, json: Any = MISSING, priority: int | None = None,
              delay_ms: float | None = None, deliver_at: Any = None,
@@ -97,20 +101,8 @@ class Transaction:
             self.commit()
 
 
-class AsyncTransaction:
+class AsyncTransaction(_Handle):
     """:class:`Transaction` for ``AsyncClient``: the same methods, awaited; ``async with``."""
-
-    def __init__(self, client: Any, state: TxState):
-        self._client = client
-        self._state = state
-
-    @property
-    def id(self) -> str:
-        return self._state.id
-
-    @property
-    def state(self) -> str:
-        return self._state.state
 
     async def send(self, body: Any = MISSING, *, json: Any = MISSING,
                    priority: int | None = None, delay_ms: float | None = None,

@@ -24,7 +24,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -61,26 +61,35 @@ def total(messages: list[WriterCommitMessage | None]) -> SendReport:
     return SendReport(sum(r.sent for r in reports), sum(r.merged for r in reports))
 
 
+def _chunks(batches: Iterator[pa.RecordBatch], size: int
+            ) -> Iterator[tuple[int, int, list[dict[str, Any]]]]:
+    """A partition's rows, ``size`` at a time, as send items: per chunk, the number of its
+    first row in the partition, how many rows it holds, and the items (raises InvalidRow
+    naming a bad row)."""
+    row = 0
+    for batch in batches:
+        for start in range(0, batch.num_rows, size):
+            chunk = batch.slice(start, size)
+            columns = {name: chunk.column(name).to_pylist() for name in chunk.schema.names}
+            yield row, chunk.num_rows, list(send_items(columns, row))
+            row += chunk.num_rows
+
+
 def send_partition(url: str, options: SourceOptions,
                    batches: Iterator[pa.RecordBatch]) -> SendReport:
     """Send every row of one partition, ``batch_size`` rows per ``send_many`` call."""
     client = client_for(url, options)
-    sent = merged = row = 0
-    for batch in batches:
-        for start in range(0, batch.num_rows, options.batch_size):
-            chunk = batch.slice(start, options.batch_size)
-            columns = {name: chunk.column(name).to_pylist() for name in chunk.schema.names}
-            items = list(send_items(columns, row))  # raises InvalidRow naming the row
-            try:
-                counts = client.send_many(options.topic, items)
-            except InputError as exc:
-                raise InvalidRow(
-                    f"rows {row}-{row + chunk.num_rows - 1} of this partition were refused "
-                    f"(the {sent} rows before them were sent): {exc}"
-                ) from None
-            sent += counts.sent
-            merged += counts.merged
-            row += chunk.num_rows
+    sent = merged = 0
+    for row, rows, items in _chunks(batches, options.batch_size):
+        try:
+            counts = client.send_many(options.topic, items)
+        except InputError as exc:
+            raise InvalidRow(
+                f"rows {row}-{row + rows - 1} of this partition were refused "
+                f"(the {sent} rows before them were sent): {exc}"
+            ) from None
+        sent += counts.sent
+        merged += counts.merged
     return SendReport(sent, merged)
 
 
@@ -105,22 +114,17 @@ def send_halves(url: str, options: SourceOptions,
     client = client_for(url, options)
     tx_id, partition = micro_batch_id()
     tx = client.transaction(options.topic, tx_id, part=f"p{partition}")
-    sent = row = 0
-    for batch in batches:
-        for start in range(0, batch.num_rows, options.batch_size):
-            chunk = batch.slice(start, options.batch_size)
-            columns = {name: chunk.column(name).to_pylist() for name in chunk.schema.names}
-            items = list(send_items(columns, row))  # raises InvalidRow naming the row
-            try:
-                sent += tx.send_many(items)
-            except TransactionClosed:  # published before: Spark runs the batch again
-                return SendReport(0, 0, tx_id)
-            except InputError as exc:
-                raise InvalidRow(
-                    f"rows {row}-{row + chunk.num_rows - 1} of this partition were refused "
-                    f"(the {sent} rows before them were stored, uncommitted): {exc}"
-                ) from None
-            row += chunk.num_rows
+    sent = 0
+    for row, rows, items in _chunks(batches, options.batch_size):
+        try:
+            sent += tx.send_many(items)
+        except TransactionClosed:  # published before: Spark runs the batch again
+            return SendReport(0, 0, tx_id)
+        except InputError as exc:
+            raise InvalidRow(
+                f"rows {row}-{row + rows - 1} of this partition were refused "
+                f"(the {sent} rows before them were stored, uncommitted): {exc}"
+            ) from None
     return SendReport(sent, 0, tx_id)
 
 

@@ -104,7 +104,7 @@ def trace_argument(topic: str, settings: TopicSettings) -> str:
     return f"{topic}:{to_ms(settings.trace_retention)}:{settings.trace_cap}"
 
 
-_PAGE = 1000  # fields a tally scan asks for per command
+_SCAN_COUNT = 1000  # fields a tally scan asks for per command
 _MARKER = b"\0@"  # where a record starts (lua/includes/trace_record.lua)
 _LONG = b"\0#"  # an entry that names a long member by its message id
 _Entry = bytes  # a member as stored, or _LONG + its message id
@@ -253,7 +253,7 @@ def _tally_entries(topic: str, slots: Sequence[int], groups: Sequence[str],
     entries: set[_Entry] = set()
     while cursors:
         names = list(cursors)
-        replies = yield [command("HSCAN", tally, cursors[tally], "COUNT", _PAGE)
+        replies = yield [command("HSCAN", tally, cursors[tally], "COUNT", _SCAN_COUNT)
                          for tally in names]
         for tally, (cursor, pairs) in zip(names, replies, strict=True):
             for field in pairs:  # redis-py answers HSCAN with a dict

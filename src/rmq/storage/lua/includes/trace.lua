@@ -98,7 +98,7 @@ end
 
 -- A send merged into the message pending in k's group: counted, written by trace_save.
 local function trace_merged(k, member)
-  local field = tally_field(k.trace, member)
+  local field = entry_of(k.trace, member)
   local merges = k.trace_merges
   if not merges then
     merges = {}
@@ -150,7 +150,7 @@ local function trace_claimed(k, members, first, attempts, consumer)
     if #members[j] > INLINE_MAX then
       entries = {}
       for m = 1, n do
-        entries[m] = tally_field(tracer, members[m])
+        entries[m] = entry_of(tracer, members[m])
       end
       break
     end

@@ -13,16 +13,16 @@
   than INLINE_MAX (the SHA-1 costs Lua more than copying a short member). No member starts
   with "\0@" or "\0#": a member that starts with NUL goes on with a key length, and keys are
   at most 64 KiB.
-  A group's tally hash names a message by its entry.
+  A group's tally hash names a message by its entry too (entry_of).
 
   open_trace(spec, events, tally) makes a slot's tracer (nil when spec is "": the trace is
   off), its events timed by Redis's TIME (read once per call: a call of many slots has a
   tracer per slot); `tally`: the tally of the script's one group, or nil when the script
   gives each group its own (attach_trace in trace.lua). add_line(tracer, line, events) and
-  add_entry(tracer, member) append to its record; tally_field(tracer, member) names a
-  message in a tally.
+  add_entry(tracer, member) append to its record; entry_of(tracer, member) is what names
+  the message there and in a tally.
 
-  Provides: open_trace, add_line, add_entry, tally_field.  Needs: rcall, CALL.
+  Provides: open_trace, add_line, add_entry, entry_of.  Needs: rcall, CALL.
 ]]
 
 -- Members up to this long are copied into the trace; a longer one is named by its message
@@ -72,12 +72,13 @@ local function long_entry(tracer, member)
   return "\0#" .. string.sub(redis.sha1hex(tracer.topic .. member), 1, 16)
 end
 
-local function add_entry(tracer, member)
-  local np = tracer.np + 1
-  tracer.pieces[np] = #member <= INLINE_MAX and member or long_entry(tracer, member)
-  tracer.np = np
+-- What names a message in a record and in a tally: the member, or its long entry.
+local function entry_of(tracer, member)
+  return #member <= INLINE_MAX and member or long_entry(tracer, member)
 end
 
-local function tally_field(tracer, member)
-  return #member <= INLINE_MAX and member or long_entry(tracer, member)
+local function add_entry(tracer, member)
+  local np = tracer.np + 1
+  tracer.pieces[np] = entry_of(tracer, member)
+  tracer.np = np
 end

@@ -4,7 +4,7 @@
   events list, and, once the list is `trim_every` elements past the cap, the trimming by cap
   and retention.
 
-  A group's tally hash, per message with merges not yet recorded (tally_field): first ms,
+  A group's tally hash, per message with merges not yet recorded (entry_of): first ms,
   last ms (13 digits each) and the count; "\0~" a value longer than hash-max-listpack-value,
   which keeps the hash in Redis's hashtable encoding (a listpack finds a field by scanning
   the whole hash: a merge cost 60 k instructions where the tally held 500 fields); "\0s"

@@ -233,45 +233,110 @@ def test_a_message_longer_than_what_the_trace_copies_is_traced_by_its_id(client)
     assert client.trace("t", body=body) == events
 
 
-def test_merge_counts_stay_in_a_hashtable_tally_until_the_claim_records_them(redis_url):
+def test_merges_are_named_by_ready_score_with_no_key_per_message(redis_url):
     with rmq.Client(redis_url) as client:
         client.create_topic("t", slots=1, trace=True)
-        tally = SlotKeys("t", 0).group("default").trace_tally
         client.send_many("t", [b"x", b"x", b"y"])
         client.send("t", b"x")
-        assert int(client.redis.hget(tally, b"x")[26:]) == 2  # first ms, last ms, count
-        # kept out of the listpack encoding, where each field is found by a scan
-        assert client.redis.object("encoding", tally) == b"hashtable"
+        assert [(e.event, e.count) for e in client.trace("t", body=b"x")] == [
+            ("sent", 1), ("merged", 2)]
+        score = int(client.redis.zscore(SlotKeys("t", 0).group("default").ready, b"x"))
+        log = client.redis.lrange(SlotKeys("t", 0).trace_log, 0, -1)
+        refs = [line.split(b"\t")[6] for line in log if line.startswith(b"merged\tdefault\t~")]
+        # the second x of the batch, then the later send: two merges into one ready score
+        assert [int(float(ref)) for line in refs for ref in line.split(b",")] == [score] * 2
+        assert client.redis.keys("*tally*") == []  # a merge writes no hash field
         taken = client.claim("t", count=2, holder="w")
-        assert client.redis.hget(tally, b"x") is None  # recorded by the claim, gone
         assert [(e.event, e.count) for e in client.trace("t", body=b"x")] == [
             ("sent", 1), ("merged", 2), ("claimed", 1)]
         client.ack(taken)
+        client.send("t", b"x")
+        client.send("t", b"x")  # into the new pending message: a run of its own
+        assert [(e.event, e.count) for e in client.trace("t", body=b"x")][-3:] == [
+            ("acked", 1), ("sent", 1), ("merged", 1)]
+
+
+def test_merges_before_and_after_a_priority_raise_are_one_run(client):
+    client.create_topic("t", slots=2, trace=True)
+    sent = client.send("t", b"x")
+    client.send("t", b"x")
+    client.send("t", b"x", priority=200)  # its ready score changes: recorded as rescored
+    client.send_many("t", [{"body": b"x", "priority": 200}])
+    pending = [(e.event, e.count) for e in client.trace("t", sent.message_id)]
+    assert pending == [("sent", 1), ("merged", 3)]
+    assert [(e.event, e.count) for e in client.trace("t", body=b"x")] == pending
+    (message,) = client.claim("t")
+    assert message.priority == 200
+    assert [(e.event, e.count) for e in client.trace("t", sent.message_id)] == [
+        ("sent", 1), ("merged", 3), ("claimed", 1)]
+
+
+def test_merges_into_a_delayed_message_then_into_it_promoted(client, clock):
+    client.create_topic("t", trace=True)
+    sent = client.send("t", b"later", delay_ms=1000)
+    client.send_many("t", [{"body": b"later", "delay_ms": 2000}] * 2)  # named: no score yet
+    clock.advance(1000)
+    client.stats("t")  # promotes it
+    client.send("t", b"later")
+    client.claim("t")
+    assert [(e.event, e.count) for e in client.trace("t", sent.message_id)] == [
+        ("sent", 1), ("merged", 2), ("promoted", 1), ("merged", 1), ("claimed", 1)]
+
+
+def test_merges_stay_counted_when_a_delivery_given_back_moves_the_pending_copy(client):
+    client.create_topic("t", trace=True)
+    sent = client.send("t", b"x")
+    (first,) = client.claim("t")
+    client.send("t", b"x")  # a pending copy, behind the delivery in flight
+    client.send("t", b"x")
+    client.release([first])  # merges into the copy and gives it the delivery's earlier place
+    client.send("t", b"x")
+    (second,) = client.claim("t")
+    assert second.id != first.id
+    events = client.trace("t", sent.message_id)
+    assert names(events) == ["sent", "claimed", "sent", "merged", "released", "merged",
+                             "claimed"]
+    assert [e.count for e in events if e.event == "merged"] == [1, 1]
+
+
+def test_a_pending_messages_merges_are_found_by_body_after_its_sent_is_trimmed(client):
+    client.create_topic("t", slots=1, trace=True, trace_cap=10)
+    client.send("t", b"x")
+    client.send_many("t", [f"m{i}".encode() for i in range(100)])  # the sent of x trimmed
+    client.send("t", b"x")
+    client.send("t", b"x")
+    assert [(e.event, e.count) for e in client.trace("t", body=b"x")] == [("merged", 2)]
+
+
+def test_merges_older_than_the_retention_are_not_counted(redis_url):
+    with rmq.Client(redis_url) as client:
+        client.create_topic("t", slots=1, trace=True, trace_retention=1)
+        client.send("t", b"x")
+        client.send("t", b"x")
+        wait_for(lambda: client.trace("t", body=b"x") == [], timeout=10,
+                 what="the first send and merge past the retention")
+        client.send("t", b"x")
+        assert [(e.event, e.count) for e in client.trace("t", body=b"x")] == [("merged", 1)]
 
 
 def test_a_slots_trace_is_trimmed_near_its_cap_and_reads_its_newest_events(redis_url):
     with rmq.Client(redis_url) as client:
         client.create_topic("t", slots=1, trace=True, trace_cap=10)
         sent = [client.send("t", f"m{i}".encode()) for i in range(100)]
-        events = SlotKeys("t", 0).trace_events
+        log = SlotKeys("t", 0).trace_log
         # trimmed to the cap whenever it grows 64 elements past it; a send writes 4
-        assert client.redis.llen(events) <= 10 + 64 + 4
+        assert client.redis.llen(log) <= 10 + 64 + 4
         assert all(client.trace("t", s.message_id) == [] for s in sent[:80])
         kept = [s for s in sent if client.trace("t", s.message_id)]
         assert kept == sent[-len(kept):] and 1 <= len(kept) <= 10
 
 
-def test_merge_counts_older_than_the_retention_are_swept(redis_url):
+def test_delete_topic_removes_what_earlier_versions_traced_too(redis_url):
     with rmq.Client(redis_url) as client:
-        client.create_topic("t", slots=1, trace=True, trace_retention=1, trace_cap=1)
-        tally = SlotKeys("t", 0).group("default").trace_tally
+        client.create_topic("t", slots=1, trace=True)
         client.send("t", b"x")
-        client.send("t", b"x")  # counted; never claimed (say its group went away)
-        assert client.redis.hexists(tally, b"x")
-        sends = iter(range(10_000))
-
-        def swept() -> bool:
-            client.send("t", f"new{next(sends)}".encode())  # writes trim and sweep now and then
-            return not client.redis.hexists(tally, b"x")
-
-        wait_for(swept, timeout=10, what="the old count swept")
+        earlier = SlotKeys("t", 0).earlier_trace(["default"])
+        for key in earlier:
+            client.redis.set(key, b"left by an earlier version")
+        client.delete_topic("t")
+        assert client.redis.exists(*earlier) == 0

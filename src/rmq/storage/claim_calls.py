@@ -27,14 +27,14 @@ SERIAL_SCAN = 1000
 def claim_keys(topic: str, group: str, slots: tuple[int, ...],
                traced: bool = False) -> tuple[str, ...]:
     """The first slot's generation, then per slot its delivery-id counter and group keys,
-    and its trace keys when ``traced``."""
+    and its trace log when ``traced``."""
     keys: list[str] = [SlotKeys(topic, slots[0]).generation]
     for slot in slots:
         slot_keys = SlotKeys(topic, slot)
         keys.append(slot_keys.seq)
         keys.extend(slot_keys.group(group).all())
         if traced:
-            keys.extend(slot_keys.trace(group))
+            keys.append(slot_keys.trace_log)
     return tuple(keys)
 
 

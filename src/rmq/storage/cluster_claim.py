@@ -98,7 +98,7 @@ def head_call(topic: str, generation: str, group: str, slot: int, now: int, dept
     """``head.lua`` on one slot of ``group`` (its header says what each argument is)."""
     keys = _head_keys(topic, group, slot)
     if trace:
-        keys = (*keys, *SlotKeys(topic, slot).trace(group))
+        keys = (*keys, SlotKeys(topic, slot).trace_log)
     return script_call(script("head"), keys, [now, depth, int(serial), promote_limit,
                                               max(window, depth), generation, trace])
 

@@ -7,6 +7,7 @@ Redis Cluster and the scripts that touch it stay single-slot. Registry keys carr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
@@ -179,13 +180,15 @@ class SlotKeys:
         return f"{self.tag}:seq"
 
     @property
-    def trace_events(self) -> str:  # list: the slot's traced events (storage/trace.py)
-        return f"{self.tag}:trace:events"
+    def trace_log(self) -> str:  # list: the slot's traced events (storage/trace.py)
+        return f"{self.tag}:trace:log"
 
-    def trace(self, *groups: str) -> list[str]:
-        """The trace keys a script takes (``lua/includes/trace.lua``): the slot's events,
-        then the tally of each of ``groups``."""
-        return [self.trace_events, *(self.group(group).trace_tally for group in groups)]
+    def earlier_trace(self, groups: Sequence[str]) -> list[str]:
+        """The keys earlier versions kept a trace in (the slot's ``trace`` zset, ``trace:tally``
+        hash and ``trace:events`` list; each group's ``tally`` hash): deleted with the
+        topic."""
+        return [f"{self.tag}:trace", f"{self.tag}:trace:tally", f"{self.tag}:trace:events",
+                *(f"{self.tag}:{group}:tally" for group in groups)]
 
     def group(self, group: str) -> GroupSlotKeys:
         return GroupSlotKeys(self.tag, group)
@@ -236,10 +239,6 @@ class GroupSlotKeys:
     @property
     def counters(self) -> str:  # hash: sent, merged, acked, retried, dead
         return self._key("counters")
-
-    @property
-    def trace_tally(self) -> str:  # hash: merges into pending messages (storage/trace.py)
-        return self._key("tally")
 
     def links(self, message_id: str) -> str:  # list: span contexts of its sends (otel)
         return self._key(f"links:{message_id}")

@@ -291,9 +291,10 @@ def delete_topic(info: TopicInfo) -> Op[None]:
     data = [k for k in keys.all() if k not in (keys.settings, keys.generation)]
     for slot in range(info.settings.slots):
         slot_keys = SlotKeys(info.name, slot)
-        data += [slot_keys.clock, slot_keys.seq, slot_keys.trace_events]
+        data += [slot_keys.clock, slot_keys.seq, slot_keys.trace_log,
+                 *slot_keys.earlier_trace(groups_with_data(info))]
         for group in groups_with_data(info):
-            data += [*slot_keys.group(group).all(), slot_keys.group(group).trace_tally]
+            data += slot_keys.group(group).all()
     data += [keys.history_ring(group) for group in groups_with_data(info)]
     # the heads indexes (single node, many slots); absent keys cost an UNLINK that finds none
     for group in groups_with_data(info):

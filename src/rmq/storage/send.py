@@ -132,7 +132,7 @@ def _enqueue_keys(topic: str, slot: int, groups: tuple[str, ...],
         if heads:
             keys += (HeadsKeys(topic, group).ready, HeadsKeys(topic, group).delayed)
     if traced:
-        keys += slot_keys.trace(*groups)
+        keys.append(slot_keys.trace_log)
     return tuple(keys)
 
 

@@ -50,13 +50,13 @@ def settle_keys(topic: str, slot: int, group: str, heads: bool,
                 traced: bool = False) -> list[str]:
     """KEYS of fail, release, recover and requeue_dead: the slot's generation and clock, the
     9 group keys, the group's heads index when the topic keeps one, and the slot's trace
-    keys when ``traced``."""
+    log when ``traced``."""
     slot_keys = SlotKeys(topic, slot)
     keys = [slot_keys.generation, slot_keys.clock, *slot_keys.group(group).all()]
     if heads:
         keys += (HeadsKeys(topic, group).ready, HeadsKeys(topic, group).delayed)
     if traced:
-        keys += slot_keys.trace(group)
+        keys.append(slot_keys.trace_log)
     return keys
 
 
@@ -64,7 +64,7 @@ def settle_keys(topic: str, slot: int, group: str, heads: bool,
 def _group_keys(topic: str, slot: int, group: str, traced: bool) -> tuple[str, ...]:
     slot_keys = SlotKeys(topic, slot)
     keys = slot_keys.group(group).all()
-    return tuple(keys + slot_keys.trace(group) if traced else keys)
+    return tuple([*keys, slot_keys.trace_log] if traced else keys)
 
 
 @lru_cache(maxsize=4096)
@@ -163,7 +163,7 @@ def extend(messages: Sequence[Message], until_ms: int) -> Op[list[bool]]:
         group_keys = SlotKeys(t, s).group(g)
         keys = [_generation_key(t, s), group_keys.inflight, group_keys.leases]
         if trace:
-            keys += SlotKeys(t, s).trace(g)
+            keys.append(SlotKeys(t, s).trace_log)
         calls.append(script_call(script("extend"), keys,
                                  [n, until_ms, trace, *(m.seq for m in ms_)]))
     results = yield calls

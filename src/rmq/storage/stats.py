@@ -108,7 +108,7 @@ def collect(topic: str, groups: Sequence[str], slots: int, paused: bool,
     """Every group's stats (stats.lua promotes what is due first, traced with ``trace``,
     the topic's trace argument)."""
     calls = [script_call(script("stats"), SlotKeys(topic, s).group(g).all()
-                         + (SlotKeys(topic, s).trace(g) if trace else []), [now, trace])
+                         + ([SlotKeys(topic, s).trace_log] if trace else []), [now, trace])
              for g in groups for s in range(slots)]
     replies = yield calls
     out = {}

@@ -3,13 +3,13 @@
 
 A script learns from one argument whether to trace: ``trace_argument`` gives ``""`` for a
 topic without the trace (the scripts then do nothing more), else the topic's name, retention
-and cap; the slot's trace list and the groups' tallies (``SlotKeys.trace``) then follow the
-keys it already takes. Each script call appends its events to the slot's list as one
-record, a line each, the messages a line names after it as they are stored (docs/storage.md,
-"The trace"); the merges into a pending message are counted in its group's tally, and the
-claim that takes it records them. A delivery's later events name its delivery seq only:
-``read_trace`` finds them through the ``claimed`` events of the message, and finds the
-message by hashing what the records hold into message ids.
+and cap; the slot's trace log (``SlotKeys.trace_log``) then follows the keys it already
+takes. Each script call appends its events to the slot's list as one record, a line each,
+the messages a line names after it as they are stored (docs/storage.md, "The trace"). A
+send merged into a ready message is named by the message's ready score, which its claim
+(or a change of its score) records beside it. A delivery's later events name its delivery
+seq only: ``read_trace`` finds them through the ``claimed`` events of the message, and finds
+the message by hashing what the records hold into message ids.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import math
 import re
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from ..errors import InvalidQuery
@@ -104,34 +104,69 @@ def trace_argument(topic: str, settings: TopicSettings) -> str:
     return f"{topic}:{to_ms(settings.trace_retention)}:{settings.trace_cap}"
 
 
-_SCAN_COUNT = 1000  # fields a tally scan asks for per command
 _MARKER = b"\0@"  # where a record starts (lua/includes/trace_record.lua)
 _LONG = b"\0#"  # an entry that names a long member by its message id
 _Entry = bytes  # a member as stored, or _LONG + its message id
+_PENDING = math.inf  # the time up to which the score a message holds now names it
 
 
 def _elements(topic: str, slots: Sequence[int]) -> Op[dict[int, list[bytes]]]:
-    """Each slot's trace list, whole (about `cap` elements: the scripts trim it to that; in
+    """Each slot's trace log, whole (about `cap` elements: the scripts trim it to that; in
     pages, a trim between two would shift the second)."""
-    lists = yield [command("LRANGE", SlotKeys(topic, slot).trace_events, 0, -1)
+    lists = yield [command("LRANGE", SlotKeys(topic, slot).trace_log, 0, -1)
                    for slot in slots]
     return dict(zip(slots, lists, strict=True))
 
 
-_Found = tuple[int, int, list[bytes], bytes | None]  # number, time, fields, its claim's seq
+def _score(text: bytes) -> int:
+    """A ready score as a line holds it: written by Lua as an integer, or as Redis printed
+    it (a double: an exponent is possible)."""
+    try:
+        return int(text)
+    except ValueError:
+        return int(float(text))
 
 
-def _matching(elements: list[bytes], names_it: Callable[[_Entry], bool]
-              ) -> tuple[list[_Found], int]:
-    """The events of a slot's list that concern the message ``names_it`` recognizes, in the
-    order recorded, each with its number among the list's events (from 1), the time of its
-    record, its ten fields (a claim's line of a share, an ack's or extend's line of ids: one
-    event per message, per delivery; a claimed message's merges: a "merged" event before its
-    "claimed" one) and, for a delivery's events, the delivery's "d<seq>"; then how many
-    events the list holds. Elements before the first record's start are left out: the
-    cap's trimming cut them from their record. Only what concerns the message is built (a
-    list holds about `cap` events)."""
-    found: list[_Found] = []
+@dataclass
+class _SlotTrace:
+    """What a slot's log says about one message: ``events``, its events named by its entry
+    (number among the list's events from 1, record time, the line's fields, and for a
+    delivery's events the delivery's "d<seq>"); ``merges``, the merges into it named by its
+    entry (number, time, group, count); ``scores``, per group the ready scores it held and
+    the latest time a line says so; ``refs``, every line of merges named by score (number
+    before its first, time, group, the scores); ``total``, the events the list holds."""
+
+    events: list[tuple[int, int, list[bytes], bytes | None]] = field(default_factory=list)
+    merges: list[tuple[int, int, bytes, int]] = field(default_factory=list)
+    scores: dict[bytes, dict[int, float]] = field(default_factory=dict)
+    refs: list[tuple[int, int, bytes, bytes]] = field(default_factory=list)
+    total: int = 0
+
+    def held(self, group: bytes, score: int, time: float) -> None:
+        known = self.scores.setdefault(group, {})
+        known[score] = max(time, known.get(score, time))
+
+    def merges_by_score(self) -> list[tuple[int, int, bytes, int]]:
+        """The merges named by a score the message held when they were recorded."""
+        merges = []
+        for number, time, group, scores in self.refs:
+            held = self.scores.get(group)
+            if not held:
+                continue
+            for j, text in enumerate(scores.split(b",")):
+                until = held.get(_score(text))
+                if until is not None and time <= until:
+                    merges.append((number + j + 1, time, group, 1))
+        return merges
+
+
+def _matching(elements: list[bytes], names_it: Callable[[_Entry], bool]) -> _SlotTrace:
+    """What a slot's list says about the message ``names_it`` recognizes (a claim's line of
+    a share, an ack's or extend's line of ids: one event per message, per delivery).
+    Elements before the first record's start are left out: the cap's trimming cut them from
+    their record. Only what concerns the message is built (a list holds about `cap`
+    events)."""
+    found = _SlotTrace()
     deliveries: set[bytes] = set()  # the message's, as "d<seq>"
     at = elements.index(_MARKER) if _MARKER in elements else len(elements)
     time, number = 0, 0
@@ -139,71 +174,115 @@ def _matching(elements: list[bytes], names_it: Callable[[_Entry], bool]
         if elements[at] == _MARKER:
             time, at = int(elements[at + 1]), at + 2
             continue
-        fields = elements[at].split(b"\t", 9)
+        fields = elements[at].split(b"\t", 8)
         at += 1
-        subject = fields[2]
-        if subject[:1] == b"=":
+        event, group, subject = fields[0], fields[1], fields[2]
+        if subject[:1] == b"~":
+            found.refs.append((number, time, group, fields[6]))
+            number += int(subject[1:])
+        elif subject[:1] == b"=":
             n = int(subject[1:])
             entries, at = elements[at:at + n], at + n
-            if fields[0] != b"claimed":
+            if event == b"claimed":
+                first = int(fields[3][1:])
+                attempts = fields[4].split(b",") if fields[4] else None
+                scores = fields[6].split(b",")
+                for i, entry in enumerate(entries):
+                    number += 1
+                    if not names_it(entry):
+                        continue
+                    seq = b"d%d" % (first + i)
+                    deliveries.add(seq)
+                    found.held(group, _score(scores[i]), time)
+                    found.events.append((number, time, [
+                        event, group, b"", seq, attempts[i] if attempts else b"1", b"", b"",
+                        *fields[7:]], seq))
+            elif event == b"merged":
+                counts = fields[5].split(b",") if fields[5] else None
+                for i, entry in enumerate(entries):
+                    number += 1
+                    if names_it(entry):
+                        found.merges.append((number, time, group,
+                                             int(counts[i]) if counts else 1))
+            elif event == b"rescored":
+                number += 1
+                if names_it(entries[0]):
+                    found.held(group, _score(fields[6]), time)
+            else:
                 for entry in entries:
                     number += 1
                     if names_it(entry):
-                        found.append((number, time, fields, None))
-                continue
-            first = int(fields[3][1:])
-            attempts = fields[4].split(b",") if fields[4] else None
-            merges = fields[5].split(b",") if fields[5] else None
-            for i, entry in enumerate(entries):
-                merged = merges[i] if merges else b""
-                number += 2 if merged else 1
-                if not names_it(entry):
-                    continue
-                if merged:
-                    found.append((number - 1, time, [
-                        b"merged", fields[1], b"", b"", b"", merged[26:], merged[:13],
-                        merged[13:26], b"", b""], None))
-                seq = b"d%d" % (first + i)
-                deliveries.add(seq)
-                found.append((number, time, [fields[0], fields[1], b"", seq,
-                                             attempts[i] if attempts else b"1", b"", b"", b"",
-                                             *fields[8:]], seq))
-        elif fields[0] in (b"acked", b"extended"):
+                        found.events.append((number, time, fields, None))
+        elif event in (b"acked", b"extended"):
             for seq in fields[3][1:].split(b","):
                 number += 1
                 if deliveries and b"d" + seq in deliveries:
-                    found.append((number, time, [*fields[:3], b"d" + seq, *fields[4:]],
-                                  b"d" + seq))
+                    found.events.append((number, time, [*fields[:3], b"d" + seq, *fields[4:]],
+                                         b"d" + seq))
         else:
             number += 1
             if fields[3] in deliveries:
-                found.append((number, time, fields, fields[3]))
-    return found, number
+                found.events.append((number, time, fields, fields[3]))
+    found.total = number
+    return found
 
 
 def _event(fields: list[bytes], time: int, slot: int, message_id: str,
            claimed: tuple[int | None, str | None]) -> TraceEvent:
     """A recorded line as a TraceEvent; ``claimed``: the attempt and consumer of its
     delivery (a delivery's later events do not repeat them)."""
-    event, group, _, delivery, attempt, count, first, last, consumer, error = fields
+    event, group, _, delivery, attempt, _, _, consumer, error = fields
     return TraceEvent(
         event.decode(),  # type: ignore[arg-type]  # written by trace.lua: one of EVENTS
-        int(first) if first else time, group.decode(), message_id, slot,
+        time, group.decode(), message_id, slot,
         f"{slot}-{int(delivery[1:])}" if delivery else None,
         consumer.decode("utf-8", "replace") if consumer else claimed[1],
         int(attempt) if attempt else claimed[0],
-        error.decode("utf-8", "replace") or None,
-        int(count) if count else 1, int(last) if last else None)
+        error.decode("utf-8", "replace") or None)
+
+
+_Sorted = tuple[tuple[int, int, float], TraceEvent]  # (time, slot, number), the event
+
+
+def _merged_runs(trace: _SlotTrace, merges: list[tuple[int, int, bytes, int]], slot: int,
+                 message_id: str) -> list[_Sorted]:
+    """The message's merges in a group between two of its other events there, each run as
+    one ``merged`` event: the count, the first's time and the last's."""
+    marks = sorted([(number, group, time, count) for number, time, group, count in merges]
+                   + [(number, fields[1], -1, 0) for number, _, fields, _ in trace.events])
+    runs: dict[bytes, list[int]] = {}  # group -> [first number, first time, last time, count]
+    events: list[_Sorted] = []
+
+    def close(group: bytes) -> None:
+        run = runs.pop(group, None)
+        if run:
+            events.append(((run[1], slot, run[0]), TraceEvent(
+                "merged", run[1], group.decode(), message_id, slot, count=run[3],
+                last_time=run[2])))
+
+    for number, group, time, count in marks:
+        if time < 0:  # another event of the message in the group: the run ends
+            close(group)
+        elif group in runs:
+            run = runs[group]
+            run[2], run[3] = time, run[3] + count
+        else:
+            runs[group] = [number, time, time, count]
+    for group in list(runs):
+        close(group)
+    return events
 
 
 def read_trace(topic: str, message_id: str, member: bytes | None, slots: Sequence[int],
                groups: Sequence[str], retention_ms: int, cap: int) -> Op[list[TraceEvent]]:
     """The recorded events of ``message_id`` in ``slots`` younger than ``retention_ms`` by
     Redis's clock and among the last ``cap`` of their slot (the scripts trim by both now
-    and then), oldest first, then the merges into its pending message not claimed yet, as
-    one ``merged`` event per group. ``member``: the message as stored, when the caller knows
-    it (a trace by body); else the records name it. The events of its deliveries are found
-    through its ``claimed`` events, which name them (``lua/includes/trace.lua``)."""
+    and then), oldest first, the merges into it while pending counted as one ``merged``
+    event a run. ``member``: the message as stored, when the caller knows it (a trace by
+    body); else the records name it. The events of its deliveries are found through its
+    ``claimed`` events, which name them; the merges named by a ready score through the
+    events that name it with that score, and through the score it holds now when it is
+    pending (``lua/includes/trace.lua``)."""
     seconds, micros = (yield [command("TIME")])[0]
     since = int(seconds) * 1000 + int(micros) // 1000 - retention_ms
     lists = yield from _elements(topic, slots)
@@ -219,71 +298,39 @@ def read_trace(topic: str, message_id: str, member: bytes | None, slots: Sequenc
                 else hashlib.sha1(prefix + entry).digest()[:8] == digest)
         return known
 
-    found: list[tuple[tuple[int, int, float], TraceEvent]] = []
-    entries: set[_Entry] = set()
-    for slot, elements in lists.items():
-        matches, total = _matching(elements, names_it)
+    traces = {slot: _matching(elements, names_it) for slot, elements in lists.items()}
+    members = {member} if member is not None else {
+        entry for entry, named in ids.items() if named and entry[:2] != _LONG}
+    yield from _pending_scores(topic, traces, sorted(members), groups)
+    found: list[_Sorted] = []
+    for slot, trace in traces.items():
         claims: dict[bytes | None, tuple[int | None, str | None]] = {}
-        for number, time, fields, seq in matches:
-            if number <= total - cap:
+        for number, time, fields, seq in trace.events:
+            if number <= trace.total - cap:
                 continue
             event = _event(fields, time, slot, message_id, claims.get(seq, (None, None)))
             if event.event == "claimed":
                 claims[seq] = (event.attempt, event.consumer)
-            if (event.last_time or event.time) >= since:
+            if event.time >= since:
                 found.append(((event.time, slot, number), event))
-    entries.update(entry for entry, named in ids.items() if named)
-    if member is not None:
-        entries.add(member if len(member) <= INLINE_MAX else wanted)
-    elif not entries:  # its events trimmed, or none yet: its merges may still be counted
-        entries.update((yield from _tally_entries(topic, slots, groups, names_it)))
-    if entries:
-        found += (yield from _open_merges(topic, message_id, sorted(entries), slots, groups,
-                                          since))
+        merges = [merge for merge in trace.merges + trace.merges_by_score()
+                  if merge[0] > trace.total - cap and merge[1] >= since]
+        found += _merged_runs(trace, merges, slot, message_id)
     return _first_endings([event for _, event in sorted(found, key=lambda item: item[0])])
 
 
-def _tally_entries(topic: str, slots: Sequence[int], groups: Sequence[str],
-                   names_it: Callable[[_Entry], bool]) -> Op[set[_Entry]]:
-    """The entries of the message in the groups' tallies (``HSCAN``, side by side): how a
-    trace by id finds the merges into a message whose recorded events are gone."""
-    tallies = [SlotKeys(topic, slot).group(group).trace_tally for slot in slots
-               for group in groups]
-    cursors: dict[str, Any] = dict.fromkeys(tallies, b"0")
-    entries: set[_Entry] = set()
-    while cursors:
-        names = list(cursors)
-        replies = yield [command("HSCAN", tally, cursors[tally], "COUNT", _SCAN_COUNT)
-                         for tally in names]
-        for tally, (cursor, pairs) in zip(names, replies, strict=True):
-            for field in pairs:  # redis-py answers HSCAN with a dict
-                # "\0~" and "\0s" are the tally's own (lua/includes/trace_save.lua)
-                if (field[:1] != b"\0" or field[:2] == _LONG) and names_it(field):
-                    entries.add(field)
-            if int(cursor) == 0:
-                del cursors[tally]
-            else:
-                cursors[tally] = cursor
-    return entries
-
-
-def _open_merges(topic: str, message_id: str, entries: Sequence[_Entry], slots: Sequence[int],
-                 groups: Sequence[str], since: int
-                 ) -> Op[list[tuple[tuple[int, int, float], TraceEvent]]]:
-    """The merges into the message while pending that no claim has recorded yet (the
-    tally's fields of its entry in each group), one ``merged`` event per group, placed after
-    every recorded event of its millisecond."""
-    asked = [(slot, group, entry) for slot in slots for group in groups for entry in entries]
-    values = yield [command("HGET", SlotKeys(topic, slot).group(group).trace_tally, entry)
-                    for slot, group, entry in asked]
-    merges = []
-    for (slot, group, _), value in zip(asked, values, strict=True):
-        if value is not None and int(value[13:26]) >= since:  # first ms, last ms, count
-            first = int(value[:13])
-            merges.append(((first, slot, math.inf), TraceEvent(
-                "merged", first, group, message_id, slot, count=int(value[26:]),
-                last_time=int(value[13:26]))))
-    return merges
+def _pending_scores(topic: str, traces: dict[int, _SlotTrace], members: Sequence[bytes],
+                    groups: Sequence[str]) -> Op[None]:
+    """The ready score each of ``members`` (the message as stored) holds now in each group
+    of each slot: it names the merges recorded since its last claim."""
+    asked = [(slot, group, member) for slot in traces for group in groups
+             for member in members]
+    scores = yield [command("ZSCORE", SlotKeys(topic, slot).group(group).ready, member)
+                    for slot, group, member in asked]
+    for (slot, group, _), score in zip(asked, scores, strict=True):
+        if score is not None:
+            traces[slot].held(group.encode(),
+                              _score(score) if isinstance(score, bytes) else int(score), _PENDING)
 
 
 _SETTLES = frozenset({"extended", "acked", "failed", "expired", "released"})
@@ -310,5 +357,5 @@ def purge_call(topic: str, group: str, slot: int, trace: str, ids: Sequence[byte
     """The call that deletes the dead letters ``ids`` of ``group`` in ``slot``, each traced
     as purged (``lua/purge_dead.lua``); it answers how many there were."""
     k = SlotKeys(topic, slot)
-    keys = [k.group(group).dead, k.group(group).dead_index, *k.trace(group)]
+    keys = [k.group(group).dead, k.group(group).dead_index, k.trace_log]
     return script_call(script("purge_dead"), keys, [trace, *ids])

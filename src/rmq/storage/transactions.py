@@ -147,7 +147,7 @@ def _commit_keys(topic: str, slot: int, groups: tuple[str, ...], heads: bool, tr
         if heads:
             keys += (HeadsKeys(topic, group).ready, HeadsKeys(topic, group).delayed)
     if traced:
-        keys += slot_keys.trace(*groups)
+        keys.append(slot_keys.trace_log)
     return (slot_keys.generation, slot_keys.clock), tuple(keys)
 
 

@@ -5,8 +5,7 @@
 
   KEYS[1]      the generation of the lowest slot (includes/settle_call.lua)
   KEYS[2..]    per slot, the 9 group keys of includes/group_keys.lua (with the trace on,
-               ARGV[3], then the slot's trace events and the group's trace tally:
-               includes/trace.lua);
+               ARGV[3], then the slot's trace log: includes/trace.lua);
                then, on a single node for a group whose deliveries hold permits, its
                permits, waiters and wake keys (includes/ack_permits.lua)
   ARGV[1]      the generation the deliveries were claimed under ("": unchecked)
@@ -37,7 +36,7 @@ end
 local acked_in_all = 0
 local unlocked_any = false
 local ready_left = false
-local stride = ARGV[3] == "" and GROUP_KEY_COUNT or GROUP_KEY_COUNT + 2
+local stride = ARGV[3] == "" and GROUP_KEY_COUNT or GROUP_KEY_COUNT + 1
 local slots, locks = groups_from(2, #KEYS - ack_permit_keys(stride), ARGV[3]), {}
 local acked_ids = {}  -- per slot, for the permits they hold
 for _, k in ipairs(slots) do

@@ -7,8 +7,8 @@
 
   KEYS[1]      the generation of the first slot claimed from (includes/generation.lua)
   KEYS[2..]    per slot, 10 keys: the slot's delivery-id counter, then the 9 group keys
-               (with the trace on, ARGV[12], 12: then the slot's trace events and the
-               group's trace tally, includes/trace.lua);
+               (with the trace on, ARGV[12], 11: then the slot's trace log,
+               includes/trace.lua);
                on a single node, then the group's 4 limit keys (includes/limit_claim.lua)
   ARGV[1]      now, epoch ms
   ARGV[2]      count
@@ -176,7 +176,7 @@ local out = {-1}
 take_chosen(slots, taken, now, lease_until, holder, out)
 local claimed = taken.n
 if tracing then
-  trace_taken(slots, out, 2, ARGV[8])
+  trace_taken(slots, out, 2, ARGV[8], taken.score)
   for _, k in ipairs(slots) do
     trace_save(k.trace)
   end

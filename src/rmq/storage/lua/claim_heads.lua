@@ -25,7 +25,7 @@
   KEYS[3]      zset  heads_delayed: slot -> earliest delayed due, epoch ms
   KEYS[4]      string heads_synced: when the index was last built, epoch ms of Redis's clock
   KEYS[5..]    per slot of the window, 10 keys: the slot's delivery-id counter, then the 9
-               group keys (with the trace on, ARGV[12], 12: then the slot's trace keys);
+               group keys (with the trace on, ARGV[12], 11: then the slot's trace log);
                then the group's 4 limit keys (includes/limit_claim.lua)
   ARGV[1..7]   as claim.lua's (includes/claim_args.lua reads them): now, count, lease ms,
                serial, promote limit, serial scan depth, generation
@@ -206,7 +206,7 @@ end
 local out = {-1, needed, {}}
 take_chosen(slots, taken, now, lease_until, holder, out)
 if ARGV[12] ~= "" then
-  trace_taken(slots, out, 4, ARGV[8])
+  trace_taken(slots, out, 4, ARGV[8], taken.score)
   for _, k in pairs(slots) do
     trace_save(k.trace)
   end

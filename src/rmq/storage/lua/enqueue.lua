@@ -8,8 +8,7 @@
   KEYS[3..]    per bound group, the 9 group keys of includes/group_keys.lua, followed, when
                ARGV[4] names the slot, by the group's heads index: heads_ready, heads_delayed
                (includes/heads.lua)
-  KEYS[..]     with the trace on (ARGV[6]): the slot's trace events, then each group's
-               trace tally, in the groups' order (includes/trace.lua)
+  KEYS[n]      with the trace on (ARGV[6]): the slot's trace log (includes/trace.lua)
   ARGV[1]      the topic's generation as the client read it from the registry ("": none)
   ARGV[2]      now, epoch ms
   ARGV[3]      wake channel, published when a sleeping consumer has something new to do
@@ -42,7 +41,7 @@ end
 
 local now = tonumber(ARGV[2])
 local clock = open_clock(KEYS[2], now)
-local tracer, last_key = open_batch_trace(ARGV[6], 3, ARGV[4])
+local tracer, last_key = open_batch_trace(ARGV[6])
 local merged = enqueue_batch(ARGV, 7, 3, last_key, now, clock, ARGV[4], ARGV[5], tracer)
 trace_save(tracer)
 finish(clock, ARGV[3])

@@ -7,8 +7,7 @@
   KEYS[1]      string  the slot's generation (includes/settle_call.lua)
   KEYS[2]      hash  the group's in-flight records in one slot
   KEYS[3]      zset  the group's leases in one slot
-  KEYS[4]      list  with the trace on (ARGV[3]): the slot's trace events (includes/trace.lua)
-  KEYS[5]      hash  with the trace on: the group's trace tally
+  KEYS[4]      list  with the trace on (ARGV[3]): the slot's trace log (includes/trace.lua)
   ARGV[1]      the generation the deliveries were claimed under ("": unchecked)
   ARGV[2]      new lease expiry, epoch ms
   ARGV[3]      the topic's trace as the client read it: "" when off
@@ -45,7 +44,7 @@ for j, id in ipairs(ids) do
 end
 bulk("ZADD", KEYS[3], moved)
 local k = {inflight = KEYS[2]}
-attach_trace(k, open_trace(ARGV[3], KEYS[4], KEYS[5]))
+attach_trace(k, open_trace(ARGV[3], KEYS[4]))
 if k.trace then
   trace_present(k, "extended", ids, held)
   trace_save(k.trace)

@@ -11,8 +11,7 @@
   KEYS[2]      the group's ready zset in this slot
   KEYS[3]      its delayed zset
   KEYS[4]      its key locks (serial topics)
-  KEYS[5]      with the trace on (ARGV[7]): the slot's trace events (includes/trace.lua)
-  KEYS[6]      with the trace on: the group's trace tally
+  KEYS[5]      with the trace on (ARGV[7]): the slot's trace log (includes/trace.lua)
   ARGV[1]      now, epoch ms
   ARGV[2]      depth: describe bands until they hold this many messages
   ARGV[3]      1 if the topic is key-serial
@@ -49,7 +48,7 @@ end
 local now = tonumber(ARGV[1])
 local depth = tonumber(ARGV[2])
 local k = {ready = KEYS[2], delayed = KEYS[3], locks = KEYS[4]}
-attach_trace(k, open_trace(ARGV[7], KEYS[5], KEYS[6]))
+attach_trace(k, open_trace(ARGV[7], KEYS[5]))
 
 -- Most slots have nothing delayed, or nothing due yet: one read of the delayed head says so.
 local out = {-1, 0}

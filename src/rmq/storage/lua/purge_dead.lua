@@ -5,8 +5,7 @@
 
   KEYS[1]      hash  the group's dead letters in the slot
   KEYS[2]      zset  their index by time of death
-  KEYS[3]      list  the slot's trace events (includes/trace.lua)
-  KEYS[4]      hash  the group's trace tally
+  KEYS[3]      list  the slot's trace log (includes/trace.lua)
   ARGV[1]      the topic's trace as the client read it (not "")
   ARGV[2..]    dead-letter ids (delivery seqs)
 
@@ -17,7 +16,7 @@
 --- @include "trace"
 
 local k = {dead = KEYS[1], inflight = KEYS[1]}
-attach_trace(k, open_trace(ARGV[1], KEYS[3], KEYS[4]))
+attach_trace(k, open_trace(ARGV[1], KEYS[3]))
 local purged = 0
 for i = 2, #ARGV do
   local id = ARGV[i]

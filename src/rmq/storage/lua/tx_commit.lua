@@ -11,8 +11,7 @@
                closed (zset), halves (list), parts (hash), counts (hash)
   KEYS[8..]    per bound group, the 9 group keys of includes/group_keys.lua, followed, when
                ARGV[4] names the slot, by the group's heads_ready and heads_delayed
-  KEYS[..]     with the trace on (ARGV[8]): the slot's trace events, then each group's
-               trace tally, in the groups' order (includes/trace.lua)
+  KEYS[n]      with the trace on (ARGV[8]): the slot's trace log (includes/trace.lua)
   ARGV[1]      the topic's generation as the client read it ("": none)
   ARGV[2]      now, epoch ms: the commit's time
   ARGV[3]      wake channel, published when a sleeping consumer has something new to do
@@ -75,7 +74,7 @@ end
 
 local merged = 0
 local clock = open_clock(KEYS[2], now)
-local tracer, last_key = open_batch_trace(ARGV[8], 8, ARGV[4])
+local tracer, last_key = open_batch_trace(ARGV[8])
 for _, flag in ipairs(enqueue_batch(halves, 1, 8, last_key, now, clock, ARGV[4], ARGV[5],
                                     tracer)) do
   merged = merged + flag

@@ -12,8 +12,8 @@
   the topic is gone it returns the reply to give instead, and nothing else; otherwise nil,
   then now, count, lease_until, serial, promote_limit, scan and holder (as records.lua's
   holder_part writes it). claim_trace(first) opens the tracer of the slot whose keys start
-  at KEYS[first] (its trace keys follow its 10), and claim_stride() says how many keys a
-  slot has: 10, or 12 with the trace on.
+  at KEYS[first] (its trace log follows its 10), and claim_stride() says how many keys a
+  slot has: 10, or 11 with the trace on.
 
   Provides: claim_args, claim_trace, claim_stride.  Needs: ARGV, and the includes below.
 ]]
@@ -32,9 +32,9 @@ local function claim_args(generation_key)
 end
 
 local function claim_stride()
-  return ARGV[12] == "" and 10 or 12
+  return ARGV[12] == "" and 10 or 11
 end
 
 local function claim_trace(first)
-  return open_trace(ARGV[12], KEYS[first + 10], KEYS[first + 11])
+  return open_trace(ARGV[12], KEYS[first + 10])
 end

@@ -13,9 +13,8 @@
   accepted it), counts sent, merged and filtered per group, and traces sent and merged. The
   caller calls trace_save(tracer) and finish(clock, channel) afterwards.
 
-  open_batch_trace(spec, first_key, slot) opens the slot's tracer of such a call (nil when
-  `spec` is "") and says where the groups' keys end: with the trace on, KEYS ends with the
-  slot's trace events and then each group's tally, in the groups' order.
+  open_batch_trace(spec) opens the slot's tracer of such a call (nil when `spec` is "") and
+  says where the groups' keys end: with the trace on, KEYS ends with the slot's trace log.
 
   Provides: enqueue_batch, open_batch_trace.  Needs: rcall, KEYS, CALL, and the includes
   below.
@@ -27,15 +26,11 @@
 --- @include "filter"
 --- @include "trace"
 
-local function open_batch_trace(spec, first_key, slot)
+local function open_batch_trace(spec)
   if spec == "" then
     return nil, #KEYS
   end
-  local stride = slot == "" and GROUP_KEY_COUNT or GROUP_KEY_COUNT + 2
-  local last_key = first_key - 1 + (#KEYS - first_key) / (stride + 1) * stride
-  local tracer = open_trace(spec, KEYS[last_key + 1], nil)
-  tracer.tally_at = last_key + 2
-  return tracer, last_key
+  return open_trace(spec, KEYS[#KEYS]), #KEYS - 1
 end
 
 local function enqueue_batch(source, first_arg, first_key, last_key, now, clock, slot,
@@ -58,9 +53,7 @@ local function enqueue_batch(source, first_arg, first_key, last_key, now, clock,
     if slot ~= "" then
       attach_heads(k, KEYS[first + GROUP_KEY_COUNT], KEYS[first + GROUP_KEY_COUNT + 1], slot)
     end
-    if tracer then
-      attach_trace(k, tracer, KEYS[tracer.tally_at + (first - first_key) / stride])
-    end
+    attach_trace(k, tracer)
     return k
   end
 
@@ -102,13 +95,14 @@ local function enqueue_batch(source, first_arg, first_key, last_key, now, clock,
         rcall("HINCRBY", k.counters, "filtered", 1)
       else
         rcall("HINCRBY", k.counters, "sent", 1)
-        if put_pending(k, member, priority, due, now, clock, nil) then
+        local merged, held = put_pending(k, member, priority, due, now, clock, nil)
+        if merged then
           rcall("HINCRBY", k.counters, "merged", 1)
           if merged_everywhere == 2 then
             merged_everywhere = 1
           end
           if tracer then
-            trace_merged(k, member)
+            trace_merged(k, member, held)
           end
         else
           merged_everywhere = 0
@@ -145,9 +139,9 @@ local function enqueue_batch(source, first_arg, first_key, last_key, now, clock,
       end
       if tracer then
         local counted, from = on_send, run[3]
-        on_send = function(n, was_merged)
+        on_send = function(n, was_merged, held)
           if was_merged then
-            trace_merged(k, source[from + n - 1])
+            trace_merged(k, source[from + n - 1], held)
           else
             trace_sent(k, source[from + n - 1])
           end

@@ -4,12 +4,14 @@
   due time and the highest priority of the two.
 
   `stamp` is the ready stamp to use if the message is ready now; nil asks the slot clock
-  for the next one (send order). Returns true when the message merged.
+  for the next one (send order). Returns true when the message merged, and then the ready
+  score it merged into as Redis gave it (nil for a delayed message): the trace names the
+  merge by it (trace.lua).
 
   Every message put into ready or delayed is noted in the slot's heads index when the
-  group's key table has one (heads.lua): `finish` writes the index. A held delayed message
-  that a merge makes ready is traced as promoted when the key table has a tracer
-  (trace.lua).
+  group's key table has one (heads.lua): `finish` writes the index. When the key table has a
+  tracer (trace.lua), a held delayed message that a merge makes ready is traced as promoted,
+  and a ready message whose score a merge changes as rescored.
 
   Provides: open_clock, put_pending, put_pending_run, finish, and promote_due (from
   promote.lua).  Needs: rcall, CALL (what
@@ -78,9 +80,9 @@ local function delayed_score_of(k, member)
 end
 
 local function put_pending(k, member, priority, due, now, clock, stamp)
-  local score = rcall("ZSCORE", k.ready, member)
-  if score then
-    score = tonumber(score)
+  local held = rcall("ZSCORE", k.ready, member)
+  if held then
+    local score = tonumber(held)
     local held_p, held_stamp = ready_priority(score), ready_stamp(score)
     local p, s = math.max(priority, held_p), held_stamp
     if stamp and due <= now and stamp < held_stamp then
@@ -90,10 +92,13 @@ local function put_pending(k, member, priority, due, now, clock, stamp)
       local raised = ready_score(p, s)
       rcall("ZADD", k.ready, fmt(raised), member)
       note_ready(k, raised)
+      if k.trace then
+        trace_rescored(k, member, held)
+      end
     end
-    return true
+    return true, held
   end
-  score = delayed_score_of(k, member)
+  local score = delayed_score_of(k, member)
   if score then
     score = tonumber(score)
     local held_due = delayed_due(score)
@@ -128,10 +133,11 @@ end
 -- an equal or higher priority merges with no write at all (the founding case's duplicates).
 -- Everything else (a duplicate within the batch, a member in delayed, a priority raise) goes
 -- through put_pending after the buffered adds are written, so it sees the state it would
--- have seen one send at a time. Calls on_send(n, merged) for the n-th member. `accepts`,
--- when given, is the group's filter: accepts(i) says whether source[i] is for this group;
--- the members it rejects are left out (on_send is not called for them). `source`: the
--- table the members are in (enqueue.lua's ARGV, or a commit's half messages).
+-- have seen one send at a time. Calls on_send(n, merged, held) for the n-th member, `held`
+-- as put_pending returns it. `accepts`, when given, is the group's filter: accepts(i) says
+-- whether source[i] is for this group; the members it rejects are left out (on_send is not
+-- called for them). `source`: the table the members are in (enqueue.lua's ARGV, or a
+-- commit's half messages).
 local function put_pending_run(k, first, last, priority, due, now, clock, on_send, accepts,
                                source)
   local members, positions = {}, nil
@@ -144,7 +150,7 @@ local function put_pending_run(k, first, last, priority, due, now, clock, on_sen
       end
     end
     local report = on_send
-    on_send = function(n, merged) report(positions[n], merged) end
+    on_send = function(n, merged, held) report(positions[n], merged, held) end
   else
     for i = first, last do
       members[#members + 1] = source[i]
@@ -187,7 +193,7 @@ local function put_pending_run(k, first, last, priority, due, now, clock, on_sen
       fresh[#fresh + 1] = member
       on_send(n, false)
     elseif held and not seen[member] and priority <= ready_priority(tonumber(held)) then
-      on_send(n, true)
+      on_send(n, true, held)
     else
       write_fresh()
       on_send(n, put_pending(k, member, priority, due, now, clock, nil))

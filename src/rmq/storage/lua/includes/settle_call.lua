@@ -19,8 +19,7 @@
   KEYS[3..11]  the 9 group keys of includes/group_keys.lua
   KEYS[12]     with a heads index (ARGV[4]): the group's heads_ready (includes/heads.lua)
   KEYS[13]     with a heads index: the group's heads_delayed
-  KEYS[n-1..n] with the trace on (ARGV[5]): the slot's trace events and the group's trace
-               tally (includes/trace.lua)
+  KEYS[n]      with the trace on (ARGV[5]): the slot's trace log (includes/trace.lua)
   ARGV[2]      now, epoch ms
   ARGV[3]      wake channel
   ARGV[4]      heads index: this slot's number, or "" when the topic keeps none
@@ -49,20 +48,19 @@ local function open_slot()
   if ARGV[4] ~= "" then
     attach_heads(k, KEYS[3 + GROUP_KEY_COUNT], KEYS[4 + GROUP_KEY_COUNT], ARGV[4])
   end
-  attach_trace(k, open_trace(ARGV[5], KEYS[#KEYS - 1], KEYS[#KEYS]))
+  attach_trace(k, open_trace(ARGV[5], KEYS[#KEYS]))
   return k, tonumber(ARGV[2])
 end
 
 -- The group key tables of KEYS[first..last] (last: #KEYS), one per slot (ack: a call
--- settles several slots), each followed by the slot's two trace keys when `trace` (the
--- topic's trace) is not "".
+-- settles several slots), each followed by the slot's trace log when `trace` (the topic's
+-- trace) is not "".
 local function groups_from(first, last, trace)
   local slots = {}
-  local stride = (trace or "") == "" and GROUP_KEY_COUNT or GROUP_KEY_COUNT + 2
+  local stride = (trace or "") == "" and GROUP_KEY_COUNT or GROUP_KEY_COUNT + 1
   for at = first, last or #KEYS, stride do
     local k = group_keys(at)
-    attach_trace(k, open_trace(trace or "", KEYS[at + GROUP_KEY_COUNT],
-      KEYS[at + GROUP_KEY_COUNT + 1]))
+    attach_trace(k, open_trace(trace or "", KEYS[at + GROUP_KEY_COUNT]))
     slots[#slots + 1] = k
   end
   return slots

@@ -4,49 +4,44 @@
 
   A script learns whether to trace from one argument, the topic's trace as the client read
   it from the registry: "" when off (nothing below runs: the script checks it once), else
-  "<topic>:<retention ms>:<cap>", with more keys in KEYS: the slot's events (a list, one
-  record appended per script call, trace_record.lua) and the group's tally (a hash of the
-  merges into its pending messages, trace_save.lua; a call of every group of a slot takes
-  each group's).
+  "<topic>:<retention ms>:<cap>", with one more key in KEYS: the slot's trace log (a list,
+  one record appended per script call, trace_record.lua).
 
-  Events of a message as sent (sent, promoted, claimed, requeued, merged) name it by its
-  entry; those of a delivery (extended, acked, failed, expired, released, dead, purged)
-  carry its delivery seq alone, and the reader (storage/trace.py) finds them through the
-  message's claimed events, which carry both. So a settle names no message and reads no
-  record (an ack traces every id it names: the reader keeps a delivery's first ending only).
-  Merges are counted in the tally, and the claim that takes the message records them on its
-  "claimed" line.
+  Events of a message as sent (sent, promoted, claimed, requeued, merged into a delayed
+  message) name it by its entry; those of a delivery (extended, acked, failed, expired,
+  released, dead, purged) carry its delivery seq alone, and the reader (storage/trace.py)
+  finds them through the message's claimed events, which carry both. So a settle names no
+  message and reads no record (an ack traces every id it names: the reader keeps a
+  delivery's first ending only). A send merged into a ready message is named by the ready
+  score it merged into, as ZMSCORE gave it: no hash is looked up or written per merge, and
+  a line of up to REFS_PER_LINE scores stands for that many merges. The reader learns
+  whose score it is from the events that name the message with its score: its claim (the
+  "claimed" line lists the scores its messages had), a "rescored" line (a ready message's
+  score changed: a priority raised by a send, a delivery given back earlier in line), or,
+  for a message still pending, its score now.
 
-  attach_trace(k, tracer, tally) gives a slot's tracer (open_trace, trace_record.lua) to a
-  group key table `k`, with the group's tally when the tracer's is not it, through which a
-  group's events are recorded: trace_sent(k, member), trace_message(k, event, member,
-  delivery), trace_merged(k, member), trace_delivery(k, event, id, error),
+  attach_trace(k, tracer) gives a slot's tracer (open_trace, trace_record.lua) to a group
+  key table `k`, through which a group's events are recorded: trace_sent(k, member),
+  trace_message(k, event, member, delivery), trace_merged(k, member, held),
+  trace_rescored(k, member, held), trace_delivery(k, event, id, error),
   trace_present(k, event, ids, present) (the ids whose `present` entry is set), and
-  trace_taken(slots, out, o, consumer), a claim's messages from its reply (take.lua's
+  trace_taken(slots, out, o, consumer, scores), a claim's messages from its reply (take.lua's
   take_chosen, written into `out` from `out[o]`). trace_save(tracer) writes a tracer's
   record at the end of the script.
 
-  Provides: attach_trace, trace_sent, trace_message, trace_merged, trace_delivery,
-  trace_present, trace_taken, and open_trace (trace_record.lua) and trace_save
-  (trace_save.lua).  Needs: rcall, CALL, and the includes below.
+  Provides: attach_trace, trace_sent, trace_message, trace_merged, trace_rescored,
+  trace_delivery, trace_present, trace_taken, and open_trace (trace_record.lua) and
+  trace_save (trace_save.lua).  Needs: rcall, CALL, and the includes below.
 ]]
 --- @include "records"
---- @include "bulk"
+--- @include "scores"
 --- @include "trace_record"
 --- @include "trace_save"
 
--- `tally`: the group's tally key, when the script gives each group its own (else the
--- tracer's). The group of a group key ("rmq:{t:s}:<group>:<kind>"): names hold no ":" or
--- "}".
-local function attach_trace(k, tracer, tally)
+-- The group of a group key ("rmq:{t:s}:<group>:<kind>"): names hold no ":" or "}".
+local function attach_trace(k, tracer)
   if tracer then
     k.trace = tracer
-    k.trace_tally = tally or tracer.tally
-    if tally then  -- the tallies to sweep, when not only the tracer's
-      local tallies = tracer.tallies or {}
-      tallies[#tallies + 1] = tally
-      tracer.tallies = tallies
-    end
     k.group_name = string.match(k.inflight or k.ready or k.dead, "}:([^:]+):[^:]+$")
   end
 end
@@ -92,31 +87,46 @@ end
 local function trace_message(k, event, member, delivery)
   local tracer = k.trace
   add_line(tracer, head(k, event) .. "=1\t" .. (delivery and "d" .. delivery or "")
-    .. "\t\t\t\t\t\t", 1)
+    .. "\t\t\t\t\t", 1)
   add_entry(tracer, member)
 end
 
--- A send merged into the message pending in k's group: counted, written by trace_save.
-local function trace_merged(k, member)
-  local field = entry_of(k.trace, member)
+-- A send merged into the message pending in k's group: `held`, the ready score it merged
+-- into, as Redis gave it, or nil for a delayed message (named by its entry, with a count).
+-- Written by trace_save.
+local function trace_merged(k, member, held)
   local merges = k.trace_merges
   if not merges then
-    merges = {}
-    k.trace_merges, k.trace_merged = merges, {}
+    merges = {refs = {}, n = 0, entries = {}, counts = {}}
+    k.trace_merges = merges
     local merging = k.trace.merging or {}
     merging[#merging + 1] = k
     k.trace.merging = merging
   end
-  local count = merges[field]
-  if not count then
-    k.trace_merged[#k.trace_merged + 1] = field
+  if held then
+    local n = merges.n + 1
+    merges.refs[n] = held
+    merges.n = n
+    return
   end
-  merges[field] = (count or 0) + 1
+  local entry = entry_of(k.trace, member)
+  local count = merges.counts[entry]
+  if not count then
+    merges.entries[#merges.entries + 1] = entry
+  end
+  merges.counts[entry] = (count or 0) + 1
+end
+
+-- The ready message `member` of k's group leaves the score `held` for another: the merges
+-- recorded under `held` are its.
+local function trace_rescored(k, member, held)
+  add_line(k.trace, head(k, "rescored") .. "=1\t\t\t\t" .. held .. "\t\t", 1)
+  add_entry(k.trace, member)
 end
 
 -- An event of the delivery `id` (its seq, as text); `err`: the error, if any.
 local function trace_delivery(k, event, id, err)
-  add_line(k.trace, head(k, event) .. "\td" .. id .. "\t\t\t\t\t\t" .. field_text(err), 1)
+  add_line(k.trace, head(k, event) .. "\td" .. id .. "\t\t\t\t\t" .. field_text(err), 1)
 end
 
 -- An event of each of `ids` whose `present` entry is set (a record read, or a flag).
@@ -132,47 +142,18 @@ local function trace_present(k, event, ids, present)
     end
   end
   if #listed > 0 then
-    add_line(k.trace, head(k, event) .. "\td" .. table.concat(listed, ",") .. "\t\t\t\t\t\t",
+    add_line(k.trace, head(k, event) .. "\td" .. table.concat(listed, ",") .. "\t\t\t\t\t",
       #listed)
   end
 end
 
 -- Claimed messages of k's group, one line for a share: the first delivery seq (the share's
 -- ids follow one another in member order), the attempts joined by commas ("" when each is
--- a first; `attempts` holds the others only), in the count field the merges counted into them while pending (per message
--- the tally's value or "", joined by commas; "" when none had any), which leave the tally,
--- the consumer, then the messages' entries (which name them in the tally too).
-local function trace_claimed(k, members, first, attempts, consumer)
+-- a first; `attempts` holds the others only), the ready scores they had (which name the
+-- merges into them), the consumer, then the messages' entries.
+local function trace_claimed(k, members, first, attempts, consumer, scores)
   local tracer = k.trace
   local n = #members
-  local entries = members
-  for j = 1, n do
-    if #members[j] > INLINE_MAX then
-      entries = {}
-      for m = 1, n do
-        entries[m] = entry_of(tracer, members[m])
-      end
-      break
-    end
-  end
-  local tallies = bulk("HMGET", k.trace_tally, entries)
-  local merges, closed, c = {}, {}, 0
-  for j = 1, n do
-    local tally = tallies[j]
-    if tally then
-      merges[j] = tally
-      c = c + 1
-      closed[c] = entries[j]
-    else
-      merges[j] = ""
-    end
-  end
-  local merged = ""
-  if c > 0 then
-    bulk("HDEL", k.trace_tally, closed)
-    tracer.n = tracer.n + c
-    merged = table.concat(merges, ",")
-  end
   local tries = ""
   if next(attempts) then
     local texts = {}
@@ -181,33 +162,39 @@ local function trace_claimed(k, members, first, attempts, consumer)
     end
     tries = table.concat(texts, ",")
   end
+  local texts = {}
+  for m = 1, n do
+    texts[m] = fmt(scores[m])
+  end
   add_line(tracer, head(k, "claimed") .. "=" .. int_text(n) .. "\td" .. first .. "\t" .. tries
-    .. "\t" .. merged .. "\t\t\t" .. field_text(consumer) .. "\t", n)
+    .. "\t\t" .. table.concat(texts, ",") .. "\t" .. field_text(consumer) .. "\t", n)
   local pieces, np = tracer.pieces, tracer.np
   for j = 1, n do
-    pieces[np + j] = entries[j]
+    pieces[np + j] = entry_of(tracer, members[j])
   end
   tracer.np = np + n
 end
 
 -- A claim's reply from out[o]: the number of shares, per share its slot index and first
 -- delivery id, then runs (length, priority, attempts, due) of (slot index, member) pairs;
--- a slot's messages take its share's ids in the order they come (take.lua).
-local function trace_taken(slots, out, o, consumer)
+-- a slot's messages take its share's ids in the order they come (take.lua). `scores`: the
+-- ready scores of the claim's messages in the same order (take.lua's taken.score).
+local function trace_taken(slots, out, o, consumer, scores)
   local shares = out[o]
-  local first, members, attempts, counts = {}, {}, {}, {}
+  local first, members, attempts, held, counts = {}, {}, {}, {}, {}
   for s = 1, shares do
     local i = out[o + 2 * s - 1]
-    first[i], members[i], attempts[i], counts[i] = out[o + 2 * s], {}, {}, 0
+    first[i], members[i], attempts[i], held[i], counts[i] = out[o + 2 * s], {}, {}, {}, 0
   end
-  local at, last = o + 1 + 2 * shares, #out
+  local at, last, t = o + 1 + 2 * shares, #out, 0
   while at <= last do
     local n, tries = out[at], out[at + 2]
     for m = 1, n do
       local i = out[at + 2 + 2 * m]
       local c = counts[i] + 1
       counts[i] = c
-      members[i][c] = out[at + 3 + 2 * m]
+      t = t + 1
+      members[i][c], held[i][c] = out[at + 3 + 2 * m], scores[t]
       if tries ~= 1 then  -- most messages are on their first: left out
         attempts[i][c] = tries
       end
@@ -215,6 +202,6 @@ local function trace_taken(slots, out, o, consumer)
     at = at + 4 + 2 * n
   end
   for i, list in pairs(members) do
-    trace_claimed(slots[i], list, first[i], attempts[i], consumer)
+    trace_claimed(slots[i], list, first[i], attempts[i], consumer, held[i])
   end
 end

@@ -6,21 +6,19 @@
   them: joining costs Lua more per byte than Redis takes to store them):
     MARKER          "\0@", where a record starts (a member cannot start so, below)
     "<time ms>"     Redis's time of the call
-  then its lines, each ten fields joined by tabs: event, group, subject, delivery, attempt,
-  count, first ms, last ms, consumer, error. A subject "=<n>" says that the line's n
-  messages follow it, an element each: the member as stored (docs/storage.md, "Members"),
-  which the reader hashes into its message id, or "\0#" .. its message id when it is longer
-  than INLINE_MAX (the SHA-1 costs Lua more than copying a short member). No member starts
-  with "\0@" or "\0#": a member that starts with NUL goes on with a key length, and keys are
-  at most 64 KiB.
-  A group's tally hash names a message by its entry too (entry_of).
+  then its lines, each nine fields joined by tabs: event, group, subject, delivery, attempt,
+  count, scores, consumer, error. A subject "=<n>" says that the line's n messages follow
+  it, an element each: the member as stored (docs/storage.md, "Members"), which the reader
+  hashes into its message id, or "\0#" .. its message id when it is longer than INLINE_MAX
+  (the SHA-1 costs Lua more than copying a short member). No member starts with "\0@" or
+  "\0#": a member that starts with NUL goes on with a key length, and keys are at most
+  64 KiB. A subject "~<n>" (merges, trace.lua) names n messages by their ready scores, in
+  the scores field.
 
-  open_trace(spec, events, tally) makes a slot's tracer (nil when spec is "": the trace is
-  off), its events timed by Redis's TIME (read once per call: a call of many slots has a
-  tracer per slot); `tally`: the tally of the script's one group, or nil when the script
-  gives each group its own (attach_trace in trace.lua). add_line(tracer, line, events) and
-  add_entry(tracer, member) append to its record; entry_of(tracer, member) is what names
-  the message there and in a tally.
+  open_trace(spec, log) makes a slot's tracer (nil when spec is "": the trace is off), its
+  events timed by Redis's TIME (read once per call: a call of many slots has a tracer per
+  slot). add_line(tracer, line, events) and add_entry(tracer, member) append to its record;
+  entry_of(tracer, member) is what names the message there.
 
   Provides: open_trace, add_line, add_entry, entry_of.  Needs: rcall, CALL.
 ]]
@@ -41,7 +39,7 @@ local function trace_now()
 end
 
 -- spec: "<topic>:<retention ms>:<cap>" (storage/trace.py writes it), or "" when off
-local function open_trace(spec, events, tally)
+local function open_trace(spec, log)
   if spec == "" then
     return nil
   end
@@ -53,10 +51,10 @@ local function open_trace(spec, events, tally)
   end
   local now, now_text = trace_now()
   local cap = parsed[3]
-  return {events = events, tally = tally, topic = parsed[1], now = now,
+  return {log = log, topic = parsed[1], now = now,
     now_text = now_text, retention = parsed[2], cap = cap,
     trim_every = math.max(64, math.floor(cap / 16)), pieces = {MARKER, now_text}, np = 2,
-    n = 0}  -- and, once used: sending, merging and tallies (trace.lua)
+    n = 0}  -- and, once used: sending and merging (trace.lua)
 end
 
 -- A line of `events` events (its entries, if any, follow it).
@@ -72,7 +70,7 @@ local function long_entry(tracer, member)
   return "\0#" .. string.sub(redis.sha1hex(tracer.topic .. member), 1, 16)
 end
 
--- What names a message in a record and in a tally: the member, or its long entry.
+-- What names a message in a record: the member, or its long entry.
 local function entry_of(tracer, member)
   return #member <= INLINE_MAX and member or long_entry(tracer, member)
 end

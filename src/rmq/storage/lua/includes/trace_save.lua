@@ -1,16 +1,7 @@
 --[[
   Writing a slot's tracer (trace_record.lua) at the end of a script: each group's "sent"
-  line, the merges counted by this call added to the tally, the record appended to the
-  events list, and, once the list is `trim_every` elements past the cap, the trimming by cap
-  and retention.
-
-  A group's tally hash, per message with merges not yet recorded (entry_of): first ms,
-  last ms (13 digits each) and the count; "\0~" a value longer than hash-max-listpack-value,
-  which keeps the hash in Redis's hashtable encoding (a listpack finds a field by scanning
-  the whole hash: a merge cost 60 k instructions where the tally held 500 fields); "\0s"
-  the cursor of the sweep below (no member is "\0~" or "\0s": see trace_record.lua). The claim that takes the message records them on
-  its "claimed" line (trace.lua), so the tally holds pending messages only; the sweep drops
-  what the retention has passed (the merges into the messages of a group deleted, say).
+  and "merged" lines, the record appended to the log, and, once the list is `trim_every`
+  elements past the cap, the trimming by cap and retention.
 
   Provides: trace_save.  Needs: rcall, and the includes below.
 ]]
@@ -18,94 +9,78 @@
 --- @include "bulk"
 --- @include "trace_record"
 
--- (a literal: a library's top level runs before the string library is there)
-local TALLY_PIN = "~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~"
-local SWEEP_COUNT = 10
+-- Merges named by ready score a "merged" line holds at most: a line stays about as long as
+-- a copied member (INLINE_MAX).
+local REFS_PER_LINE = 16
 
 -- Each group's messages sent new by this call: one line.
 local function write_sent(tracer)
   for _, k in ipairs(tracer.sending) do
     local members = k.trace_sent
     add_line(tracer, "sent\t" .. k.group_name .. "\t=" .. int_text(#members)
-      .. "\t\t\t\t\t\t\t", #members)
+      .. "\t\t\t\t\t\t", #members)
     for _, member in ipairs(members) do
       add_entry(tracer, member)
     end
   end
 end
 
--- The merges counted by this call, added to each group's tally: first and last ms, and
--- the count.
-local function save_merges(tracer)
-  local now_text = tracer.now_text
-  local once = now_text .. now_text .. "1"
+-- Each group's merges of this call: the ready scores merged into, REFS_PER_LINE a line
+-- (a score twice: two merges), then the delayed messages merged into with their counts
+-- ("" when each is 1).
+local function write_merges(tracer)
   for _, k in ipairs(tracer.merging) do
-    local fields, merges = k.trace_merged, k.trace_merges
-    local held = bulk("HMGET", k.trace_tally, fields)
-    local writes = {"\0~", TALLY_PIN}
-    local w = 2
-    for j, field in ipairs(fields) do
-      local count, value = merges[field], held[j]
-      if value then
-        value = string.sub(value, 1, 13) .. now_text
-          .. int_text(count + tonumber(string.sub(value, 27)))
-      elseif count == 1 then
-        value = once
-      else
-        value = now_text .. now_text .. int_text(count)
+    local merges = k.trace_merges
+    local refs, n = merges.refs, merges.n
+    for from = 1, n, REFS_PER_LINE do
+      local to = math.min(from + REFS_PER_LINE - 1, n)
+      add_line(tracer, "merged\t" .. k.group_name .. "\t~" .. int_text(to - from + 1)
+        .. "\t\t\t\t" .. table.concat(refs, ",", from, to) .. "\t\t", to - from + 1)
+    end
+    local entries = merges.entries
+    if #entries > 0 then
+      local counts, texts, many = merges.counts, {}, false
+      for j, entry in ipairs(entries) do
+        local count = counts[entry]
+        texts[j] = int_text(count)
+        many = many or count > 1
       end
-      writes[w + 1], writes[w + 2] = field, value
-      w = w + 2
-    end
-    bulk("HSET", k.trace_tally, writes)
-  end
-end
-
--- A step of the sweep of a tally: the merges of messages no claim took within the retention.
-local function sweep_tally(tally, cutoff)
-  local reply = rcall("HSCAN", tally, rcall("HGET", tally, "\0s") or "0", "COUNT", SWEEP_COUNT)
-  local gone, found = {}, reply[2]
-  for j = 1, #found, 2 do
-    local field = found[j]
-    if (string.byte(field, 1) ~= 0 or string.sub(field, 2, 2) == "#")
-        and tonumber(string.sub(found[j + 1], 14, 26)) < cutoff then
-      gone[#gone + 1] = field
+      add_line(tracer, "merged\t" .. k.group_name .. "\t=" .. int_text(#entries) .. "\t\t\t"
+        .. (many and table.concat(texts, ",") or "") .. "\t\t\t", #entries)
+      local pieces, np = tracer.pieces, tracer.np
+      for j, entry in ipairs(entries) do
+        pieces[np + j] = entry
+      end
+      tracer.np = np + #entries
     end
   end
-  if #gone > 0 then
-    bulk("HDEL", tally, gone)
-  end
-  rcall("HSET", tally, "\0s", reply[1])
 end
 
 -- The list down to its newest `cap` elements (the head may then start inside a record: the
 -- reader skips to the first MARKER), then whole records older than the retention from the
--- head (a few a time: they were written in time order), then a step of the tally's sweep.
+-- head (a few a time: they were written in time order).
 local function trim(tracer)
-  local events = tracer.events
-  rcall("LTRIM", events, -tracer.cap, -1)
+  local log = tracer.log
+  rcall("LTRIM", log, -tracer.cap, -1)
   local cutoff = tracer.now - tracer.retention
   for _ = 1, 8 do
-    local starts = rcall("LPOS", events, MARKER, "COUNT", 2)
+    local starts = rcall("LPOS", log, MARKER, "COUNT", 2)
     local first = starts[1]
     if not first then
-      rcall("DEL", events)  -- nothing whole is left
+      rcall("DEL", log)  -- nothing whole is left
       break
     end
-    if tonumber(rcall("LINDEX", events, first + 1)) >= cutoff then
+    if tonumber(rcall("LINDEX", log, first + 1)) >= cutoff then
       if first > 0 then
-        rcall("LTRIM", events, first, -1)
+        rcall("LTRIM", log, first, -1)
       end
       break
     end
     if not starts[2] then
-      rcall("DEL", events)  -- its newest record is past the retention too
+      rcall("DEL", log)  -- its newest record is past the retention too
       break
     end
-    rcall("LTRIM", events, starts[2], -1)
-  end
-  for _, tally in ipairs(tracer.tallies or {tracer.tally}) do
-    sweep_tally(tally, cutoff)
+    rcall("LTRIM", log, starts[2], -1)
   end
 end
 
@@ -118,14 +93,14 @@ local function trace_save(tracer)
     write_sent(tracer)
   end
   if tracer.merging then
-    save_merges(tracer)
+    write_merges(tracer)
   end
   if tracer.n == 0 then
     return
   end
   local pieces, length = tracer.pieces, 0
   for from = 1, tracer.np, BULK_PIECE do
-    length = rcall("RPUSH", tracer.events, unpack(pieces, from,
+    length = rcall("RPUSH", tracer.log, unpack(pieces, from,
       math.min(from + BULK_PIECE - 1, tracer.np)))
   end
   if length > tracer.cap + tracer.trim_every then

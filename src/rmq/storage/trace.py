@@ -20,6 +20,7 @@ import re
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from itertools import accumulate
 from typing import Any, Literal
 
 from ..errors import InvalidQuery
@@ -186,14 +187,15 @@ def _matching(elements: list[bytes], names_it: Callable[[_Entry], bool]) -> _Slo
             if event == b"claimed":
                 first = int(fields[3][1:])
                 attempts = fields[4].split(b",") if fields[4] else None
-                scores = fields[6].split(b",")
+                scores: list[int] = []  # the first, then differences: read when needed
                 for i, entry in enumerate(entries):
                     number += 1
                     if not names_it(entry):
                         continue
                     seq = b"d%d" % (first + i)
                     deliveries.add(seq)
-                    found.held(group, _score(scores[i]), time)
+                    scores = scores or list(accumulate(map(int, fields[6].split(b","))))
+                    found.held(group, scores[i], time)
                     found.events.append((number, time, [
                         event, group, b"", seq, attempts[i] if attempts else b"1", b"", b"",
                         *fields[7:]], seq))

@@ -38,11 +38,14 @@
 --- @include "trace_record"
 --- @include "trace_save"
 
--- The group of a group key ("rmq:{t:s}:<group>:<kind>"): names hold no ":" or "}".
+-- The group of a group key ("rmq:{t:s}:<group>:<kind>"): names hold no ":" or "}", so two
+-- plain finds do (a pattern cost a claim more than the rest of its trace's setting up).
 local function attach_trace(k, tracer)
   if tracer then
     k.trace = tracer
-    k.group_name = string.match(k.inflight or k.ready or k.dead, "}:([^:]+):[^:]+$")
+    local key = k.inflight or k.ready or k.dead
+    local from = string.find(key, "}:", 1, true) + 2
+    k.group_name = string.sub(key, from, string.find(key, ":", from, true) - 1)
   end
 end
 
@@ -147,61 +150,59 @@ local function trace_present(k, event, ids, present)
   end
 end
 
--- Claimed messages of k's group, one line for a share: the first delivery seq (the share's
--- ids follow one another in member order), the attempts joined by commas ("" when each is
--- a first; `attempts` holds the others only), the ready scores they had (which name the
--- merges into them), the consumer, then the messages' entries.
-local function trace_claimed(k, members, first, attempts, consumer, scores)
-  local tracer = k.trace
-  local n = #members
-  local tries = ""
-  if next(attempts) then
-    local texts = {}
-    for m = 1, n do
-      texts[m] = int_text(attempts[m] or 1)
-    end
-    tries = table.concat(texts, ",")
-  end
-  local texts = {}
-  for m = 1, n do
-    texts[m] = fmt(scores[m])
-  end
-  add_line(tracer, head(k, "claimed") .. "=" .. int_text(n) .. "\td" .. first .. "\t" .. tries
-    .. "\t\t" .. table.concat(texts, ",") .. "\t" .. field_text(consumer) .. "\t", n)
-  local pieces, np = tracer.pieces, tracer.np
-  for j = 1, n do
-    pieces[np + j] = entry_of(tracer, members[j])
-  end
-  tracer.np = np + n
-end
-
--- A claim's reply from out[o]: the number of shares, per share its slot index and first
--- delivery id, then runs (length, priority, attempts, due) of (slot index, member) pairs;
--- a slot's messages take its share's ids in the order they come (take.lua). `scores`: the
--- ready scores of the claim's messages in the same order (take.lua's taken.score).
+-- A claim's messages from its reply, out[o] on: the number of shares, per share its slot
+-- index and first delivery id, then runs (length, priority, attempts, due) of (slot index,
+-- member) pairs; a slot's messages take its share's ids in the order they come (take.lua).
+-- `scores`: the ready scores of the claim's messages in the same order (take.lua's
+-- taken.score). Each share is one "claimed" line in its slot's record: the first delivery
+-- seq, the attempts joined by commas ("" when each is a first), the scores (the first, then
+-- each one's difference from the one before: mostly a few small numbers, whose text is
+-- kept, where formatting each score cost the claim more than the rest of its trace), the
+-- consumer; then the messages' entries. The line's place is kept while the entries are
+-- appended, and it is written once the share is complete.
 local function trace_taken(slots, out, o, consumer, scores)
-  local shares = out[o]
-  local first, members, attempts, held, counts = {}, {}, {}, {}, {}
+  local shares, open = out[o], {}
   for s = 1, shares do
     local i = out[o + 2 * s - 1]
-    first[i], members[i], attempts[i], held[i], counts[i] = out[o + 2 * s], {}, {}, {}, 0
+    local tracer = slots[i].trace
+    local at = tracer.np + 1
+    tracer.pieces[at] = false
+    tracer.np = at
+    open[i] = {tracer = tracer, at = at, n = 0, first = out[o + 2 * s], scores = {}}
   end
-  local at, last, t = o + 1 + 2 * shares, #out, 0
+  local at, last, t, holder = o + 1 + 2 * shares, #out, 0, field_text(consumer)
   while at <= last do
     local n, tries = out[at], out[at + 2]
     for m = 1, n do
-      local i = out[at + 2 + 2 * m]
-      local c = counts[i] + 1
-      counts[i] = c
+      local share = open[out[at + 2 + 2 * m]]
+      local c, tracer = share.n + 1, share.tracer
+      share.n = c
+      local np = tracer.np + 1
+      tracer.pieces[np] = entry_of(tracer, out[at + 3 + 2 * m])
+      tracer.np = np
       t = t + 1
-      members[i][c], held[i][c] = out[at + 3 + 2 * m], scores[t]
+      local score = scores[t]
+      share.scores[c] = c == 1 and fmt(score) or int_text(score - share.last)
+      share.last = score
       if tries ~= 1 then  -- most messages are on their first: left out
-        attempts[i][c] = tries
+        share.tries = share.tries or {}
+        share.tries[c] = tries
       end
     end
     at = at + 4 + 2 * n
   end
-  for i, list in pairs(members) do
-    trace_claimed(slots[i], list, first[i], attempts[i], consumer, held[i])
+  for i, share in pairs(open) do
+    local n, tries = share.n, ""
+    if share.tries then
+      local texts = {}
+      for m = 1, n do
+        texts[m] = int_text(share.tries[m] or 1)
+      end
+      tries = table.concat(texts, ",")
+    end
+    share.tracer.pieces[share.at] = head(slots[i], "claimed") .. "=" .. int_text(n) .. "\td"
+      .. share.first .. "\t" .. tries .. "\t\t" .. table.concat(share.scores, ",") .. "\t"
+      .. holder .. "\t"
+    share.tracer.n = share.tracer.n + n
   end
 end

@@ -45,8 +45,13 @@ local function open_trace(spec, log)
   end
   local parsed = CALL.trace_spec  -- once per call: a call of many slots opens many
   if not parsed then
-    local topic, retention, cap = string.match(spec, "^(.*):(%d+):(%d+)$")
-    parsed = {topic .. ":", tonumber(retention), tonumber(cap)}
+    -- topic names hold no ":", so plain finds split it (a pattern cost a send of 500
+    -- messages more than its sent line)
+    local after_topic = string.find(spec, ":", 1, true)
+    local after_retention = string.find(spec, ":", after_topic + 1, true)
+    parsed = {string.sub(spec, 1, after_topic),
+      tonumber(string.sub(spec, after_topic + 1, after_retention - 1)),
+      tonumber(string.sub(spec, after_retention + 1))}
     CALL.trace_spec = parsed
   end
   local now, now_text = trace_now()

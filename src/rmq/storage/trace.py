@@ -39,9 +39,6 @@ EventName = Literal["sent", "merged", "promoted", "claimed", "extended", "acked"
 EVENTS: tuple[EventName, ...] = ("sent", "merged", "promoted", "claimed", "extended", "acked",
                                  "failed", "expired", "released", "dead", "requeued", "purged")
 _MESSAGE_ID = re.compile(r"[0-9a-f]{16}")
-# Members up to this long are copied into the trace, longer ones named by their id
-# (INLINE_MAX in lua/includes/trace_record.lua).
-INLINE_MAX = 256
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,7 +39,7 @@
 --- @include "trace_save"
 
 -- The group of a group key ("rmq:{t:s}:<group>:<kind>"): names hold no ":" or "}", so two
--- plain finds do (a pattern cost a claim more than the rest of its trace's setting up).
+-- plain finds do, with no pattern to run.
 local function attach_trace(k, tracer)
   if tracer then
     k.trace = tracer

@@ -45,8 +45,7 @@ local function open_trace(spec, log)
   end
   local parsed = CALL.trace_spec  -- once per call: a call of many slots opens many
   if not parsed then
-    -- topic names hold no ":", so plain finds split it (a pattern cost a send of 500
-    -- messages more than its sent line)
+    -- topic names hold no ":", so plain finds split it, with no pattern to run
     local after_topic = string.find(spec, ":", 1, true)
     local after_retention = string.find(spec, ":", after_topic + 1, true)
     parsed = {string.sub(spec, 1, after_topic),

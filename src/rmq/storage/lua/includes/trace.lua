@@ -157,8 +157,8 @@ end
 -- taken.score). Each share is one "claimed" line in its slot's record: the first delivery
 -- seq, the attempts joined by commas ("" when each is a first), the scores (the first, then
 -- each one's difference from the one before: mostly a few small numbers, whose text is
--- kept, where formatting each score cost the claim more than the rest of its trace), the
--- consumer; then the messages' entries. The line's place is kept while the entries are
+-- kept, where formatting each score cost 1 750 instructions a message), the consumer; then
+-- the messages' entries. The line's place is kept while the entries are
 -- appended, and it is written once the share is complete.
 local function trace_taken(slots, out, o, consumer, scores)
   local shares, open = out[o], {}

@@ -340,3 +340,21 @@ def test_delete_topic_removes_what_earlier_versions_traced_too(redis_url):
             client.redis.set(key, b"left by an earlier version")
         client.delete_topic("t")
         assert client.redis.exists(*earlier) == 0
+
+
+def test_a_trace_by_body_is_one_round_trip_and_by_id_two(redis_url):
+    with rmq.Client(redis_url) as client:
+        client.create_topic("t", slots=8, trace=True)
+        sent = client.send("t", b"x")
+        client.send("t", b"x")
+        client.topic("t")  # cached, as in a running application
+        before = client._execute.round_trips
+        assert [(e.event, e.count) for e in client.trace("t", body=b"x")] == [
+            ("sent", 1), ("merged", 1)]
+        # time, the slot's log and the message's scores now, together
+        assert client._execute.round_trips - before == 1
+        before = client._execute.round_trips
+        assert [(e.event, e.count) for e in client.trace("t", sent.message_id)] == [
+            ("sent", 1), ("merged", 1)]
+        # then the scores of the message its log names, in that slot only
+        assert client._execute.round_trips - before == 2

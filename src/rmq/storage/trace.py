@@ -108,12 +108,20 @@ _Entry = bytes  # a member as stored, or _LONG + its message id
 _PENDING = math.inf  # the time up to which the score a message holds now names it
 
 
-def _elements(topic: str, slots: Sequence[int]) -> Op[dict[int, list[bytes]]]:
+_Asked = list[tuple[int, str, bytes]]  # (slot, group, member) whose ready score to read
+
+
+def _log_reads(topic: str, slots: Sequence[int]) -> list[Call]:
     """Each slot's trace log, whole (about `cap` elements: the scripts trim it to that; in
     pages, a trim between two would shift the second)."""
-    lists = yield [command("LRANGE", SlotKeys(topic, slot).trace_log, 0, -1)
-                   for slot in slots]
-    return dict(zip(slots, lists, strict=True))
+    return [command("LRANGE", SlotKeys(topic, slot).trace_log, 0, -1) for slot in slots]
+
+
+def _score_reads(topic: str, asked: _Asked) -> list[Call]:
+    """The ready score each message holds now in a group of a slot: it names the merges
+    recorded since its last claim."""
+    return [command("ZSCORE", SlotKeys(topic, slot).group(group).ready, member)
+            for slot, group, member in asked]
 
 
 def _score(text: bytes) -> int:
@@ -143,6 +151,10 @@ class _SlotTrace:
     def held(self, group: bytes, score: int, time: float) -> None:
         known = self.scores.setdefault(group, {})
         known[score] = max(time, known.get(score, time))
+
+    def names_it(self) -> bool:
+        """Whether the list names the message at all."""
+        return bool(self.events or self.merges or self.scores)
 
     def merges_by_score(self) -> list[tuple[int, int, bytes, int]]:
         """The merges named by a score the message held when they were recorded."""
@@ -282,9 +294,13 @@ def read_trace(topic: str, message_id: str, member: bytes | None, slots: Sequenc
     ``claimed`` events, which name them; the merges named by a ready score through the
     events that name it with that score, and through the score it holds now when it is
     pending (``lua/includes/trace.lua``)."""
-    seconds, micros = (yield [command("TIME")])[0]
+    # one round trip, and for a trace by body its scores now too: the member is known
+    asked: _Asked = [] if member is None else [
+        (slot, group, member) for slot in slots for group in groups]
+    (seconds, micros), *replies = yield [command("TIME"), *_log_reads(topic, slots),
+                                         *_score_reads(topic, asked)]
     since = int(seconds) * 1000 + int(micros) // 1000 - retention_ms
-    lists = yield from _elements(topic, slots)
+    lists, scores = replies[:len(slots)], replies[len(slots):]
     wanted = _LONG + message_id.encode()
     prefix, digest = topic.encode() + b":", bytes.fromhex(message_id)
     ids: dict[_Entry, bool] = {}  # entry -> whether it names the message
@@ -297,10 +313,18 @@ def read_trace(topic: str, message_id: str, member: bytes | None, slots: Sequenc
                 else hashlib.sha1(prefix + entry).digest()[:8] == digest)
         return known
 
-    traces = {slot: _matching(elements, names_it) for slot, elements in lists.items()}
-    members = {member} if member is not None else {
-        entry for entry, named in ids.items() if named and entry[:2] != _LONG}
-    yield from _pending_scores(topic, traces, sorted(members), groups)
+    traces = {slot: _matching(elements, names_it)
+              for slot, elements in zip(slots, lists, strict=True)}
+    if member is None:  # by id: the message as its events name it, in the slots they are in
+        members = sorted(entry for entry, named in ids.items()
+                         if named and entry[:2] != _LONG)
+        asked = [(slot, group, entry) for slot, trace in traces.items() if trace.names_it()
+                 for group in groups for entry in members]
+        scores = (yield _score_reads(topic, asked)) if asked else []
+    for (slot, group, _), score in zip(asked, scores, strict=True):
+        if score is not None:
+            traces[slot].held(group.encode(),
+                              _score(score) if isinstance(score, bytes) else int(score), _PENDING)
     found: list[_Sorted] = []
     for slot, trace in traces.items():
         claims: dict[bytes | None, tuple[int | None, str | None]] = {}
@@ -316,20 +340,6 @@ def read_trace(topic: str, message_id: str, member: bytes | None, slots: Sequenc
                   if merge[0] > trace.total - cap and merge[1] >= since]
         found += _merged_runs(trace, merges, slot, message_id)
     return _first_endings([event for _, event in sorted(found, key=lambda item: item[0])])
-
-
-def _pending_scores(topic: str, traces: dict[int, _SlotTrace], members: Sequence[bytes],
-                    groups: Sequence[str]) -> Op[None]:
-    """The ready score each of ``members`` (the message as stored) holds now in each group
-    of each slot: it names the merges recorded since its last claim."""
-    asked = [(slot, group, member) for slot in traces for group in groups
-             for member in members]
-    scores = yield [command("ZSCORE", SlotKeys(topic, slot).group(group).ready, member)
-                    for slot, group, member in asked]
-    for (slot, group, _), score in zip(asked, scores, strict=True):
-        if score is not None:
-            traces[slot].held(group.encode(),
-                              _score(score) if isinstance(score, bytes) else int(score), _PENDING)
 
 
 _SETTLES = frozenset({"extended", "acked", "failed", "expired", "released"})

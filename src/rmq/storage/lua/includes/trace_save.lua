@@ -47,11 +47,9 @@ local function write_merges(tracer)
       end
       add_line(tracer, "merged\t" .. k.group_name .. "\t=" .. int_text(#entries) .. "\t\t\t"
         .. (many and table.concat(texts, ",") or "") .. "\t\t\t", #entries)
-      local pieces, np = tracer.pieces, tracer.np
-      for j, entry in ipairs(entries) do
-        pieces[np + j] = entry
+      for _, entry in ipairs(entries) do
+        add_entry(tracer, entry)  -- an entry names itself (trace_record.lua)
       end
-      tracer.np = np + #entries
     end
   end
 end

@@ -207,3 +207,49 @@ def test_a_member_gives_back_what_was_encoded(body, key, tag, properties):
     assert parts.properties == dict(pairs)
     assert all(type(parts.properties[n]) is type(v) for n, v in pairs)
     assert decode_member(member) == (body, key)
+
+
+@pytest.mark.parametrize(("where", "column"), [
+    ("a = \u0663", 5),  # ARABIC-INDIC DIGIT THREE
+    ("a = \uff13", 5),  # FULLWIDTH DIGIT THREE
+    ("a = 1\u0663", 6),  # an ASCII number does not run on into other digits
+    ("a =\u00a01", 4),  # NO-BREAK SPACE
+    ("a = 1\u2003AND b = 2", 6),  # EM SPACE
+    ("\u00e9t\u00e9 = 1", 1),  # a property name is ASCII, as properties' names are
+    ("a\u0663 = 1", 2),
+])
+def test_a_where_reads_only_ascii_digits_spaces_and_letters(where, column):
+    with pytest.raises(rmq.errors.InvalidFilter) as raised:
+        compile_filter(where=where)
+    assert raised.value.column == column
+    assert f"column {column}" in str(raised.value)
+
+
+def test_a_tag_expression_is_separated_by_ascii_spaces_only():
+    with pytest.raises(rmq.errors.InvalidFilter) as raised:
+        compile_filter(tags="a ||\u00a0b")
+    assert raised.value.column == 5
+    assert compile_filter(tags="a ||\tb").tags == "a ||\tb"
+
+
+@pytest.mark.parametrize(("tags", "where", "column"), [
+    (None, "a = '\ud800'", 6),
+    (None, "a = 'x' OR b = 'y\udfff'", 18),
+    ("a || \ud800", None, 6),
+    ("\udc80", None, 1),
+])
+def test_an_expression_that_is_not_valid_unicode_is_an_invalid_filter(tags, where, column):
+    with pytest.raises(rmq.errors.InvalidFilter) as raised:
+        compile_filter(tags=tags, where=where)
+    assert raised.value.column == column
+
+
+@pytest.mark.parametrize("name", ["\u00e9t\u00e9", "a\u0663", "\uff41", "a\ud800"])
+def test_a_property_name_is_ascii(name):
+    with pytest.raises(rmq.errors.InvalidProperties, match="invalid property name"):
+        check_properties({name: 1})
+
+
+def test_a_tag_that_is_not_valid_unicode_is_an_invalid_tag():
+    with pytest.raises(rmq.errors.InvalidTag):
+        check_tag("a\ud800")

@@ -38,7 +38,9 @@ _TOKEN = re.compile(r"""
   | (?P<string>'(?:[^']|'')*')
   | (?P<word>[A-Za-z_][A-Za-z0-9_]*)
   | (?P<op><>|<=|>=|=|<|>|\(|\)|,)
-""", re.VERBOSE)
+""", re.VERBOSE | re.ASCII)  # ASCII digits, spaces and letters only, as documented
+_SPACES = " \t\n\r\f\v"  # what separates tokens (str.strip() would take any Unicode space)
+_INTEGER = re.compile(r"-?[0-9]+")
 _COMPARISONS = frozenset({"=", "<>", "<", "<=", ">", ">="})
 _OPERAND = "a value (a number, a 'string', TRUE, FALSE, a property name or TAG)"
 
@@ -85,20 +87,25 @@ def _check_source(what: str, source: object) -> str | None:
     if len(source) > MAX_EXPRESSION:
         raise InvalidFilter(what, source[:40] + "...", MAX_EXPRESSION + 1,
                             f"at most {MAX_EXPRESSION} characters", f"{len(source)}")
-    if not source.strip():
+    if not source.strip(_SPACES):
         raise InvalidFilter(what, source, 1, "an expression", "nothing")
+    try:
+        source.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate: no text Redis could store
+        raise InvalidFilter(what, source, exc.start + 1, "text encodable as UTF-8",
+                            repr(source[exc.start])) from None
     return source
 
 
 def _parse_tags(source: str) -> list[str]:
     """The tag names of ``a || b``; [] for ``*`` (every message, tagged or not)."""
-    if source.strip() == "*":
+    if source.strip(_SPACES) == "*":
         return []
     names: list[str] = []
     column = 1
     for part in source.split("||"):
-        name = part.strip()
-        at = column + len(part) - len(part.lstrip())
+        name = part.strip(_SPACES)
+        at = column + len(part) - len(part.lstrip(_SPACES))
         try:
             check_tag(name)
         except ValueError:
@@ -261,7 +268,7 @@ class _Parser:
         return self._unexpected(_OPERAND)
 
     def _number(self, text: str, column: int) -> int | float:
-        if re.fullmatch(r"-?\d+", text):
+        if _INTEGER.fullmatch(text):
             value = int(text)
             if abs(value) > MAX_EXACT_INT:
                 self._fail(column, "an integer within +-2**53", text)

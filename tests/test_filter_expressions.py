@@ -253,3 +253,42 @@ def test_a_property_name_is_ascii(name):
 def test_a_tag_that_is_not_valid_unicode_is_an_invalid_tag():
     with pytest.raises(rmq.errors.InvalidTag):
         check_tag("a\ud800")
+
+
+def test_properties_are_stored_as_the_plain_value_they_equal():
+    import enum
+    from fractions import Fraction
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    class Name(str):
+        def __str__(self) -> str:
+            return "other"
+
+    pairs = dict(check_properties({"level": Level.HIGH, "half": Fraction(1, 2),
+                                   "name": Name("eu"), "flag": True, "n": 2, "x": 0.25}))
+    assert pairs == {"level": 3, "half": 0.5, "name": "eu", "flag": True, "n": 2, "x": 0.25}
+    assert [type(pairs[n]) for n in ("level", "half", "name", "flag")] == [int, float, str,
+                                                                           bool]
+
+
+def test_numpy_scalars_are_stored_as_ints_and_floats():
+    np = pytest.importorskip("numpy")
+    pairs = dict(check_properties({"a": np.float64(1.5), "b": np.int32(-7),
+                                   "c": np.float32(0.5), "d": np.uint64(2**53)}))
+    assert pairs == {"a": 1.5, "b": -7, "c": 0.5, "d": 2**53}
+    assert [type(pairs[n]) for n in "abcd"] == [float, int, float, int]
+    assert encode_properties(check_properties({"a": np.float64(1.5)})) == \
+        encode_properties(check_properties({"a": 1.5}))
+    for bad, named in ((np.int64(2**60), "outside"), (np.float64("nan"), "not finite"),
+                       (np.bool_(True), "numpy.bool")):
+        with pytest.raises(rmq.errors.InvalidProperties, match=named):
+            check_properties({"a": bad})
+
+
+def test_a_decimal_property_is_refused_rather_than_rounded():
+    from decimal import Decimal
+    with pytest.raises(rmq.errors.InvalidProperties,
+                       match=r"'p' must be .* got decimal.Decimal \(convert it"):
+        check_properties({"p": Decimal("0.1")})

@@ -4,6 +4,7 @@ changes nothing."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
@@ -132,6 +133,38 @@ def test_bad_limits_are_refused_and_change_nothing(api: TestClient, client: rmq.
     client.set_limits("t", max_in_flight=3)
     assert words in error_of(api.post("/api/topics/t/limits", json=body), 400)
     assert client.limits("t") == rmq.GroupLimits(3)
+
+
+@pytest.mark.parametrize(("path", "body", "field"), [
+    ("/api/topics/t/limits", {"max_in_flight": True}, "max_in_flight"),
+    ("/api/topics/t/limits", {"rate": {"count": True, "seconds": 60}}, "rate.count"),
+    ("/api/topics/t/limits", {"rate": {"count": 5, "seconds": True}}, "rate.seconds"),
+    ("/api/topics", {"name": "u", "slots": True}, "slots"),
+    ("/api/topics", {"name": "u", "max_retries": False}, "max_retries"),
+    ("/api/topics", {"name": "u", "visibility_timeout": True}, "visibility_timeout"),
+    ("/api/topics", {"name": "u", "trace_cap": True}, "trace_cap"),
+    ("/api/topics/t/messages", {"body": "x", "priority": True}, "priority"),
+    ("/api/topics/t/messages", {"body": "x", "delay_ms": True}, "delay_ms"),
+    ("/api/topics/t/messages", {"body": "x", "deliver_at": True}, "deliver_at"),
+])
+def test_a_json_boolean_is_not_taken_for_a_number(api: TestClient, client: rmq.Client,
+                                                  path: str, body: dict, field: str) -> None:
+    """JSON ``true`` is not 1: a number field given a boolean is refused, naming the field,
+    and nothing changes."""
+    client.create_topic("t")
+    error = error_of(api.post(path, json=body), 422)
+    assert error.startswith(f"{field}: Input should be a valid"), error
+    assert error.endswith(f"got {json.dumps(body_value(body))}"), error
+    assert client.limits("t") == rmq.GroupLimits()
+    assert client.topics() == ["t"]
+    assert client.stats("t").groups["default"].ready == 0
+
+
+def body_value(body: dict) -> object:
+    """The one boolean in ``body`` (or in its ``rate``)."""
+    (value,) = [v for v in [*body.values(), *body.get("rate", {}).values()] if v in (True, False)
+                and isinstance(v, bool)]
+    return value
 
 
 def test_send_peek_and_find(api: TestClient, client: rmq.Client) -> None:

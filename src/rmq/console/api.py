@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Strict as StrictMode
 
 import rmq
 from rmq.errors import InvalidQuery, TopicConflict
@@ -27,6 +28,12 @@ State = Literal["ready", "delayed", "in_flight", "dead"]
 GroupName = Annotated[str, Query(description="consumer group", max_length=200)]
 
 
+# Numbers taken strictly: JSON's true is not the number 1 (nor "1" a number), as the
+# client's own checks refuse a bool for an int; a Number still takes a JSON integer.
+Int = Annotated[int, StrictMode()]
+Number = Annotated[float, StrictMode()]
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -34,21 +41,21 @@ class Strict(BaseModel):
 class TopicChanges(Strict):
     """Topic settings (SPEC §1); a setting left out keeps its default (or current) value."""
 
-    slots: int | None = Field(None, description="a power of two, 1-1024; fixed at creation")
-    max_retries: int | None = None
-    visibility_timeout: float | None = Field(None, description="seconds")
-    max_message_bytes: int | None = None
-    max_delay: float | None = Field(None, description="seconds")
-    retry_backoff: float | None = Field(None, description="seconds")
-    retry_backoff_max: float | None = Field(None, description="seconds")
+    slots: Int | None = Field(None, description="a power of two, 1-1024; fixed at creation")
+    max_retries: Int | None = None
+    visibility_timeout: Number | None = Field(None, description="seconds")
+    max_message_bytes: Int | None = None
+    max_delay: Number | None = Field(None, description="seconds")
+    retry_backoff: Number | None = Field(None, description="seconds")
+    retry_backoff_max: Number | None = Field(None, description="seconds")
     serial_keys: bool | None = None
-    check_after: float | None = Field(None, description="seconds before a check-back")
-    check_interval: float | None = Field(None, description="seconds between checks")
-    max_checks: int | None = None
-    tx_retention: float | None = Field(None, description="seconds a closed id is kept")
+    check_after: Number | None = Field(None, description="seconds before a check-back")
+    check_interval: Number | None = Field(None, description="seconds between checks")
+    max_checks: Int | None = None
+    tx_retention: Number | None = Field(None, description="seconds a closed id is kept")
     trace: bool | None = Field(None, description="record every state change of every message")
-    trace_retention: float | None = Field(None, description="seconds a traced event is kept")
-    trace_cap: int | None = Field(None, description="traced events kept per slot at most")
+    trace_retention: Number | None = Field(None, description="seconds a traced event is kept")
+    trace_cap: Int | None = Field(None, description="traced events kept per slot at most")
 
     def given(self) -> dict[str, Any]:
         """The settings given (the topic's name is not a setting)."""
@@ -68,15 +75,15 @@ class Binding(Strict):
 
 
 class Rate(Strict):
-    count: int = Field(description="messages, 1-1000000")
-    seconds: float = Field(description="the window, 0.001-86400 seconds")
+    count: Int = Field(description="messages, 1-1000000")
+    seconds: Number = Field(description="the window, 0.001-86400 seconds")
 
 
 class Limits(Strict):
     """A group's fleet-wide limits (docs/limits.md); a limit left out or null is removed."""
 
     group: str = "default"
-    max_in_flight: int | None = Field(None, description="1-1000000 messages in flight at once")
+    max_in_flight: Int | None = Field(None, description="1-1000000 messages in flight at once")
     rate: Rate | None = Field(None, description="at most count claimed in any seconds")
 
 
@@ -84,9 +91,9 @@ class Outgoing(Strict):
     """A message to send: UTF-8 text; ``delay_ms`` or ``deliver_at`` (epoch ms) for later."""
 
     body: str
-    priority: int | None = Field(None, description="0-255, higher first (default 128)")
-    delay_ms: int | None = None
-    deliver_at: int | None = None
+    priority: Int | None = Field(None, description="0-255, higher first (default 128)")
+    delay_ms: Int | None = None
+    deliver_at: Int | None = None
     key: str | None = None
     tag: str | None = None
     properties: dict[str, str | bool | int | float] | None = None

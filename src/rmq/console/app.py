@@ -3,6 +3,7 @@ package, ``/metrics``, the security checks and the history sampler (docs/console
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -66,8 +67,17 @@ def _validation_message(exc: RequestValidationError) -> str:
             reason = (error.get("ctx") or {}).get("error", "")
             return f"the request body is not valid JSON{f' ({reason})' if reason else ''}"
         where = ".".join(str(p) for p in error.get("loc", ()) if p not in ("body", "query"))
-        parts.append(f"{where or 'request'}: {error.get('msg', 'invalid')}")
+        parts.append(f"{where or 'request'}: {error.get('msg', 'invalid')}"
+                     f"{_given(error.get('input'))}")
     return "; ".join(parts)
+
+
+def _given(value: object) -> str:
+    """``, got <value>`` as JSON for a short scalar a request gave (``got true`` for a JSON
+    boolean where a number belongs); nothing for a missing field or a whole object."""
+    if isinstance(value, bool | int | float) or (isinstance(value, str) and len(value) <= 40):
+        return f", got {json.dumps(value)}"
+    return ""
 
 
 def create_app(client: rmq.Client, *, token: str | None = None,

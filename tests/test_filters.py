@@ -226,3 +226,48 @@ def test_single_sends_joined_by_the_group_commit_are_filtered_each(make_client):
         thread.join(60)
     assert sorted(int(m.text) for m in drain(client, "t", "even")) == list(range(0, 200, 2))
     assert client.stats("t").groups["even"].counters["filtered"] == 100
+
+
+def test_a_numpy_number_is_stored_as_the_number_it_is(client):
+    np = pytest.importorskip("numpy")
+    client.create_topic("t")
+    client.bind("t", "half", where="p = 1.5 AND n = 3")
+    client.send("t", b"x", properties={"p": np.float64(1.5), "n": np.int64(3)})
+    (message,) = drain(client, "t", "half")
+    assert message.properties == {"p": 1.5, "n": 3}
+    assert (type(message.properties["p"]), type(message.properties["n"])) == (float, int)
+    assert client.stats("t").groups["half"].counters["filtered"] == 0
+
+
+def test_a_property_that_is_not_a_plain_value_writes_nothing(client):
+    from decimal import Decimal
+    client.create_topic("t")
+    for bad in (Decimal("1.5"), complex(1, 2), "\ud800", float("inf")):
+        with pytest.raises(rmq.errors.InvalidProperties, match="'p'"):
+            client.send("t", b"x", properties={"p": bad})
+    with pytest.raises(rmq.errors.InvalidTag):
+        client.send("t", b"x", tag="a\ud800")
+    assert states(client, "t")["ready"] == []
+
+
+def test_a_filter_with_a_lone_surrogate_is_invalid_and_writes_nothing(client):
+    client.create_topic("t")
+    with pytest.raises(rmq.errors.InvalidFilter, match="column 6"):
+        client.bind("t", "g", where="a = '\ud800'")
+    assert client.topic("t", fresh=True).groups == ("default",)
+
+
+def test_tag_and_properties_count_against_max_message_bytes(client):
+    client.create_topic("t", max_message_bytes=1000)
+    with pytest.raises(rmq.errors.MessageTooLarge, match="properties"):
+        client.send("t", b"x", properties={"a": "y" * 1000})
+    with pytest.raises(rmq.errors.MessageTooLarge, match="properties"):
+        client.send("t", b"x" * 990, tag="t" * 20)
+    with pytest.raises(rmq.errors.MessageTooLarge, match="batch item 1"):
+        client.send_many("t", [{"body": b"ok"},
+                               {"body": b"x", "properties": {f"p{i}": "y" * 20
+                                                             for i in range(64)}}])
+    assert states(client, "t")["ready"] == []
+    client.send("t", b"x" * 900, tag="small", properties={"a": 1})
+    client.send("t", b"x" * 1000)
+    assert len(states(client, "t")["ready"]) == 2

@@ -150,11 +150,19 @@ def prepare(
         raise InvalidMessage("a message needs a body (bytes or str) or json=")
     else:
         data = as_bytes("body", body)
-    if len(data) > settings.max_message_bytes:
-        raise MessageTooLarge(
-            f"body of {len(data)} bytes exceeds the topic's max_message_bytes "
-            f"of {settings.max_message_bytes}"
-        )
+    size = len(data)
+    encoded = b""
+    if tag is not None or properties is not None:
+        # they are stored with the body, so they count against the same limit
+        tag = check_tag(tag)
+        encoded = encode_properties(check_properties(properties))
+        size += len(encoded) + (len(tag) if tag is not None else 0)
+    if size > settings.max_message_bytes:
+        what = f"body of {size} bytes" if size == len(data) else (
+            f"message of {size} bytes (body {len(data)}, tag and properties as stored "
+            f"{size - len(data)})")
+        raise MessageTooLarge(f"{what} exceeds the topic's max_message_bytes "
+                              f"of {settings.max_message_bytes}")
     basis = None if slot_basis is None else as_bytes("slot_basis", slot_basis)
     key_bytes = None if key is None else as_bytes("key", key)
     for what, value in (("key", key_bytes), ("slot_basis", basis)):
@@ -172,8 +180,7 @@ def prepare(
     slot = zlib.crc32(data if basis_for_slot is None else basis_for_slot) & (settings.slots - 1)
     return Outgoing(
         slot=slot,
-        member=encode_member(data, effective_key, check_tag(tag),
-                             encode_properties(check_properties(properties))),
+        member=encode_member(data, effective_key, tag, encoded),
         priority=_priority(priority),
         due_at=_due_at(settings, now, delay_ms, deliver_at),
     )

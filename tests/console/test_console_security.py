@@ -8,6 +8,7 @@ import html
 import re
 import subprocess
 import sys
+from urllib.parse import unquote, urljoin, urlsplit
 
 import httpx
 import pytest
@@ -15,6 +16,7 @@ from console_helpers import TestClient
 
 import rmq
 from rmq.console import create_app
+from rmq.console.security import console_page
 from rmq.server import free_port
 
 TOKEN = "s3cret-token"
@@ -99,6 +101,34 @@ def test_opening_the_console_with_its_token_sets_a_strict_cookie(guarded: TestCl
     assert "httponly" in cookie and "samesite=strict" in cookie
     assert guarded.get("/consumers").status_code == 200  # the cookie now travels
     assert guarded.get("/api/overview").status_code == 200
+
+
+# Paths of links that carry the token, as an attacker writes them: each would be a
+# redirect to another site if the console sent the browser on to the path it decoded.
+HOSTILE_PATHS = ["/%2F/evil.example", "/%2f%2fevil.example/steal", "//evil.example/steal",
+                 "/%5C/evil.example", "/%5Cevil.example", "/%09/evil.example",
+                 "/%2F%09/evil.example", "/%0A/evil.example"]
+
+
+@pytest.mark.parametrize("path", HOSTILE_PATHS)
+def test_a_link_with_the_token_redirects_only_to_a_page_of_this_console(
+        guarded: TestClient, path: str) -> None:
+    opened = guarded.get(f"http://console.example:8270{path}?token={TOKEN}",
+                         follow_redirects=False)
+    assert opened.status_code == 303
+    location = opened.headers["location"]
+    assert location == "/" or console_page(location, "http://console.example:8270/") == \
+        location, location
+    for read_as in (location, unquote(location)):  # as written, and decoded once more
+        as_browser = read_as.replace("\\", "/")
+        assert as_browser.startswith("/") and not as_browser.startswith("//"), location
+        assert urlsplit(urljoin("http://console.example:8270/", as_browser)).netloc == \
+            "console.example:8270", location
+
+
+def test_a_link_with_the_token_keeps_its_page_and_query(guarded: TestClient) -> None:
+    opened = guarded.get(f"/topics/t?token={TOKEN}&group=a", follow_redirects=False)
+    assert opened.status_code == 303 and opened.headers["location"] == "/topics/t?group=a"
 
 
 # ``next`` as the console receives it (its query already decoded once): each would take the

@@ -9,7 +9,8 @@
   console once with ``?token=<token>`` sets (HttpOnly, SameSite=Strict), or that the login
   page's form sets: it POSTs the token to ``/login`` (never in a URL) and is sent on to its
   ``next`` page only if that is a page of this console as the browser reads it
-  (:func:`console_page`).
+  (:func:`console_page`). A link with the token redirects to its own path by the same
+  rule, else to ``/``.
 - **No cross-site writes.** A state-changing request (anything but GET, HEAD, OPTIONS) is
   refused when the browser says it comes from another site (``Sec-Fetch-Site``) or another
   origin (``Origin``); and a POST must be JSON (``Content-Type: application/json``), which no
@@ -171,7 +172,10 @@ class Guard:
             if not hmac.compare_digest(given.encode(), self.token.encode()):
                 return RedirectResponse(f"/login?{urlencode({'failed': 1})}", 303)
             rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-            target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
+            # the path as decoded: a link's /%2F/evil.example is //evil.example, another
+            # site to a browser, so it is sent on only if it stays a page of this console
+            target = console_page(request.url.path + (f"?{urlencode(rest)}" if rest else ""),
+                                  str(request.base_url))
             return self._signed_in(request, target)
         if self._holds_token(request):
             return await call_next(request)

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import rmq
 from rmq.console import create_app
 from rmq.console.sampler import Sampler
-from rmq.storage.keys import RegistryKeys
+from rmq.storage.keys import RegistryKeys, SlotKeys
 from rmq.storage.registry import ConsumerState
 
 KINDS = sorted(BREAKAGES)
@@ -132,6 +132,60 @@ def test_the_history_sampler_survives_and_keeps_sampling_the_other_topics(
         sampler.stop()
     (first,) = [r.getMessage() for r in caplog.records if "topic 'broken'" in r.getMessage()]
     assert BREAKAGES[broken] in first  # said once, not every round
+
+
+def sampling_warnings(caplog: pytest.LogCaptureFixture, topic: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.getMessage().startswith(f"history sampling skips topic {topic!r}")]
+
+
+def test_the_sampler_logs_a_topics_problem_once_until_it_changes_or_is_fixed(
+        client: rmq.Client, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="rmq.console")
+    client.create_topic("good")
+    client.create_topic("broken", slots=1)
+    counters = SlotKeys("broken", 0).group("default").counters
+    sampler = Sampler(client, interval=60)
+
+    def rounds(count: int) -> None:
+        for _ in range(count):
+            # each round in a bucket of its own (one is 5 s wide): forgetting the bucket
+            # the last round took lets this one sample the topic again at once
+            client.redis.delete(RegistryKeys("broken").history)
+            sampler.sample_all()
+            sampler.sample_all()  # the same bucket again: taken, so not sampled
+
+    client.redis.set(counters, b"another program's")
+    rounds(4)
+    (first,) = sampling_warnings(caplog, "broken")
+    assert "another Redis type" in first
+    client.redis.delete(counters)  # fixed: the next sample goes through
+    rounds(2)
+    assert len(sampling_warnings(caplog, "broken")) == 1
+    client.redis.set(counters, b"another program's")  # broken again: said again, once
+    rounds(3)
+    assert sampling_warnings(caplog, "broken") == [first, first]
+    break_topic(client.redis, "broken", "settings not JSON")  # another problem: said
+    rounds(3)
+    *_, changed = sampling_warnings(caplog, "broken")
+    assert len(sampling_warnings(caplog, "broken")) == 3
+    assert BREAKAGES["settings not JSON"] in changed
+    assert client.history("good", minutes=5).groups.get("default")
+
+
+@pytest.mark.parametrize("path", ["/api/topics/broken",
+                                  "/api/topics/broken/messages?state=ready",
+                                  "/api/topics/broken/find?body=x"])
+def test_a_conflict_from_a_broken_topic_names_the_topic(api: TestClient, client: rmq.Client,
+                                                        path: str) -> None:
+    client.create_topic("broken", slots=1)
+    keys = SlotKeys("broken", 0).group("default")
+    client.redis.set(keys.counters, b"another program's")
+    client.redis.set(keys.ready, b"another program's")
+    answer = api.get(path)
+    assert answer.status_code == 409, answer.text
+    error = answer.json()["error"]
+    assert error.startswith("topic 'broken': ") and "another Redis type" in error, error
 
 
 def test_a_heartbeat_age_is_judged_by_the_queues_clock_not_the_console_hosts(

@@ -51,13 +51,18 @@ def _status(exc: RMQError) -> int:
     return 500
 
 
-def _in_console_words(exc: RMQError) -> str:
+def _in_console_words(exc: RMQError, topic: str | None) -> str:
     """``exc``'s message for a user of the console or its API: the library's names a call
-    (``create_topic()``) where this user needs a page or a request."""
+    (``create_topic()``) where this user needs a page or a request, and a conflict with a
+    topic's stored state names the topic of the request (``topic``), which a key of the
+    wrong type (WrongKeyType) does not."""
     if isinstance(exc, UnknownTopic):
         return (f"unknown topic {exc.topic!r}: create it on the Topics page or with "
                 "POST /api/topics")
-    return str(exc)
+    text = str(exc)
+    if topic is not None and _status(exc) == 409 and f"topic {topic!r}" not in text:
+        return f"topic {topic!r}: {text}"
+    return text
 
 
 def _validation_message(exc: RequestValidationError) -> str:
@@ -110,7 +115,8 @@ def create_app(client: rmq.Client, *, token: str | None = None,
         status = _status(exc)
         if status == 500:
             log.error("unexpected queue error on %s: %s", request.url.path, exc)
-        return JSONResponse({"error": _in_console_words(exc)}, status_code=status)
+        topic = request.path_params.get("topic")
+        return JSONResponse({"error": _in_console_words(exc, topic)}, status_code=status)
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> Response:

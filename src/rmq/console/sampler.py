@@ -35,13 +35,19 @@ class Sampler:
         self._thread.join(timeout=5)
 
     def sample_all(self) -> None:
-        """One round: sample each topic; a broken topic is skipped (logged when it breaks
-        or its problem changes, not every round) and samples no other topic less."""
+        """One round: sample each topic; a broken topic is skipped and samples no other
+        topic less. Its problem is logged once: again only when the problem changes, or
+        when the topic breaks again after a sample of it went through."""
         found = self.client.each_topic(lambda info: self.client.record_history(info.name))
         for topic, problem in found.broken.items():
             if self._reported.get(topic) != problem:
                 log.warning("history sampling skips topic %r: %s", topic, problem)
-        self._reported = found.broken
+        # A round that found a bucket already taken (record_history False) read nothing of
+        # the topic's keys, so a problem that only a sample meets is not gone: it stays
+        # remembered until a sample goes through (True) or the topic is deleted.
+        unread = {topic: problem for topic, problem in self._reported.items()
+                  if found.results.get(topic) is False}
+        self._reported = {**unread, **found.broken}
 
     def _loop(self) -> None:
         # Whatever one round meets, the thread goes on: a dead sampler would stop every

@@ -1,14 +1,17 @@
 """OpenTelemetry (SPEC §11, the ``otel`` extra): with a tracer provider configured, sends
-make producer spans and each handler call a consumer span linked to the producer spans of
-the sends merged into its message (at most 32), named by the messaging conventions; without
-one, nothing is stored. A provider is global to a process, so each configured run is a
-subprocess that records its spans with the SDK's ``InMemorySpanExporter``."""
+make producer spans, each handler call a consumer span linked to the producer spans of the
+sends merged into its message (at most 32), and each ``claim`` a receive span, named and
+described by the messaging conventions (a failure's ``error.type``, the server, the slot as
+the partition); without one, nothing is stored. A provider is global to a process, so each
+configured run is a subprocess that records its spans with the SDK's
+``InMemorySpanExporter``."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from urllib.parse import urlsplit
 
 import redis
 from test_acl import add_user, documented_acl  # noqa: F401  (add_user: a fixture)
@@ -48,10 +51,13 @@ def report():
     spans = []
     for span in exporter.get_finished_spans():
         spans.append({"name": span.name, "kind": span.kind.name,
+                      "status": span.status.status_code.name,
                       "attributes": dict(span.attributes),
                       "context": [span.context.trace_id, span.context.span_id],
                       "links": [[link.context.trace_id, link.context.span_id]
-                                for link in span.links]})
+                                for link in span.links],
+                      "linked_ids": [(link.attributes or {}).get("messaging.message.id")
+                                     for link in span.links]})
     print(json.dumps(spans))
 """
 
@@ -76,6 +82,51 @@ client.create_topic("renders")
 for _ in range(40):
     client.send("renders", b"product:42")
 consume("renders", 1)
+report()
+"""
+
+FAILURES = SETUP + """
+class NoPrice(Exception):
+    pass
+
+
+client.create_topic("renders", max_retries=0)
+try:
+    client.send("unknown-topic", b"product:42")
+except rmq.errors.UnknownTopic:
+    pass
+else:
+    raise AssertionError("a send to an unknown topic succeeded")
+client.send("renders", b"product:42")
+failed = threading.Event()
+
+
+def handle(message):
+    failed.set()
+    raise NoPrice(f"no price for {message.text}")
+
+
+consumer = rmq.Consumer(client, "renders", handle, concurrency=1).start()
+assert failed.wait(30)
+consumer.stop(grace=5)
+report()
+"""
+
+CLAIMS = SETUP + """
+client.create_topic("renders")
+client.send("renders", b"product:42")
+client.send("renders", b"product:42")
+client.send("renders", b"product:7")
+client.ack(client.claim("renders", count=10))
+
+
+async def claim_async():
+    async with rmq.AsyncClient(sys.argv[1]) as other:
+        await other.send("renders", b"product:9")
+        await other.ack(await other.claim("renders", "default", 10))
+        assert await other.claim("renders") == []
+
+asyncio.run(claim_async())
 report()
 """
 
@@ -110,6 +161,8 @@ def test_a_handler_span_links_to_the_producer_spans_of_the_sends_merged_into_its
     assert sorted(handled["links"]) == sorted(
         s["context"] for s in (single, merged, batch, from_async))
     assert consumers[rmq.message_id_of("renders", b"product:7")]["links"] == [batch["context"]]
+    # a Consumer's own claims are not the application's: they make no receive span
+    assert {s["kind"] for s in spans} == {"PRODUCER", "CONSUMER"}
     # what the sends kept for the claim was taken by it
     assert [key for node in _nodes(redis_url) for key in node.keys("*:links:*")] == []
 
@@ -142,6 +195,63 @@ def test_without_a_tracer_provider_no_span_context_is_stored(redis_url):
             assert rmq.message.links_of(message) == ()
     links = [key for node in _nodes(redis_url) for key in node.keys("*:links:*")]
     assert links == []
+
+
+def test_a_failed_send_and_a_failed_handler_call_name_their_error_type(redis_url):
+    spans = run(FAILURES, redis_url)
+    failed_send, sent = [s for s in spans if s["kind"] == "PRODUCER"]
+    assert failed_send["name"] == "send unknown-topic"
+    assert failed_send["status"] == "ERROR"
+    assert failed_send["attributes"]["error.type"] == "rmq.errors.UnknownTopic"
+    assert sent["status"] == "UNSET" and "error.type" not in sent["attributes"]
+    (handled,) = [s for s in spans if s["kind"] == "CONSUMER"]
+    assert handled["status"] == "ERROR"
+    assert handled["attributes"]["error.type"] == "__main__.NoPrice"
+
+
+def test_a_claim_makes_a_receive_span_on_either_client(redis_url):
+    spans = run(CLAIMS, redis_url)
+    sends = [s for s in spans if s["kind"] == "PRODUCER"]
+    receives = [s for s in spans if s["kind"] == "CLIENT"]
+    assert [s["name"] for s in receives] == ["claim renders"] * 3
+    for span in receives:
+        assert span["status"] == "UNSET"
+        assert {key: span["attributes"][key] for key in (
+            "messaging.system", "messaging.destination.name", "messaging.consumer.group.name",
+            "messaging.operation.name", "messaging.operation.type")} == {
+            "messaging.system": "rmq", "messaging.destination.name": "renders",
+            "messaging.consumer.group.name": "default", "messaging.operation.name": "claim",
+            "messaging.operation.type": "receive"}
+    from_sync, from_async, empty = receives
+    assert [s["attributes"]["messaging.batch.message_count"] for s in receives] == [2, 1, 0]
+    # each claimed message's latest send is linked, named by its message id
+    product_42, product_7 = (rmq.message_id_of("renders", body)
+                             for body in (b"product:42", b"product:7"))
+    linked = dict(zip(from_sync["linked_ids"], from_sync["links"], strict=True))
+    assert linked == {product_42: sends[1]["context"], product_7: sends[2]["context"]}
+    assert from_async["links"] == [sends[3]["context"]]
+    assert empty["links"] == []
+
+
+def test_spans_name_the_server_and_the_slot_as_the_partition(redis_url):
+    spans = run(MERGED_SENDS, redis_url) + run(CLAIMS, redis_url)
+    url = urlsplit(redis_url)
+    assert spans and all(s["attributes"]["server.address"] == url.hostname
+                         and s["attributes"]["server.port"] == url.port for s in spans)
+    for span in spans:
+        attributes = span["attributes"]
+        if span["kind"] == "CONSUMER":
+            slot = attributes["rmq.delivery.id"].split("-")[0]
+            assert attributes["messaging.destination.partition.id"] == slot
+        elif span["kind"] == "PRODUCER" and "messaging.batch.message_count" not in attributes:
+            assert attributes["messaging.destination.partition.id"].isdigit()
+        else:  # a batch or a claim spans several slots
+            assert "messaging.destination.partition.id" not in attributes
+    # a message's sends went to the slot it was then claimed from
+    product_42 = rmq.message_id_of("renders", b"product:42")
+    slots = {s["attributes"]["messaging.destination.partition.id"] for s in spans
+             if s["attributes"].get("messaging.message.id") == product_42}
+    assert len(slots) == 1
 
 
 def _nodes(url: str) -> list[redis.Redis]:

@@ -2,25 +2,30 @@
 
 When ``opentelemetry-api`` is installed and the application has configured a tracer provider
 (``opentelemetry.trace.set_tracer_provider``), ``send`` and ``send_many`` make a producer
-span, and the worker runtime a consumer span per handler call that links to the producer
-spans of the sends merged into its message (at most :data:`MAX_LINKS`, the latest). The
-producer's span context travels through Redis beside the message (``storage/links.py``),
-written only then. Without the package, or without a provider, :func:`tracer` answers None
-and nothing is stored or made.
+span, ``claim`` a receive span, and the worker runtime a consumer span per handler call that
+links to the producer spans of the sends merged into its message (at most
+:data:`MAX_LINKS`, the latest). The producer's span context travels through Redis beside the
+message (``storage/links.py``), written only then. Without the package, or without a
+provider, :func:`tracer` answers None and nothing is stored or made.
 
 Names and attributes follow OpenTelemetry's messaging semantic conventions: spans named
-``send <topic>`` (kind PRODUCER) and ``process <topic>`` (kind CONSUMER), with
-``messaging.system`` ``rmq``, ``messaging.destination.name``, ``messaging.operation.name``
-and ``.type``, ``messaging.message.id`` (the message id), ``messaging.consumer.group.name``
-and ``messaging.batch.message_count``.
+``send <topic>`` (kind PRODUCER), ``claim <topic>`` (kind CLIENT, operation type
+``receive``) and ``process <topic>`` (kind CONSUMER), with ``messaging.system`` ``rmq``,
+``messaging.destination.name``, ``messaging.operation.name`` and ``.type``,
+``messaging.message.id`` (the message id), ``messaging.consumer.group.name``,
+``messaging.batch.message_count``, ``messaging.destination.partition.id`` (the slot),
+``server.address`` and ``server.port`` (the client's URL), and on a failure ``error.type``
+(:func:`error_type`) with the status ERROR.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from functools import lru_cache
 from typing import Any
+from urllib.parse import urlsplit
 
 from .message import Message, SendCounts, SendResult, links_of
 
@@ -32,16 +37,18 @@ try:
         ProxyTracerProvider,
         SpanContext,
         SpanKind,
+        StatusCode,
         TraceFlags,
     )
 except ImportError:  # the otel extra is not installed: no spans, nothing stored
     _trace = None  # type: ignore[assignment]
 
-__all__ = ["MAX_LINKS", "SYSTEM", "tracer", "producer_span", "sent", "sent_many", "traceparent",
-           "links", "consumer_span"]
+__all__ = ["MAX_LINKS", "SYSTEM", "tracer", "server", "error_type", "producer_span", "sent",
+           "sent_many", "traceparent", "links", "receive_span", "received", "consumer_span"]
 
 MAX_LINKS = 32  # producer spans a consumer span links to at most (the latest sends)
 SYSTEM = "rmq"
+REDIS_PORT = 6379  # what redis-py connects to when a URL names no port
 RECHECK_S = 1.0  # how often the configured tracer provider is looked up again
 _provider: Any | None = None  # the configured tracer provider, when one is
 _active: Any | None = None  # its tracer for RMQ
@@ -68,20 +75,58 @@ def tracer() -> Any | None:
     return _active
 
 
+@lru_cache(maxsize=16)
+def server(url: str | None) -> Mapping[str, Any]:
+    """``server.address`` and ``server.port`` of the Redis a client's ``url`` names (a unix
+    socket: its path, and no port); nothing while the URL is not known yet. On a cluster,
+    the node the URL names: the one the client first connected to."""
+    if not url:
+        return {}
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return {"server.address": parts.path}
+    return {"server.address": parts.hostname or "localhost",
+            "server.port": parts.port or REDIS_PORT}
+
+
+def error_type(error: BaseException) -> str:
+    """An exception's ``error.type``: its class's fully-qualified name
+    (``rmq.errors.UnknownTopic``), a builtin's as Python prints it (``ValueError``)."""
+    kind = type(error)
+    if kind.__module__ == "builtins":
+        return kind.__qualname__
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
 @contextmanager
-def producer_span(active: Any, topic: str) -> Iterator[Any]:
+def _span(active: Any, name: str, kind: Any, attributes: dict[str, Any],
+          links: Sequence[Any] = ()) -> Iterator[Any]:
+    """A span current inside; an exception raised in it is recorded, sets the status to
+    ERROR and names its ``error.type``."""
+    with active.start_as_current_span(name, kind=kind, attributes=attributes,
+                                      links=links) as span:
+        try:
+            yield span
+        except Exception as exc:  # as the API records: a GeneratorExit is no failure
+            span.set_attribute("error.type", error_type(exc))
+            span.set_status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}")
+            raise
+
+
+def producer_span(active: Any, topic: str, url: str | None
+                  ) -> AbstractContextManager[Any]:
     """The span of a send or of a ``send_many`` batch, current inside; the caller adds what
     the send returned (:func:`sent`, :func:`sent_many`)."""
     attributes = {"messaging.system": SYSTEM, "messaging.destination.name": topic,
-                  "messaging.operation.name": "send", "messaging.operation.type": "send"}
-    with active.start_as_current_span(f"send {topic}", kind=SpanKind.PRODUCER,
-                                      attributes=attributes) as span:
-        yield span
+                  "messaging.operation.name": "send", "messaging.operation.type": "send",
+                  **server(url)}
+    return _span(active, f"send {topic}", SpanKind.PRODUCER, attributes)
 
 
 def sent(span: Any, result: SendResult) -> SendResult:
     """A send's outcome on its span: the message id, and whether it merged."""
     span.set_attribute("messaging.message.id", result.message_id)
+    span.set_attribute("messaging.destination.partition.id", str(result.slot))
     span.set_attribute("rmq.merged", result.merged)
     return result
 
@@ -118,17 +163,39 @@ def links(texts: Sequence[str]) -> list[Any]:
     return [link for link in found if link is not None]
 
 
-@contextmanager
-def consumer_span(active: Any, message: Message) -> Iterator[Any]:
+def receive_span(active: Any, topic: str, group: str, url: str | None
+                 ) -> AbstractContextManager[Any]:
+    """The span of a ``claim`` (the application asks for messages: a receive), current
+    inside; :func:`received` adds what it claimed."""
+    attributes = {"messaging.system": SYSTEM, "messaging.destination.name": topic,
+                  "messaging.consumer.group.name": group,
+                  "messaging.operation.name": "claim", "messaging.operation.type": "receive",
+                  **server(url)}
+    return _span(active, f"claim {topic}", SpanKind.CLIENT, attributes)
+
+
+def received(span: Any, messages: list[Message]) -> list[Message]:
+    """A claim's outcome on its span: how many it claimed, and a link carrying the message
+    id to each message's latest send (one link a message keeps a claim of up to 128 within
+    the SDK's default limit; all of its sends are in ``links_of(message)``)."""
+    span.set_attribute("messaging.batch.message_count", len(messages))
+    for message in messages:
+        latest = links(links_of(message)[-1:])
+        if latest:
+            span.add_link(latest[0].context, {"messaging.message.id": message.message_id})
+    return messages
+
+
+def consumer_span(active: Any, message: Message, url: str | None
+                  ) -> AbstractContextManager[Any]:
     """The span of one handler call on ``message``, linked to the producer spans of the
     sends merged into it; an exception the handler raises is recorded on it."""
     attributes = {
         "messaging.system": SYSTEM, "messaging.destination.name": message.topic,
         "messaging.consumer.group.name": message.group,
         "messaging.operation.name": "process", "messaging.operation.type": "process",
+        "messaging.destination.partition.id": str(message.slot),
         "messaging.message.id": message.message_id, "rmq.delivery.id": message.id,
-        "rmq.delivery.attempt": message.attempts}
-    with active.start_as_current_span(f"process {message.topic}", kind=SpanKind.CONSUMER,
-                                      attributes=attributes,
-                                      links=links(links_of(message))) as span:
-        yield span
+        "rmq.delivery.attempt": message.attempts, **server(url)}
+    return _span(active, f"process {message.topic}", SpanKind.CONSUMER, attributes,
+                 links(links_of(message)))

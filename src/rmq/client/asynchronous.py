@@ -271,7 +271,8 @@ class AsyncClient(BaseClient, AsyncTransactionMethods, AsyncViewMethods):
         active = otel.tracer()
         if active is None:
             return await self._run(self._send(topic, body, options))
-        with otel.producer_span(active, topic) as span:
+        await self.open()  # the URL the spans name (resolved on connecting)
+        with otel.producer_span(active, topic, self.url) as span:
             return otel.sent(span, await self._run(self._send(topic, body, options,
                                                               otel.traceparent(span))))
 
@@ -280,7 +281,8 @@ class AsyncClient(BaseClient, AsyncTransactionMethods, AsyncViewMethods):
         active = otel.tracer()
         if active is None:
             return await self._run(self._send_many(topic, items))
-        with otel.producer_span(active, topic) as span:
+        await self.open()
+        with otel.producer_span(active, topic, self.url) as span:
             return otel.sent_many(span, await self._run(self._send_many(
                 topic, items, otel.traceparent(span))))
 
@@ -291,7 +293,13 @@ class AsyncClient(BaseClient, AsyncTransactionMethods, AsyncViewMethods):
                     ack: Message | Sequence[Message] = (), holder: str | None = None
                     ) -> list[Message]:
         """See :meth:`rmq.Client.claim`; ``wait`` sleeps on the wake channel, not the loop."""
-        return await self._run(self._claim(topic, group, count, lease, wait, ack, holder))
+        active = otel.tracer()
+        if active is None:
+            return await self._run(self._claim(topic, group, count, lease, wait, ack, holder))
+        await self.open()
+        with otel.receive_span(active, topic, group, self.url) as span:
+            return otel.received(span, await self._run(self._claim(
+                topic, group, count, lease, wait, ack, holder)))
 
     async def claim_due(self, topic: str, group: str = DEFAULT_GROUP, count: int = 100, *,
                         lease: float | None = None, ack: Message | Sequence[Message] = (),

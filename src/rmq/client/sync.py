@@ -265,7 +265,7 @@ class Client(BaseClient, TransactionMethods, ViewMethods):
         active = otel.tracer()
         if active is None:
             return self._run(self._send(topic, body, options))
-        with otel.producer_span(active, topic) as span:
+        with otel.producer_span(active, topic, self.url) as span:
             return otel.sent(span, self._run(self._send(topic, body, options,
                                                         otel.traceparent(span))))
 
@@ -276,7 +276,7 @@ class Client(BaseClient, TransactionMethods, ViewMethods):
         active = otel.tracer()
         if active is None:
             return self._run(self._send_many(topic, items))
-        with otel.producer_span(active, topic) as span:
+        with otel.producer_span(active, topic, self.url) as span:
             return otel.sent_many(span, self._run(self._send_many(topic, items,
                                                                   otel.traceparent(span))))
 
@@ -293,8 +293,14 @@ class Client(BaseClient, TransactionMethods, ViewMethods):
         A paused topic yields nothing. ``ack``: deliveries to acknowledge first, in the same
         round trip (a loop's previous batch; use ``ack()`` to learn how many still held
         their lease). ``holder``: who claims, e.g. a consumer's id; the console and ``find``
-        show it beside each in-flight message (a ``Consumer`` passes its own)."""
-        return self._run(self._claim(topic, group, count, lease, wait, ack, holder))
+        show it beside each in-flight message (a ``Consumer`` passes its own). With a
+        tracer provider configured (the ``otel`` extra), a receive span covers it."""
+        active = otel.tracer()
+        if active is None:
+            return self._run(self._claim(topic, group, count, lease, wait, ack, holder))
+        with otel.receive_span(active, topic, group, self.url) as span:
+            return otel.received(span, self._run(self._claim(topic, group, count, lease,
+                                                             wait, ack, holder)))
 
     def claim_due(self, topic: str, group: str = DEFAULT_GROUP, count: int = 100, *,
                   lease: float | None = None, ack: Message | Sequence[Message] = (),

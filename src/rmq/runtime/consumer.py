@@ -110,7 +110,8 @@ class Consumer:
         self._settler = Settler(client, self._holdings, self._prefetch, self.id, topic)
         # the clock itself, not client.now(): workers read it once a message
         starts = Starts(self._holdings, client.clock, self._settler.give_back)
-        self._workers = workers_for(handler, concurrency, starts, self._settler.finished, topic)
+        self._workers = workers_for(handler, concurrency, starts, self._settler.finished, topic,
+                                    client.url)
         self._keeper = Keeper(client, topic, self._holdings, self.id, self._state,
                               self._stopped, lease=lease, heartbeat_interval=heartbeat_interval,
                               recover_interval=recover_interval)

@@ -28,6 +28,7 @@ class QueueClient(Protocol):
     """The client methods a consumer calls (see :class:`rmq.Client` for each promise)."""
 
     clock: Callable[[], int]  # what now() reads: the server's time, epoch ms
+    url: str  # the Redis it talks to (what OpenTelemetry spans name as the server)
 
     def now(self) -> int: ...
 

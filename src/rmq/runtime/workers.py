@@ -5,7 +5,7 @@ clock, the server's (a consumer that wakes from a freeze must not run what anoth
 may have taken meanwhile: such a message goes to ``give_back``), report each outcome to
 ``finished`` with the run's duration (what the adaptive prefetch measures), and give back
 what they have not started through ``take_unstarted``. With a tracer provider configured
-(``rmq/otel.py``), each handler call runs in a consumer span.
+(``rmq/otel.py``), each handler call runs in a consumer span naming the client's ``url``.
 """
 
 from __future__ import annotations
@@ -53,9 +53,9 @@ class ThreadWorkers:
     """Threads running a plain handler."""
 
     def __init__(self, handler: Callable[[Message], Any], concurrency: int, starts: Starts,
-                 finished: Finished, topic: str):
+                 finished: Finished, topic: str, url: str):
         self.handler, self.concurrency, self.starts = handler, concurrency, starts
-        self.finished, self.topic = finished, topic
+        self.finished, self.topic, self.url = finished, topic, url
         # SimpleQueue: a put or get costs a fraction of queue.Queue's (no Condition in Python)
         self._waiting: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.threads: list[threading.Thread] = []
@@ -100,7 +100,7 @@ class ThreadWorkers:
                 if active is None:
                     handler(message)
                 else:
-                    with otel.consumer_span(active, message):
+                    with otel.consumer_span(active, message, self.url):
                         handler(message)
             except Exception as exc:  # noqa: BLE001 - any handler failure is a retry
                 finished((message, exc, clock() - began))
@@ -114,9 +114,9 @@ class AsyncioWorkers:
     _loop: asyncio.AbstractEventLoop  # made by start(): a consumer never started owns none
 
     def __init__(self, handler: Callable[[Message], Any], concurrency: int, starts: Starts,
-                 finished: Finished, topic: str):
+                 finished: Finished, topic: str, url: str):
         self.handler, self.concurrency, self.starts = handler, concurrency, starts
-        self.finished, self.topic = finished, topic
+        self.finished, self.topic, self.url = finished, topic, url
         self._waiting: asyncio.Queue[Message] = asyncio.Queue()
         self.threads: list[threading.Thread] = []
 
@@ -164,7 +164,7 @@ class AsyncioWorkers:
                     if active is None:
                         await self.handler(message)
                     else:
-                        with otel.consumer_span(active, message):
+                        with otel.consumer_span(active, message, self.url):
                             await self.handler(message)
                 except Exception as exc:  # noqa: BLE001 - any handler failure is a retry
                     self.finished((message, exc, time.perf_counter() - began))
@@ -183,7 +183,8 @@ Workers = ThreadWorkers | AsyncioWorkers
 
 
 def workers_for(handler: Callable[[Message], Any], concurrency: int, starts: Starts,
-                finished: Finished, topic: str) -> Workers:
-    """Tasks on an event loop for an ``async`` handler, threads for a plain one."""
+                finished: Finished, topic: str, url: str) -> Workers:
+    """Tasks on an event loop for an ``async`` handler, threads for a plain one; ``url``:
+    the client's, which their spans name."""
     kind = AsyncioWorkers if inspect.iscoroutinefunction(handler) else ThreadWorkers
-    return kind(handler, concurrency, starts, finished, topic)
+    return kind(handler, concurrency, starts, finished, topic, url)

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from ..message import SendCounts
 from ..properties import PropertyValue
 from ..runtime.checker import CheckBack
+from ..storage.registry import TopicInfo
 from ..storage.transactions import OpenTransaction
 from .outgoing import MISSING
 from .transactions import CheckStep, TransactionFlows, TxState, send_item
@@ -146,6 +147,9 @@ class TransactionMethods(TransactionFlows):
         raise NotImplementedError
 
     def now(self) -> int:
+        raise NotImplementedError
+
+    def topic(self, name: str, *, fresh: bool = False) -> TopicInfo:
         raise NotImplementedError
 
     def transaction(self, topic: str, id: str | None = None, *,

@@ -2,7 +2,13 @@
 in every process that runs the runtime, asking the application about the topic's
 transactions left open ``check_after`` seconds after their last half send. The lease of each
 check is taken in Redis (``client.check_transaction``), so however many processes take part,
-one checker at a time asks about a transaction."""
+one checker at a time asks about a transaction.
+
+Timing: a look at the open transactions finds when each is due (``check_due_at``), and the
+thread sleeps until the earliest. A transaction opened after a look is only seen at the next
+one, so looks are at most half of ``check_after`` apart: every transaction is seen before it
+is due, and asked on time. After it asked, the thread looks again at once, since a check
+moved the transaction's due time (``check_interval`` after an unknown answer)."""
 
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ from .threads import guarded, log, spawn
 __all__ = ["CheckBack", "TransactionClient", "SCAN_MAX"]
 
 SCAN_MAX = 5.0  # seconds between two looks at a topic's open transactions, at most
-SCAN_MIN = 0.02
+SCAN_MIN = 0.02  # and at least (a look right after a check waits this long)
 
 
 class OpenTransactionView(Protocol):
@@ -29,10 +35,22 @@ class OpenTransactionView(Protocol):
     def closing(self) -> str | None: ...
 
 
+class TopicSettingsView(Protocol):
+    @property
+    def check_after(self) -> float: ...
+
+
+class TopicView(Protocol):
+    @property
+    def settings(self) -> TopicSettingsView: ...
+
+
 class TransactionClient(Protocol):
     """The client methods the check-back calls (see :class:`rmq.Client`)."""
 
     def now(self) -> int: ...
+
+    def topic(self, name: str) -> TopicView: ...
 
     def open_transactions(self, topic: str) -> Sequence[OpenTransactionView]: ...
 
@@ -71,9 +89,12 @@ class CheckBack:
             self._stop.wait(SCAN_MAX if wait is None else wait)
 
     def check_due(self) -> float:
-        """Check every transaction due now; returns how long to wait before looking again."""
+        """Check every transaction due now; returns how long to wait before looking again:
+        until the next one is due, at most half of ``check_after`` (a transaction opened
+        meanwhile is seen before it is due), and hardly at all after a check."""
+        look = min(SCAN_MAX, self.client.topic(self.topic).settings.check_after / 2)
         now = self.client.now()
-        next_due = now + int(SCAN_MAX * 1000)
+        next_due = now + int(look * 1000)
         for tx in self.client.open_transactions(self.topic):
             if self._stop.is_set():
                 break
@@ -84,4 +105,5 @@ class CheckBack:
             self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
             log.debug("check-back of transaction %r of topic %r: %s", tx.id, self.topic,
                       outcome)
-        return max(SCAN_MIN, min(SCAN_MAX, (next_due - self.client.now()) / 1000))
+            next_due = now  # the check moved its due time: look again to learn it
+        return max(SCAN_MIN, min(look, (next_due - self.client.now()) / 1000))

@@ -12,6 +12,9 @@ on a cluster ``limit_reserve.lua`` goes with the first round, and a limited grou
 ends with ``limit_settle.lua``.
 
 Priority is strict across the slots either way (docs/semantics.md, "Order").
+
+A claimed message the client cannot decode goes to the group's dead letters before the
+claim returns (``dead.dead_letter``), so it strands none of the messages claimed with it.
 """
 
 from __future__ import annotations
@@ -22,10 +25,11 @@ from typing import Any, NamedTuple
 
 from ..message import Message
 from ..settings import TopicSettings
-from .calls import Call, Op, script_call
+from .calls import Call, Op, script_call, together
 from .claim_calls import (
     PROMOTE_LIMIT,
     SERIAL_SCAN,
+    Undecodable,
     claim_args,
     claim_keys,
     limited_claim_keys,
@@ -34,6 +38,7 @@ from .claim_calls import (
 from .claim_heads import Window, claim_by_heads
 from .cluster_claim import Share, claim_across_slots, head_call
 from .codec import to_ms
+from .dead import dead_letter
 from .generation import TopicGone, check_stored
 from .heads import keeps_heads
 from .limits import (
@@ -41,6 +46,7 @@ from .limits import (
     Reservation,
     Verdict,
     claim_limit_args,
+    free,
     parse_verdict,
     reserve_call,
     settle,
@@ -94,6 +100,7 @@ class Claimer:
                                                          count, now, args, lease_until, limit))
         args = claim_args(settings, generation, now, count, lease_ms, holder,
                           claim_limit_args(group, limit), trace)
+        undecodable: list[Undecodable] = []
         if not keeps_heads(settings, True):
             slots = tuple(range(settings.slots))
             keys = (claim_keys if limit is None else limited_claim_keys)(topic, group, slots,
@@ -102,13 +109,20 @@ class Claimer:
             check_stored(topic, reply)
             verdict = None if limit is None else parse_verdict(reply.pop(), count)
             next_due: int | None = reply[0] if reply[0] >= 0 else None
-            return Claim(parse_claimed(topic, generation, group, slots, reply, lease_until,
-                                       trace), next_due, verdict)
-        messages, next_due, window, verdict = yield from claim_by_heads(
-            topic, generation, group, settings.slots, count, args, lease_until,
-            self._windows.get((topic, group)), limit is not None)
-        if window is not None:
-            self._windows[(topic, group)] = window
+            messages = parse_claimed(topic, generation, group, slots, reply, lease_until,
+                                     trace, undecodable=undecodable)
+        else:
+            messages, next_due, window, verdict = yield from claim_by_heads(
+                topic, generation, group, settings.slots, count, args, lease_until,
+                self._windows.get((topic, group)), limit is not None, undecodable)
+            if window is not None:
+                self._windows[(topic, group)] = window
+        if undecodable:
+            ops = [dead_letter(undecodable, settings, now, True)]
+            if verdict is not None and verdict.permits:
+                # the claim script wrote their permits of a max_in_flight: given back too
+                ops.append(free([u.message for u in undecodable], now))
+            yield from together(ops)
         return Claim(messages, next_due, verdict)
 
 
@@ -148,8 +162,11 @@ def _claim_on_cluster(topic: str, generation: str, group: str, settings: TopicSe
                       count: int, now: int, args: list[Any], lease_until: int,
                       grant: tuple[Call, Callable[[Any], int]] | None = None
                       ) -> Op[Claimed]:
-    """The cluster's rounds (cluster_claim.py), with claim.lua bounded to each share."""
+    """The cluster's rounds (cluster_claim.py), with claim.lua bounded to each share; the
+    messages it cannot decode dead-lettered before it returns (a limited claim's settle
+    then gives their units back: they hold no permit)."""
     trace = args[11]  # claim_args' trace argument
+    undecodable: list[Undecodable] = []
 
     def claim_slot(slot: int, share: Share) -> Call:
         bounded = args[:]
@@ -164,8 +181,12 @@ def _claim_on_cluster(topic: str, generation: str, group: str, settings: TopicSe
 
     def claimed(slot: int, reply: Any) -> list[Message]:
         check_stored(topic, reply)
-        return parse_claimed(topic, generation, group, [slot], reply, lease_until, trace)
+        return parse_claimed(topic, generation, group, [slot], reply, lease_until, trace,
+                             undecodable=undecodable)
 
-    return (yield from claim_across_slots(settings.slots, count, read_head, claim_slot,
-                                          claimed, lambda reply: check_stored(topic, reply),
-                                          grant))
+    outcome = yield from claim_across_slots(settings.slots, count, read_head, claim_slot,
+                                            claimed, lambda reply: check_stored(topic, reply),
+                                            grant)
+    if undecodable:
+        yield from dead_letter(undecodable, settings, now, False)
+    return outcome

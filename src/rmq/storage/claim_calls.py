@@ -1,21 +1,22 @@
 """What every claim script shares, on the client's side: the KEYS of a slot claimed from,
 the leading ARGV (``lua/includes/claim_args.lua`` reads them), and the claimed messages
-in the reply (``lua/includes/take.lua``'s ``take_chosen``)."""
+in the reply (``lua/includes/take.lua``'s ``take_chosen``), and those of them the client
+cannot decode (``Undecodable``), which the claim dead-letters (``dead.dead_letter``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..message import Message, claimed_message
 from ..settings import TopicSettings
-from .codec import decode_parts
+from .codec import DECODE_ERRORS, decode_parts, decode_problem
 from .keys import SlotKeys
 from .limits import claim_limit_keys
 
-__all__ = ["claim_keys", "limited_claim_keys", "claim_args", "parse_claimed", "SERIAL_SCAN",
-           "PROMOTE_LIMIT"]
+__all__ = ["claim_keys", "limited_claim_keys", "claim_args", "parse_claimed", "Undecodable",
+           "SERIAL_SCAN", "PROMOTE_LIMIT"]
 
 PROMOTE_LIMIT = 1000  # due delayed messages one slot promotes per call at most
 # How deep a serial topic's claim looks past messages of keys in flight, per slot: a busy
@@ -55,11 +56,21 @@ def claim_args(settings: TopicSettings, generation: str, now: int, count: int, l
             holder, *limit, trace]
 
 
+class Undecodable(NamedTuple):
+    """A claimed delivery whose stored message the client cannot decode: its ``message``
+    (the member whole as its body) and what is wrong (``error``)."""
+
+    message: Message
+    error: str
+
+
 def parse_claimed(topic: str, generation: str, group: str, slots: Sequence[int],
-                  reply: list[Any], lease_until: int, trace: str = "") -> list[Message]:
+                  reply: list[Any], lease_until: int, trace: str = "", *,
+                  undecodable: list[Undecodable]) -> list[Message]:
     """The messages of a claim's reply (take.lua's take_chosen), after its first field, each
     carrying the generation it was claimed under (what settling it checks) and the trace
-    argument its settles pass."""
+    argument its settles pass. A message that cannot be decoded is not among them: it goes
+    to ``undecodable``, for the claim to dead-letter, so it strands none of the others."""
     shares = reply[1]
     at = 2 + 2 * shares
     seqs = dict(zip(reply[2:at:2], reply[3:at:2], strict=True))  # slot index -> next id
@@ -75,7 +86,13 @@ def parse_claimed(topic: str, generation: str, group: str, slots: Sequence[int],
             seqs[index] = seq + 1
             # most members are the bare body (codec.encode_member): no call for those
             if member[:1] == b"\x00":
-                body, key, tag, properties = decode_parts(member)
+                try:  # (costs nothing until it catches)
+                    body, key, tag, properties = decode_parts(member)
+                except DECODE_ERRORS as error:
+                    undecodable.append(Undecodable(claimed_message(
+                        topic, group, slots[index - 1], seq, member, priority, attempts, due,
+                        None, lease_until, generation, trace=trace), decode_problem(error)))
+                    continue
                 out.append(claimed_message(topic, group, slots[index - 1], seq, body,
                                            priority, attempts, due, key, lease_until,
                                            generation, tag, properties, member, trace))

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from ..message import Message
 from .calls import Call, Op, script_call
-from .claim_calls import claim_keys, parse_claimed
+from .claim_calls import Undecodable, claim_keys, parse_claimed
 from .generation import check_stored
 from .heads import heads_keys, sync_heads_call
 from .limits import Verdict, claim_limit_keys, parse_verdict
@@ -36,13 +36,15 @@ class Window(NamedTuple):
 
 
 def claim_by_heads(topic: str, generation: str, group: str, slots_in_topic: int, count: int,
-                   args: list[Any], lease_until: int, last: Window | None, limited: bool
+                   args: list[Any], lease_until: int, last: Window | None, limited: bool,
+                   undecodable: list[Undecodable]
                    ) -> Op[tuple[list[Message], int | None, Window | None, Verdict | None]]:
     """Claim up to ``count`` starting from the window ``last`` left (None: the first
     slots); returns the messages, the next due time, the window for the next claim, and
     (``limited``: the script applies the group's limits) the last call's limit verdict.
     ``args``: claim_args'. Builds the index first when the script asks for it
-    (sync_heads.lua: the first claim of a topic without one, then every _RESYNC_MS)."""
+    (sync_heads.lua: the first claim of a topic without one, then every _RESYNC_MS).
+    Messages it cannot decode go to ``undecodable`` (parse_claimed)."""
     slots, touched = last or ((), count)
     report = min(slots_in_topic, count, 2 * touched) + _WINDOW_MARGIN
     slots = slots or tuple(range(min(slots_in_topic, report)))
@@ -72,7 +74,8 @@ def claim_by_heads(topic: str, generation: str, group: str, slots_in_topic: int,
         if limited:
             verdict = parse_verdict(reply.pop(), call_args[1])
         due, needed, head = reply[0], reply[1], reply[2]
-        got = parse_claimed(topic, generation, group, slots, reply[2:], lease_until, trace)
+        got = parse_claimed(topic, generation, group, slots, reply[2:], lease_until, trace,
+                            undecodable=undecodable)
         claimed += got
         window = Window(tuple(dict.fromkeys(head)), len({m.slot for m in claimed}))
         next_due = due if due >= 0 else None

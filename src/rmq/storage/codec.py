@@ -20,6 +20,9 @@ __all__ = [
     "decode_member",
     "MemberParts",
     "decode_parts",
+    "DECODE_ERRORS",
+    "decode_problem",
+    "decode_stored",
     "encode_properties",
     "EXTENDED_PREFIX",
     "ready_priority",
@@ -151,6 +154,26 @@ def decode_parts(member: bytes) -> MemberParts:
         (size,) = _LEN.unpack_from(member, at)
         properties, at = _decode_properties(member[at + 4 : at + 4 + size]), at + 4 + size
     return MemberParts(member[at:], key, tag, properties)
+
+
+# What decode_parts raises on a member no send writes (another program's, or damaged): cut
+# short (struct.error, IndexError), a property of an unknown kind (KeyError), text that is
+# not ASCII or UTF-8, or a number that is not one (ValueError).
+DECODE_ERRORS = (ValueError, IndexError, KeyError, struct.error)
+
+
+def decode_problem(error: BaseException) -> str:
+    """The error a message that ``decode_parts`` refused is dead-lettered with."""
+    return f"cannot decode the stored message: {type(error).__name__}: {error}"
+
+
+def decode_stored(member: bytes) -> MemberParts:
+    """``decode_parts``, or, for a member it cannot decode, the member whole as the body
+    (what a reader can show of it: a dead letter of such a message lists)."""
+    try:
+        return decode_parts(member)
+    except DECODE_ERRORS:
+        return MemberParts(member, None, None, {})
 
 
 def decode_member(member: bytes) -> tuple[bytes, bytes | None]:

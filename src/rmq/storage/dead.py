@@ -1,16 +1,17 @@
-"""Dead letters, as sans-IO generators (see ``calls.py``): listing them, putting them back
-to pending, purging them."""
+"""Dead letters, as sans-IO generators (see ``calls.py``): dead-lettering deliveries at
+once, listing them, putting them back to pending, purging them."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from ..errors import InvalidMessage
-from ..message import DeadLetter, message_id_of
+from ..message import DeadLetter, Message, message_id_of
 from ..settings import TopicSettings
 from .calls import Op, command, script_call
-from .codec import decode_parts, parse_dead
+from .codec import decode_stored, parse_dead
 from .generation import check_stored
 from .heads import keeps_heads
 from .keys import SlotKeys, wake_channel
@@ -18,7 +19,29 @@ from .scripts import script
 from .settle import settle_keys
 from .trace import purge_call, trace_argument
 
-__all__ = ["dead_letters", "requeue_dead", "purge_dead"]
+__all__ = ["dead_letter", "dead_letters", "requeue_dead", "purge_dead"]
+
+# fail.lua's max_retries that no delivery's attempts are within: dead at its first failure
+_NO_RETRY = -1
+
+
+def dead_letter(deliveries: Sequence[tuple[Message, str]], settings: TopicSettings, now: int,
+                one_call: bool) -> Op[int]:
+    """Dead-letter in-flight ``deliveries`` at once, each with its error, whatever their
+    attempts (fail.lua with no retry left: counted as dead, traced as failed then dead);
+    returns how many were still in flight. A claim does it to a message it cannot decode,
+    which no retry would decode either."""
+    by_slot: dict[tuple[str, str, str, int, str], list[Any]] = defaultdict(list)
+    for message, error in deliveries:
+        by_slot[(message.topic, message.generation, message.group, message.slot,
+                 message._trace)] += (message.seq, error)
+    heads = keeps_heads(settings, one_call)
+    calls = [script_call(script("fail"), settle_keys(topic, slot, group, heads, trace != ""),
+                         [generation, now, wake_channel(topic), slot if heads else "", trace,
+                          _NO_RETRY, 0, 0, *pairs])
+             for (topic, generation, group, slot, trace), pairs in by_slot.items()]
+    results = yield calls
+    return sum(dead for _, dead in results)
 
 
 def dead_letters(topic: str, group: str, settings: TopicSettings) -> Op[list[DeadLetter]]:
@@ -29,7 +52,8 @@ def dead_letters(topic: str, group: str, settings: TopicSettings) -> Op[list[Dea
     for slot, records in enumerate(results):
         for delivery, record in records.items():
             dead = parse_dead(record)
-            body, key, tag, properties = decode_parts(dead.member)
+            # (a message no claim could decode lists whole, as its body)
+            body, key, tag, properties = decode_stored(dead.member)
             letters.append(DeadLetter(f"{slot}-{int(delivery)}", topic, group, body, key,
                                       dead.priority, dead.attempts, dead.error, dead.due_at,
                                       dead.dead_at, tag, properties,

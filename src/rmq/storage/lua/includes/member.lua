@@ -11,8 +11,15 @@
 local NO_KEY = 4294967295
 local EXTENDED = 4294967294
 
+-- A member cut short (no send writes one: another program's, or damaged) is its own key
+-- rather than an error, so that a claim of a serial topic goes on, and the settle that
+-- dead-letters what the client cannot decode (storage/dead.py) runs.
 local function member_key(member)
   if string.byte(member, 1) ~= 0 then
+    return member
+  end
+  local length = #member
+  if length < 5 then
     return member
   end
   local n = struct.unpack(">I4", member, 2)
@@ -22,16 +29,22 @@ local function member_key(member)
   if n ~= EXTENDED then
     return string.sub(member, 6, 5 + n)
   end
-  local flags = string.byte(member, 6)
+  local flags = string.byte(member, 6) or 0
   local at = 7
   if flags % 2 == 1 then
+    if length < at + 3 then
+      return member
+    end
     local size = struct.unpack(">I4", member, at)
     return string.sub(member, at + 4, at + 3 + size)
   end
   if flags % 4 >= 2 then
-    at = at + 1 + string.byte(member, at)
+    at = at + 1 + (string.byte(member, at) or 0)
   end
   if flags % 8 >= 4 then
+    if length < at + 3 then
+      return member
+    end
     at = at + 4 + struct.unpack(">I4", member, at)
   end
   return string.sub(member, at)

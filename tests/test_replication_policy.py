@@ -12,6 +12,7 @@ from rmq.client.replication import (
     BatchNotReplicated,
     Replication,
     describe,
+    must_replicate,
     stores,
 )
 from rmq.errors import InvalidArgument, NotReplicated
@@ -20,13 +21,44 @@ from rmq.storage.scripts import _shipped, script
 
 SEND = script_call(script("enqueue"), ["rmq:{renders:0}:clock"], [1])
 ACK = script_call(script("ack"), ["rmq:{renders:1}:seq"], [1])
+CLAIM = script_call(script("claim"), ["rmq:{renders:1}:generation"], [1])
 STATS = script_call(script("stats"), ["rmq:{renders:0}:g:ready"], [1])
 READ = command("GET", "rmq:{renders}:settings")
 
 
-def test_scripts_store_unless_they_declare_housekeeping():
-    housekeeping = {name for name, s in _shipped().items() if not stores(script_call(s, [], []))}
-    assert housekeeping == {"stats", "head", "history"}
+def test_scripts_store_unless_they_declare_housekeeping_or_extend_leases():
+    unwaited = {name for name, s in _shipped().items() if not stores(script_call(s, [], []))}
+    assert unwaited == {"stats", "head", "history", "extend"}
+
+
+def test_only_a_claims_scripts_are_waited_for_without_failing_short():
+    lenient = {name for name, s in _shipped().items()
+               if stores(script_call(s, [], [])) and not must_replicate(script_call(s, [], []))}
+    assert lenient == {"claim", "claim_heads", "sync_heads", "limit_reserve", "limit_settle"}
+
+
+def test_a_claim_waits_but_a_shortfall_hands_over_what_it_took():
+    policy = Replication.of(1, 0.2)
+    assert [c.args for c in policy.waits([CLAIM])] == [("WAIT", 1, 200)]
+    assert policy.shortfall([CLAIM], [0]) is None
+    assert policy.shortfall([CLAIM], []) is None  # connection lost after the claim's reply
+
+
+def test_a_batch_with_a_claim_and_an_ack_short_of_replicas_names_the_ack():
+    error = Replication.of(1, 0.2).shortfall([ACK, CLAIM], [0], ["acked", "claimed"])
+    assert isinstance(error, BatchNotReplicated)
+    assert str(error).startswith("the ack to 'renders' is stored on the primary")
+
+
+def test_heartbeats_and_permit_extensions_wait_for_no_replica():
+    consumers = "rmq:{renders}:consumers"
+    permits = "rmq:{renders}:limit:default:permits"
+    assert not stores(command("HSET", consumers, "worker-1", "{}"))
+    assert not stores(command("HDEL", consumers, "worker-1"))
+    assert not stores(command("ZADD", permits, "XX", 1000, "0-1"))
+    assert stores(command("ZADD", permits, 1000, "0-1"))  # not a deadline moved: waited for
+    assert stores(command("HSET", "rmq:{renders}:limits", "default", "{}"))
+    assert Replication.of(1).waits([command("HSET", consumers, "worker-1", "{}")]) == []
 
 
 def test_plain_commands_store_unless_they_are_known_reads():
@@ -132,3 +164,14 @@ def test_on_a_cluster_writes_answered_before_a_lost_connection_are_not_replicate
     assert not batch.next_round()  # the send was answered: it is not sent again
     with pytest.raises(NotReplicated, match="connection was lost"):
         batch.values()
+
+
+def test_on_a_cluster_a_master_short_of_replicas_for_a_claim_alone_fails_nothing():
+    nodes = {0: _Node("a"), 1: _Node("b")}
+    batch = ClusterBatch([SEND, CLAIM], replication=Replication.of(1, 0.1))
+    rounds = _plan(batch, nodes)
+    assert len(rounds) == 2  # the send's master and the claim's
+    for _, indexes, commands in rounds:
+        claim_only = all(batch.calls[i] is CLAIM for i in indexes if i is not None and i >= 0)
+        batch.settle(indexes, ["reply"] * (len(commands) - 1) + [0 if claim_only else 1])
+    assert not batch.next_round() and batch.values() == ["reply", "reply"]

@@ -293,6 +293,9 @@ class AsyncClient(BaseClient, AsyncTransactionMethods, AsyncViewMethods):
                     ack: Message | Sequence[Message] = (), holder: str | None = None
                     ) -> list[Message]:
         """See :meth:`rmq.Client.claim`; ``wait`` sleeps on the wake channel, not the loop."""
+        if ack and self.replication.active:  # as rmq.Client.claim: the ack goes first
+            await self.ack(ack)
+            ack = ()
         active = otel.tracer()
         if active is None:
             return await self._run(self._claim(topic, group, count, lease, wait, ack, holder))
@@ -305,6 +308,9 @@ class AsyncClient(BaseClient, AsyncTransactionMethods, AsyncViewMethods):
                         lease: float | None = None, ack: Message | Sequence[Message] = (),
                         holder: str | None = None) -> Claimed:
         """See :meth:`rmq.Client.claim_due`."""
+        if ack and self.replication.active:  # as rmq.Client.claim: the ack goes first
+            await self.ack(ack)
+            ack = ()
         return await self._run(self._claim_due(topic, group, count, lease, ack, holder))
 
     async def waiter(self, topic: str) -> AsyncWaiter:

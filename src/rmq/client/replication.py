@@ -17,6 +17,25 @@ Which calls write is derived from the calls themselves, never listed per operati
   operations send, and ``PUBLISH``, which stores nothing). A command missing from that set
   is waited for: forgetting one costs a round trip, never a lost write.
 
+Two kinds of writes are soft state, which a failover may lose without breaking a promise
+(docs/reliability.md, "Replicated writes"), and are named by what they write:
+
+- *renewed* writes send no ``WAIT``: a lease extension (``extend.lua``, and the permits'
+  deadlines that follow it, ``ZADD XX`` on a group's permits) and a consumer's record in
+  the registry (its heartbeat, its removal): the next extension or heartbeat, due long
+  before the loss could matter, writes them again. A worker then starts and keeps its
+  leases while a replica stalls;
+- a *claim*'s writes (``claim.lua``, ``claim_heads.lua``, and the rounds of a claim: its
+  heads index rebuild, its limits' reservation and settlement) are waited for, so that a
+  claim the primary's death would lose is rare (a lost claim's delivery ids may be given
+  again, to other messages, by the promoted replica), but a shortfall is no error: the
+  claim hands over what it took, as the ack is what must not be lost. Raising instead
+  would leave those messages in flight with nobody holding them, to come back when their
+  leases run out, each having cost an attempt (dead-lettered unseen at ``max_retries=0``).
+
+So :class:`BatchNotReplicated` is raised for a batch that holds another write (a send, an
+ack, a nack, a registry change...) which fewer replicas acknowledged than asked.
+
 ``replicas=0`` without ``replica_fsync`` appends nothing: the default costs nothing.
 """
 
@@ -32,10 +51,10 @@ from redis.exceptions import ResponseError
 
 from ..errors import InvalidArgument, NotReplicated
 from ..storage.calls import Call, Op, command
-from ..storage.keys import topic_of
+from ..storage.keys import RegistryKeys, topic_of
 
 __all__ = ["Replication", "PRIMARY_ONLY", "BatchNotReplicated", "STORES_NOTHING", "stores",
-           "describe"]
+           "must_replicate", "describe"]
 
 # The plain commands the operations send that store nothing: a batch of only these (and of
 # scripts that store nothing) is not waited for. The waits are among them: the probe
@@ -45,6 +64,12 @@ STORES_NOTHING = frozenset({
     "ZRANGE", "ZSCORE", "EXISTS", "SCAN", "TYPE", "TIME", "PUBLISH", "PING", "INFO",
     "CLUSTER", "COMMAND", "WAIT", "WAITAOF",
 })
+
+# Soft state (module doc): scripts whose writes the next of their kind renews, sent with no
+# WAIT; scripts of a claim, waited for but not failed by a shortfall.
+_RENEWED_SCRIPTS = frozenset({"extend"})
+_CLAIM_SCRIPTS = frozenset({"claim", "claim_heads", "sync_heads", "limit_reserve",
+                            "limit_settle"})
 
 # What a user calls the change each script makes, for NotReplicated's message.
 _OPERATIONS = {
@@ -65,17 +90,39 @@ class BatchNotReplicated(NotReplicated):
 
 
 def stores(call: Call) -> bool:
-    """Whether ``call`` may store something a failover could lose (module doc)."""
+    """Whether ``call`` may store something a failover could lose and that is not renewed
+    soon after (module doc): whether a ``WAIT`` follows it."""
     if call.script is not None:
-        return "no-writes" not in call.script.flags and not call.script.housekeeping
+        return ("no-writes" not in call.script.flags and not call.script.housekeeping
+                and call.script.name not in _RENEWED_SCRIPTS)
     name = call.args[0]
     text = name.decode() if isinstance(name, bytes) else str(name)
-    return text.upper() not in STORES_NOTHING
+    return text.upper() not in STORES_NOTHING and not _renewed(text.upper(), call.args)
+
+
+def must_replicate(call: Call) -> bool:
+    """Whether fewer replicas than asked holding ``call`` is an error: it stores, and is not
+    part of a claim (module doc)."""
+    return stores(call) and (call.script is None or call.script.name not in _CLAIM_SCRIPTS)
+
+
+def _renewed(name: str, args: tuple[Any, ...]) -> bool:
+    """A plain command whose write the next heartbeat or extension renews: any write to a
+    topic's consumers hash, and a permit's deadline moved along with its lease."""
+    key = args[1] if len(args) > 1 else ""
+    text = key.decode(errors="replace") if isinstance(key, bytes) else str(key)
+    topic = topic_of(text)
+    if topic is None:
+        return False
+    if text == RegistryKeys(topic).consumers:
+        return True
+    return name == "ZADD" and text.endswith(":permits") and len(args) > 2 and args[2] == "XX"
 
 
 def describe(calls: Sequence[Call]) -> str:
-    """The writes among ``calls`` in a user's words: ``the send to 'renders'``."""
-    written = [call for call in calls if stores(call)]
+    """The writes among ``calls`` that must be replicated, in a user's words: ``the send to
+    'renders'``."""
+    written = [call for call in calls if must_replicate(call)]
     kinds = Counter(_OPERATIONS.get(call.script.name, call.script.name)
                     if call.script is not None else "registry write" for call in written)
     topics = sorted({topic for call in written
@@ -140,7 +187,10 @@ class Replication:
         """The error to raise for ``batch`` given the replies of its :meth:`waits` (fewer
         replies: the connection was lost before they came): :class:`BatchNotReplicated`
         carrying ``results`` (the batch's own replies) when fewer replicas acknowledged
-        than asked, the reply itself when it is an error, else None."""
+        than asked, the reply itself when it is an error, else None (also when every write
+        of ``batch`` is a claim's: module doc)."""
+        if not any(must_replicate(call) for call in batch):
+            return None
         if not replies:
             return _carrying(results, BatchNotReplicated(
                 f"{describe(batch)} reached the primary, but the connection was lost before "

@@ -294,7 +294,15 @@ class Client(BaseClient, TransactionMethods, ViewMethods):
         round trip (a loop's previous batch; use ``ack()`` to learn how many still held
         their lease). ``holder``: who claims, e.g. a consumer's id; the console and ``find``
         show it beside each in-flight message (a ``Consumer`` passes its own). With a
-        tracer provider configured (the ``otel`` extra), a receive span covers it."""
+        tracer provider configured (the ``otel`` extra), a receive span covers it. With
+        ``replicas``, ``ack`` goes first in a round trip of its own: an ack no replica
+        confirms raises NotReplicated before anything is claimed."""
+        if ack and self.replication.active:
+            # Acked and claimed together, the ack's NotReplicated would drop the claimed
+            # messages: in flight, held by nobody, each costing an attempt when its lease
+            # runs out (docs/reliability.md, "Replicated writes").
+            self.ack(ack)
+            ack = ()
         active = otel.tracer()
         if active is None:
             return self._run(self._claim(topic, group, count, lease, wait, ack, holder))
@@ -308,6 +316,9 @@ class Client(BaseClient, TransactionMethods, ViewMethods):
         """``claim`` that never waits, and also says when the next delayed message falls
         due if fewer than ``count`` were due now: what a consumer loop needs to know how
         long it may sleep."""
+        if ack and self.replication.active:  # as in claim
+            self.ack(ack)
+            ack = ()
         return self._run(self._claim_due(topic, group, count, lease, ack, holder))
 
     def waiter(self, topic: str) -> Waiter:

@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, NotReplicated
 from ..message import Message
 from ..settings import (
     DEFAULT_GROUP,
@@ -158,7 +158,12 @@ class Consumer:
     def start(self) -> Consumer:
         """Bind the group, register, and start the threads; returns at once."""
         self.client.topic(self.topic, fresh=True)
-        self.client.bind(self.topic, self.group, keep_filters=True)
+        try:
+            self.client.bind(self.topic, self.group, keep_filters=True)
+        except NotReplicated as exc:
+            # The binding is stored on the primary and reaches the replicas when they catch
+            # up; a worker starting while a replica stalls must not be refused for it.
+            log.warning("%s: %s; consuming all the same", self.id, exc)
         self._running.set()
         self._keeper.start()
         self._workers.start()

@@ -81,6 +81,19 @@ def test_a_claim_delivers_the_good_messages_and_dead_letters_an_undecodable_one(
     assert client.claim("t") == []
 
 
+def test_a_requeued_undecodable_message_is_dead_lettered_again_by_its_next_claim(client):
+    member, names = CORRUPT_MEMBERS["an int property that is no number"]
+    client.create_topic("t", slots=1)
+    _send_good_and_corrupt(client, "t", member)
+    client.ack(client.claim("t", count=10))
+    assert client.requeue_dead("t") == 1
+    client.send("t", b"next")
+    assert [m.body for m in client.claim("t", count=10)] == [b"next"]
+    (letter,) = client.dead_letters("t")
+    assert letter.body == member and names in letter.error
+    assert client.stats("t").groups["default"].counters["dead"] == 2
+
+
 def test_an_undecodable_message_is_dead_lettered_on_a_serial_topic_and_frees_its_key(client):
     member, names = CORRUPT_MEMBERS["a member cut short"]
     client.create_topic("t", slots=1, serial_keys=True)

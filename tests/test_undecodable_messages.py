@@ -81,6 +81,18 @@ def test_a_claim_delivers_the_good_messages_and_dead_letters_an_undecodable_one(
     assert client.claim("t") == []
 
 
+def test_the_snapshot_and_a_page_of_dead_letters_show_an_undecodable_one_whole(client):
+    member, names = CORRUPT_MEMBERS["a property of an unknown kind"]
+    client.create_topic("t", slots=1)
+    _send_good_and_corrupt(client, "t", member)
+    client.ack(client.claim("t", count=10))
+    (row,) = client.snapshot("t")
+    (paged,) = client.peek("t", "dead").rows
+    for shown in (row, paged):
+        assert (shown.state, shown.body, shown.key, shown.tag) == ("dead", member, None, None)
+        assert names in shown.error
+
+
 def test_a_requeued_undecodable_message_is_dead_lettered_again_by_its_next_claim(client):
     member, names = CORRUPT_MEMBERS["an int property that is no number"]
     client.create_topic("t", slots=1)

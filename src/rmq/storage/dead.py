@@ -52,7 +52,7 @@ def dead_letters(topic: str, group: str, settings: TopicSettings) -> Op[list[Dea
     for slot, records in enumerate(results):
         for delivery, record in records.items():
             dead = parse_dead(record)
-            # (a message no claim could decode lists whole, as its body)
+            # a message no claim could decode (dead_letter) lists whole, as its body
             body, key, tag, properties = decode_stored(dead.member)
             letters.append(DeadLetter(f"{slot}-{int(delivery)}", topic, group, body, key,
                                       dead.priority, dead.attempts, dead.error, dead.due_at,

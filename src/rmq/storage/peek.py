@@ -25,6 +25,7 @@ from .codec import (
     LeaseEnds,
     decode_member,
     decode_parts,
+    decode_stored,
     delayed_due,
     delayed_priority,
     encode_member,
@@ -178,7 +179,8 @@ def _row(topic: str, group: str, slot: int, state: State, name: bytes, score: fl
                            holder=record.holder, tag=tag, properties=properties,
                            message_id=message_id_of(topic, record.member))
     dead = parse_dead(value)
-    body, key, tag, properties = decode_parts(dead.member)
+    # a message no claim could decode (dead.dead_letter) shows whole, as its body
+    body, key, tag, properties = decode_stored(dead.member)
     return SnapshotRow(topic, group, slot, state, dead.priority, dead.due_at, dead.attempts,
                        key, body, delivery, dead_at=dead.dead_at, error=dead.error, tag=tag,
                        properties=properties, message_id=message_id_of(topic, dead.member))

@@ -16,6 +16,7 @@ from .calls import Op, command
 from .codec import (
     LeaseEnds,
     decode_parts,
+    decode_stored,
     delayed_due,
     delayed_priority,
     parse_dead,
@@ -100,7 +101,8 @@ def snapshot_slot(topic: str, group: str, slot: int, now: int) -> Op[list[Snapsh
                                 message_id=message_id_of(topic, record.member)))
     for delivery, raw in dead.items():
         dead_record = parse_dead(raw)
-        body, key, tag, properties = decode_parts(dead_record.member)
+        # a message no claim could decode (dead.dead_letter) shows whole, as its body
+        body, key, tag, properties = decode_stored(dead_record.member)
         rows.append(SnapshotRow(topic, group, slot, "dead", dead_record.priority,
                                 dead_record.due_at, dead_record.attempts, key, body,
                                 f"{slot}-{int(delivery)}", dead_at=dead_record.dead_at,

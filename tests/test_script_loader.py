@@ -263,11 +263,11 @@ def test_out_of_memory_redis_refuses_exactly_the_shipped_scripts_that_do_not_all
         r.config_set("maxmemory", 0)
     growing = {name for name in SCRIPT_NAMES if "allow-oom" not in declared_flags(name)}
     assert refused == {"FCALL": growing, "EVALSHA": growing}
-    # sends, requeues and a transaction's half sends, commits and check records grow memory
-    # (docs/reliability.md, "Out of memory"); a history sample is not worth memory Redis
-    # does not have
+    # sends, requeues, a transaction's half sends, commits and check records and a group's
+    # binding grow memory (docs/reliability.md, "Out of memory"); a history sample is not
+    # worth memory Redis does not have
     assert growing == {"enqueue", "requeue_dead", "history", "tx_send", "tx_commit",
-                       "tx_check"}
+                       "tx_check", "bind"}
 
 
 # The client's use of the library.

@@ -9,8 +9,9 @@ import json
 
 from ..errors import CorruptRegistry
 from ..filters import Filter
-from .calls import Op, command
+from .calls import Op, command, script_call
 from .keys import RegistryKeys
+from .scripts import script
 
 __all__ = ["bind", "unbind", "group_filters", "filter_argument"]
 
@@ -18,26 +19,24 @@ __all__ = ["bind", "unbind", "group_filters", "filter_argument"]
 def bind(name: str, group: str, filters: Filter | None) -> Op[bool]:
     """Bind ``group`` to the topic with ``filters`` (an empty Filter: none), replacing the
     ones it had; ``filters=None`` keeps a bound group's filters as they are (what a starting
-    consumer does). Returns False if it was bound already. Nothing is written when nothing
-    changes, so a consumer whose group is bound starts even on a Redis that is out of memory
-    and refuses writes.
+    consumer does). Returns False if it was bound already.
 
-    The filters are written before the group is bound, so a client that reads the group
-    bound reads its filters too (each write is one command, atomic)."""
+    A first round only reads: when nothing changes, nothing is written, so a consumer whose
+    group is bound starts even on a Redis that is out of memory and refuses writes. The
+    change itself is one script (``lua/bind.lua``), which decides again on what it finds:
+    a bind keeping the filters that races one setting them can then not erase them. The
+    filters are written with the binding, so a client that reads the group bound reads its
+    filters too."""
     keys = RegistryKeys(name)
     bound, unbound, stored = yield [command("SISMEMBER", keys.groups, group),
                                     command("SISMEMBER", keys.unbound, group),
                                     command("HGET", keys.filters, group)]
-    is_bound = bool(bound) and not unbound
-    if filters is None:
-        filters = _parse_filter(name, group, stored) if is_bound and stored else Filter()
-    record = _filter_record(filters)
-    if record != stored:
-        yield [command("HSET", keys.filters, group, record) if record is not None
-               else command("HDEL", keys.filters, group)]
-    if is_bound:
+    record = None if filters is None else _filter_record(filters)
+    if bool(bound) and not unbound and (filters is None or record == stored):
         return False
-    added, _ = yield [command("SADD", keys.groups, group), command("SREM", keys.unbound, group)]
+    (added,) = yield [script_call(script("bind"), [keys.groups, keys.unbound, keys.filters],
+                                  [group, "keep" if filters is None else "set",
+                                   record or b""])]
     return bool(added)
 
 

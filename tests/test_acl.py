@@ -96,6 +96,81 @@ def test_a_user_with_only_the_documented_acl_can_do_everything(add_user, client_
         client.close()
 
 
+def test_the_documented_acls_grant_unlink_and_not_del() -> None:
+    """DEL frees a big key while every other client waits (a 2 M member zset: about half a
+    second); UNLINK frees it in the background. RMQ deletes with UNLINK only, so no user
+    needs DEL, and a tenant cannot stall the server by deleting a big key of its own."""
+    for name in ("rmq", "tenant"):
+        rules = documented_acl(name).split()
+        assert "+unlink" in rules and "+del" not in rules, name
+        assert not [rule for rule in rules if rule.lower().startswith("+del")], name
+
+
+def test_rmqs_code_deletes_keys_with_unlink_only() -> None:
+    """Every command of RMQ's scripts and operations is one the documented rules grant, so
+    none may be DEL (the operations that delete keys are run under the rules below)."""
+    source = Path(rmq.__file__).parent
+    found = [f"{path.relative_to(source)}: {line.strip()}"
+             for path in [*source.glob("storage/**/*.lua"), *source.glob("storage/*.py"),
+                          *source.glob("client/*.py"), *source.glob("runtime/*.py")]
+             for line in path.read_text().splitlines()
+             if re.search(r"""(rcall|command)\(\s*["']DEL["']""", line)]
+    assert found == []
+
+
+def commands_of_rmqs_code() -> set[str]:
+    """Every Redis command RMQ's scripts and operations name, lower case."""
+    source = Path(rmq.__file__).parent
+    named = re.compile(r"""(?:rcall|bulk|command)\(\s*["']([A-Z]+)["']""")
+    found = {name.lower()
+             for path in [*source.glob("storage/**/*.lua"), *source.glob("storage/*.py"),
+                          *source.glob("client/*.py"), *source.glob("runtime/*.py")]
+             for name in named.findall(path.read_text())}
+    return found | {"blpop"}  # a wait for capacity: redis-py's blpop()
+
+
+def test_the_documented_acl_grants_every_command_of_rmqs_code() -> None:
+    granted = {rule[1:] for rule in documented_acl("rmq").split() if rule.startswith("+")}
+    granted |= {rule[1:].partition("|")[0] for rule in documented_acl("cluster").split()}
+    # WAIT and WAITAOF: granted for replicated writes only (this page, "Replicated writes")
+    assert commands_of_rmqs_code() - granted - {"wait", "waitaof"} == set()
+
+
+def test_operations_that_delete_keys_run_under_the_documented_acl(add_user, client_kind):
+    url = add_user(documented_acl("rmq"))
+    client = client_of_kind(client_kind)(url)
+    try:
+        client.create_topic("jobs", retry_backoff=0, max_retries=0, trace=True)
+        client.pause("jobs")  # resuming deletes the paused flag
+        client.resume("jobs")
+        assert not client.topic("jobs", fresh=True).paused
+        with client.transaction("jobs") as tx:  # a closed transaction's halves are deleted
+            tx.send(b"committed")
+        rolled_back = client.transaction("jobs")
+        rolled_back.send(b"rolled back")
+        rolled_back.rollback()
+        (message,) = client.claim("jobs", count=5, wait=1)
+        assert message.body == b"committed"
+        assert client.nack(message, "boom") == "dead"
+        assert client.purge_dead("jobs") == 1  # traced: deleted by a script
+        client.set_limits("jobs", max_in_flight=1)  # its claims and acks trim and wake
+        client.send_many("jobs", [b"limited-1", b"limited-2"])
+        (held,) = client.claim("jobs", count=2, wait=1)
+        assert client.claim("jobs", count=2) == []
+        assert client.ack([held]) == 1
+        assert len(client.claim("jobs", count=2, wait=1)) == 1
+        client.set_limits("jobs")
+        assert client.record_history("jobs")  # samples are written in place (SETRANGE)
+        client.create_topic("wide", slots=32)  # claims build the heads index afresh
+        client.send_many("wide", [f"m{i}".encode() for i in range(40)])
+        assert len(client.claim("wide", count=40, wait=1)) == 40
+        client.delete_topic("wide")
+        client.delete_topic("jobs")
+        assert client.topics() == []
+    finally:
+        client.close()
+
+
 def test_a_consumer_runs_as_a_user_with_only_the_documented_acl(add_user):
     url = add_user(documented_acl("rmq"))
     handled: list[bytes] = []

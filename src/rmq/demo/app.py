@@ -260,7 +260,7 @@ def run(config: DemoConfig) -> dict[str, Any]:
                          publish_seconds, wall)
     if not config.keep:
         client.delete_topic(topic)
-        client.redis.delete(prices_key)
+        client.redis.unlink(prices_key)
     client.close()
     if owns_spark:
         spark.stop()

@@ -64,7 +64,7 @@ def take_links(messages: Sequence[Message]) -> Op[None]:
     it (``rmq.message.links_of``)."""
     keys = [SlotKeys(m.topic, m.slot).group(m.group).links(m.message_id) for m in messages]
     replies = yield [call for key in keys
-                     for call in (command("LRANGE", key, 0, -1), command("DEL", key))]
+                     for call in (command("LRANGE", key, 0, -1), command("UNLINK", key))]
     for message, found in zip(messages, replies[0::2], strict=True):
         if found:
             attach_links(message, tuple(text.decode() for text in found))

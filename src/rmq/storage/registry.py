@@ -323,7 +323,7 @@ def _is_topic_name(raw: bytes) -> bool:
 
 def set_paused(name: str, paused: bool) -> Op[None]:
     key = RegistryKeys(name).paused
-    yield [command("SET", key, "1") if paused else command("DEL", key)]
+    yield [command("SET", key, "1") if paused else command("UNLINK", key)]
 
 
 def set_limits(name: str, group: str, limits: GroupLimits) -> Op[None]:

@@ -144,5 +144,5 @@ def _references(bench: Bench, report: Report, when: str, round_: int) -> dict[st
                     else time_processes(xconsume_job, args))
             report.expect_equal(f"{label} ({when}): read", span.count, s.consume)
             rates[label] = span.rate
-            bench.redis.delete(stream)
+            bench.redis.unlink(stream)
     return rates

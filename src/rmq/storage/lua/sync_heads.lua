@@ -43,7 +43,7 @@ for first = 5, #KEYS, 2 do
     delayed[#delayed + 1] = slot
   end
 end
-rcall("DEL", KEYS[2], KEYS[3])
+rcall("UNLINK", KEYS[2], KEYS[3])
 bulk("ZADD", KEYS[2], ready)
 bulk("ZADD", KEYS[3], delayed)
 rcall("SET", KEYS[4], fmt(server_ms()))

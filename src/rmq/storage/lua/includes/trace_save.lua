@@ -65,7 +65,7 @@ local function trim(tracer)
     local starts = rcall("LPOS", log, MARKER, "COUNT", 2)
     local first = starts[1]
     if not first then
-      rcall("DEL", log)  -- nothing whole is left
+      rcall("UNLINK", log)  -- nothing whole is left
       break
     end
     if tonumber(rcall("LINDEX", log, first + 1)) >= cutoff then
@@ -75,7 +75,7 @@ local function trim(tracer)
       break
     end
     if not starts[2] then
-      rcall("DEL", log)  -- its newest record is past the retention too
+      rcall("UNLINK", log)  -- its newest record is past the retention too
       break
     end
     rcall("LTRIM", log, starts[2], -1)

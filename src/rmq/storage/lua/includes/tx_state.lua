@@ -48,7 +48,7 @@ local function tx_close(t, id, now, committed, retention, held)
   rcall("ZREMRANGEBYSCORE", t.closed, "-inf", "(" .. fmt((now - retention) * 2))
   rcall("ZADD", t.closed, fmt(now * 2 + (committed and 1 or 0)), id)
   rcall("ZREM", t.open, id)
-  rcall("DEL", t.halves, t.parts)
+  rcall("UNLINK", t.halves, t.parts)
   if held > 0 then
     rcall("HINCRBY", t.counts, "halves", -held)
   end

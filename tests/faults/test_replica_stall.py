@@ -83,7 +83,7 @@ def test_a_claim_no_replica_acknowledges_returns_its_messages_and_costs_no_attem
         assert _group(client).in_flight == 0  # acknowledged on the primary all the same
 
 
-def test_a_claim_that_also_acks_raises_for_the_ack_and_leaves_nothing_claimed(pair):
+def test_a_claim_whose_ack_no_replica_acknowledges_raises_and_gives_back_what_it_took(pair):
     primary, replica = pair
     with rmq.Client(primary.url) as plain:
         plain.send_many(TOPIC, ["a", "b", "c"])
@@ -93,8 +93,30 @@ def test_a_claim_that_also_acks_raises_for_the_ack_and_leaves_nothing_claimed(pa
         with pytest.raises(NotReplicated, match="the ack to 'renders'"):
             client.claim(TOPIC, count=2, ack=held)
         group = _group(client)
-        # nothing taken that the caller never received, so no lease runs out unseen
+        # nothing left in flight that the caller never received, to run out unseen
         assert (group.ready, group.in_flight, group.counters["acked"]) == (2, 0, 1)
+    replica.resume()
+    with rmq.Client(primary.url) as plain:
+        assert [m.attempts for m in plain.claim(TOPIC, count=2)] == [1, 1]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_the_async_client_gives_back_a_claim_whose_ack_falls_short_too(pair,
+                                                                             anyio_backend):
+    primary, replica = pair
+    with rmq.Client(primary.url) as plain:
+        plain.send_many(TOPIC, ["a", "b", "c"])
+        held = plain.claim(TOPIC, count=1, lease=60)
+    replica.pause()
+    async with rmq.AsyncClient(primary.url, replicas=1, replica_timeout=0.2) as client:
+        claimed = await client.claim_due(TOPIC, count=1)
+        assert len(claimed.messages) == 1  # a claim alone returns what it took
+        with pytest.raises(NotReplicated, match="the ack to 'renders'"):
+            await client.claim_due(TOPIC, count=1, ack=held)
+    with rmq.Client(primary.url) as plain:
+        group = _group(plain)
+        assert (group.ready, group.in_flight, group.counters["acked"]) == (1, 1, 1)
 
 
 def test_a_consumer_starts_registers_and_handles_during_a_replica_stall(pair):

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import redis.asyncio as aredis
 
 from .. import otel
-from ..errors import UnknownTopic
+from ..errors import NotReplicated, RMQError, UnknownTopic
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
 from ..properties import PropertyValue
 from ..runtime import Consumer, start_each
@@ -26,7 +26,7 @@ from ..settings import DEFAULT_GROUP, GroupLimits, TopicSettings, check_topic_na
 from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, problem_of
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from .async_views import AsyncViewMethods
-from .base import MISSING, BaseClient, Flow, Load, Sleep, Subscribe
+from .base import MISSING, BaseClient, Flow, Load, Sleep, Subscribe, log
 from .clock import Clock
 from .cluster import AsyncClusterExecutor
 from .connect import AsyncRedis, open_async, open_async_node
@@ -34,7 +34,7 @@ from .error_map import map_errors
 from .executor import AsyncExecutor
 from .group_commit import AsyncGroupCommit
 from .limited import AwaitCapacity
-from .replication import BatchNotReplicated, Replication
+from .replication import GIVE_BACK_FAILED, BatchNotReplicated, Replication, claimed_in
 from .sync import Client
 from .tx_handles import AsyncTransactionMethods
 from .urls import check_url
@@ -114,6 +114,7 @@ class AsyncClient(BaseClient, AsyncTransactionMethods, AsyncViewMethods):
                     effect = flow.send(result)
         except StopIteration as done:
             if unreplicated is not None:
+                unreplicated.value = done.value
                 raise unreplicated from None
             # A flow's return value: a Flow[T] returns T, which StopIteration does not type.
             return done.value  # type: ignore[no-any-return]
@@ -293,25 +294,36 @@ class AsyncClient(BaseClient, AsyncTransactionMethods, AsyncViewMethods):
                     ack: Message | Sequence[Message] = (), holder: str | None = None
                     ) -> list[Message]:
         """See :meth:`rmq.Client.claim`; ``wait`` sleeps on the wake channel, not the loop."""
-        if ack and self.replication.active:  # as rmq.Client.claim: the ack goes first
-            await self.ack(ack)
-            ack = ()
-        active = otel.tracer()
-        if active is None:
-            return await self._run(self._claim(topic, group, count, lease, wait, ack, holder))
-        await self.open()
-        with otel.receive_span(active, topic, group, self.url) as span:
-            return otel.received(span, await self._run(self._claim(
-                topic, group, count, lease, wait, ack, holder)))
+        try:
+            active = otel.tracer()
+            if active is None:
+                return await self._run(self._claim(topic, group, count, lease, wait, ack,
+                                                   holder))
+            await self.open()
+            with otel.receive_span(active, topic, group, self.url) as span:
+                return otel.received(span, await self._run(self._claim(
+                    topic, group, count, lease, wait, ack, holder)))
+        except BatchNotReplicated as short:  # as rmq.Client.claim: given back
+            await self._give_back(short)
+            raise
 
     async def claim_due(self, topic: str, group: str = DEFAULT_GROUP, count: int = 100, *,
                         lease: float | None = None, ack: Message | Sequence[Message] = (),
                         holder: str | None = None) -> Claimed:
         """See :meth:`rmq.Client.claim_due`."""
-        if ack and self.replication.active:  # as rmq.Client.claim: the ack goes first
-            await self.ack(ack)
-            ack = ()
-        return await self._run(self._claim_due(topic, group, count, lease, ack, holder))
+        try:
+            return await self._run(self._claim_due(topic, group, count, lease, ack, holder))
+        except BatchNotReplicated as short:  # as rmq.Client.claim: given back
+            await self._give_back(short)
+            raise
+
+    async def _give_back(self, short: BatchNotReplicated) -> None:
+        """See ``rmq.Client._give_back``."""
+        try:
+            await self.release(claimed_in(short))
+        except RMQError as exc:  # NotReplicated: released on the primary all the same
+            if not isinstance(exc, NotReplicated):
+                log.warning("%s: %s", GIVE_BACK_FAILED, exc)
 
     async def waiter(self, topic: str) -> AsyncWaiter:
         """See :meth:`rmq.Client.waiter` (one subscription per topic)."""

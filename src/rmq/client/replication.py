@@ -50,11 +50,12 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from ..errors import InvalidArgument, NotReplicated
+from ..message import Claimed, Message
 from ..storage.calls import Call, Op, command
 from ..storage.keys import RegistryKeys, topic_of
 
 __all__ = ["Replication", "PRIMARY_ONLY", "BatchNotReplicated", "STORES_NOTHING", "stores",
-           "must_replicate", "describe"]
+           "must_replicate", "describe", "claimed_in", "GIVE_BACK_FAILED"]
 
 # The plain commands the operations send that store nothing: a batch of only these (and of
 # scripts that store nothing) is not waited for. The waits are among them: the probe
@@ -84,9 +85,12 @@ class BatchNotReplicated(NotReplicated):
     """:class:`NotReplicated` as an executor raises it: with the batch's ``replies``, so that
     the client hands them to the operation, lets it finish its remaining round trips and
     raises this at its end. An operation of several round trips (a topic's creation, a
-    claim that first rebuilds its index) is then never left half done on the primary."""
+    claim that first rebuilds its index) is then never left half done on the primary.
+    ``value``: what the operation returned once it finished (set by the client as it
+    raises), so that ``claim(ack=...)`` can give back what it claimed (:func:`claimed_in`)."""
 
     replies: list[Any]
+    value: Any = None
 
 
 def stores(call: Call) -> bool:
@@ -233,6 +237,23 @@ class Replication:
             raise InvalidArgument("replica_fsync=True needs WAITAOF, which this Redis lacks "
                                   "(it came with Redis 7.2): upgrade, or wait for replicas' "
                                   "memory only (replica_fsync=False)") from None
+
+
+GIVE_BACK_FAILED = ("could not give back the messages claimed with an ack that no replica "
+                    "confirmed; they return when their leases run out")
+
+
+def claimed_in(error: BatchNotReplicated) -> list[Message]:
+    """The messages a ``claim`` or ``claim_due`` whose ack fell short of replicas claimed in
+    the same round trip: the caller never receives them, so the client gives them back
+    (no attempt counted) rather than leave them in flight, held by nobody, until their
+    leases run out and count an attempt each."""
+    value = error.value
+    if isinstance(value, Claimed):
+        return value.messages
+    if isinstance(value, list):
+        return [m for m in value if isinstance(m, Message)]
+    return []
 
 
 def _carrying(results: Sequence[Any], error: BatchNotReplicated) -> BatchNotReplicated:

@@ -14,14 +14,14 @@ from typing import Any, TypeVar
 import redis
 
 from .. import otel
-from ..errors import UnknownTopic
+from ..errors import NotReplicated, RMQError, UnknownTopic
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
 from ..properties import PropertyValue
 from ..runtime import Consumer, run_all
 from ..settings import DEFAULT_GROUP, GroupLimits, TopicSettings, check_topic_name
 from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, problem_of
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
-from .base import MISSING, BaseClient, Flow, Load, Sleep, Subscribe
+from .base import MISSING, BaseClient, Flow, Load, Sleep, Subscribe, log
 from .clock import Clock
 from .cluster import ClusterExecutor
 from .connect import connect
@@ -29,7 +29,7 @@ from .error_map import map_errors
 from .executor import Executor
 from .group_commit import GroupCommit
 from .limited import AwaitCapacity
-from .replication import BatchNotReplicated, Replication
+from .replication import GIVE_BACK_FAILED, BatchNotReplicated, Replication, claimed_in
 from .sync_views import ViewMethods
 from .tx_handles import TransactionMethods
 from .urls import resolve_url
@@ -104,6 +104,7 @@ class Client(BaseClient, TransactionMethods, ViewMethods):
                     effect = flow.send(result)
         except StopIteration as done:
             if unreplicated is not None:
+                unreplicated.value = done.value
                 raise unreplicated from None
             # A flow's return value: a Flow[T] returns T, which StopIteration does not type.
             return done.value  # type: ignore[no-any-return]
@@ -295,20 +296,18 @@ class Client(BaseClient, TransactionMethods, ViewMethods):
         their lease). ``holder``: who claims, e.g. a consumer's id; the console and ``find``
         show it beside each in-flight message (a ``Consumer`` passes its own). With a
         tracer provider configured (the ``otel`` extra), a receive span covers it. With
-        ``replicas``, ``ack`` goes first in a round trip of its own: an ack no replica
-        confirms raises NotReplicated before anything is claimed."""
-        if ack and self.replication.active:
-            # Acked and claimed together, the ack's NotReplicated would drop the claimed
-            # messages: in flight, held by nobody, each costing an attempt when its lease
-            # runs out (docs/reliability.md, "Replicated writes").
-            self.ack(ack)
-            ack = ()
-        active = otel.tracer()
-        if active is None:
-            return self._run(self._claim(topic, group, count, lease, wait, ack, holder))
-        with otel.receive_span(active, topic, group, self.url) as span:
-            return otel.received(span, self._run(self._claim(topic, group, count, lease,
-                                                             wait, ack, holder)))
+        ``replicas``, an ``ack`` no replica confirms raises NotReplicated, and what the same
+        call claimed is given back at once, no attempt counted."""
+        try:
+            active = otel.tracer()
+            if active is None:
+                return self._run(self._claim(topic, group, count, lease, wait, ack, holder))
+            with otel.receive_span(active, topic, group, self.url) as span:
+                return otel.received(span, self._run(self._claim(topic, group, count, lease,
+                                                                 wait, ack, holder)))
+        except BatchNotReplicated as short:
+            self._give_back(short)
+            raise
 
     def claim_due(self, topic: str, group: str = DEFAULT_GROUP, count: int = 100, *,
                   lease: float | None = None, ack: Message | Sequence[Message] = (),
@@ -316,10 +315,21 @@ class Client(BaseClient, TransactionMethods, ViewMethods):
         """``claim`` that never waits, and also says when the next delayed message falls
         due if fewer than ``count`` were due now: what a consumer loop needs to know how
         long it may sleep."""
-        if ack and self.replication.active:  # as in claim
-            self.ack(ack)
-            ack = ()
-        return self._run(self._claim_due(topic, group, count, lease, ack, holder))
+        try:
+            return self._run(self._claim_due(topic, group, count, lease, ack, holder))
+        except BatchNotReplicated as short:  # as in claim
+            self._give_back(short)
+            raise
+
+    def _give_back(self, short: BatchNotReplicated) -> None:
+        """Release what a claim took in the round trip whose ack fell short of replicas (a
+        claim's own shortfall is no error, replication.py): the caller never receives it,
+        and left in flight each would cost an attempt when its lease ran out."""
+        try:
+            self.release(claimed_in(short))
+        except RMQError as exc:  # NotReplicated: released on the primary all the same
+            if not isinstance(exc, NotReplicated):
+                log.warning("%s: %s", GIVE_BACK_FAILED, exc)
 
     def waiter(self, topic: str) -> Waiter:
         """A subscription that wakes when ``topic`` gets new ready work (one per topic)."""

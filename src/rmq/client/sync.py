@@ -50,10 +50,11 @@ class Client(BaseClient, TransactionMethods, ViewMethods):
     clock (measured at connect and every few seconds, :class:`~rmq.client.clock.ServerClock`),
     so this host's wall clock never matters; a callable returning epoch ms is trusted
     instead (tests pass a controllable one).
-    ``replicas``: every write (a send, an ack, a claim, a topic change...) returns only once
-    that many replicas of the primary hold it, else raises
+    ``replicas``: every write that must not be lost (a send, an ack, a nack, a topic
+    change...) returns only once that many replicas of the primary hold it, else raises
     :class:`~rmq.errors.NotReplicated` after ``replica_timeout`` seconds; 0 (the default):
-    once the primary holds it. ``replica_fsync``: once it is also on the append-only file's
+    once the primary holds it. Soft state does not raise: a claim returns what it took,
+    lease extensions and heartbeats wait for no replica. ``replica_fsync``: once it is also on the append-only file's
     disk of the primary and of those replicas (``WAITAOF``, Redis 7.2+).
     docs/reliability.md, "Replicated writes", says what each promises.
     ``registry_ttl``: how long topic settings and bindings are cached, in seconds: changes

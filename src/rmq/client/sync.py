@@ -54,8 +54,9 @@ class Client(BaseClient, TransactionMethods, ViewMethods):
     change...) returns only once that many replicas of the primary hold it, else raises
     :class:`~rmq.errors.NotReplicated` after ``replica_timeout`` seconds; 0 (the default):
     once the primary holds it. Soft state does not raise: a claim returns what it took,
-    lease extensions and heartbeats wait for no replica. ``replica_fsync``: once it is also on the append-only file's
-    disk of the primary and of those replicas (``WAITAOF``, Redis 7.2+).
+    lease extensions and heartbeats wait for no replica. ``replica_fsync``: once it is also
+    on the append-only file's disk of the primary and of those replicas (``WAITAOF``,
+    Redis 7.2+).
     docs/reliability.md, "Replicated writes", says what each promises.
     ``registry_ttl``: how long topic settings and bindings are cached, in seconds: changes
     made elsewhere reach this client within that time. Other keyword arguments go to

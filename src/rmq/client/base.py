@@ -355,11 +355,20 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
         limited = yield from self._limited(batch)
         now = yield from self._now()
         until = now + int(seconds * 1000)
-        held = yield from settle.extend(batch, until)
-        permits = {id(m) for m in limited}
-        yield from limit_ops.extend([m for m, h in zip(batch, held, strict=True)
-                                     if h and id(m) in permits], until)
-        return held
+        if not self.is_cluster or not limited:  # a single node moves permits with the leases
+            holding = {(m.topic, m.generation, m.group) for m in limited}
+            return (yield from settle.extend(batch, until, holding))
+        # A cluster moves the permits first, then only the leases whose permit was held, and
+        # frees a permit whose lease turned out gone: dying between the round trips can only
+        # hold units back, never let a lease outlive its permit (docs/limits.md).
+        permitted = yield from limit_ops.extend(limited, until)
+        lost = {id(m) for m, ok in zip(limited, permitted, strict=True) if not ok}
+        kept = [m for m in batch if id(m) not in lost]
+        extended = dict(zip(map(id, kept), (yield from settle.extend(kept, until)), strict=True))
+        gone = [m for m, ok in zip(limited, permitted, strict=True) if ok and not extended[id(m)]]
+        if gone:
+            yield from limit_ops.free(gone, now)
+        return [extended.get(id(m), False) for m in batch]
 
     def _recover(self, topic: str | None) -> Flow[int]:
         if topic is not None:

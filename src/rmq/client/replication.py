@@ -68,7 +68,7 @@ STORES_NOTHING = frozenset({
 
 # Soft state (module doc): scripts whose writes the next of their kind renews, sent with no
 # WAIT; scripts of a claim, waited for but not failed by a shortfall.
-_RENEWED_SCRIPTS = frozenset({"extend"})
+_RENEWED_SCRIPTS = frozenset({"extend", "limit_extend"})
 _CLAIM_SCRIPTS = frozenset({"claim", "claim_heads", "sync_heads", "limit_reserve",
                             "limit_settle"})
 

@@ -25,7 +25,7 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 
 from ..message import Message
-from .calls import Call, Op, command, script_call
+from .calls import Call, Op, script_call
 from .keys import LimitKeys
 from .scripts import script
 
@@ -137,17 +137,24 @@ def free(messages: Sequence[Message], now: int) -> Op[int]:
     return sum(int(n) for n in freed)
 
 
-def extend(messages: Sequence[Message], until_ms: int) -> Op[None]:
-    """The permits of deliveries whose leases were extended follow them to ``until_ms``
-    (only a permit still held: XX never brings a given back one back)."""
-    calls = []
-    for (topic, group), ids in _by_group(messages).items():
-        pairs: list[object] = []
-        for delivery in ids:
-            pairs += (until_ms, delivery)
-        calls.append(command("ZADD", LimitKeys(topic, group).permits, "XX", *pairs))
-    if calls:
-        yield calls
+def extend(messages: Sequence[Message], until_ms: int) -> Op[list[bool]]:
+    """On a cluster, ahead of the leases: the permits of ``messages`` still held move to
+    ``until_ms`` (never earlier than they were); per message, whether its permit was held.
+    Only those leases may then be extended (``lua/limit_extend.lua``)."""
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for at, m in enumerate(messages):
+        groups[(m.topic, m.group)].append(at)
+    calls = [script_call(script("limit_extend"), [LimitKeys(topic, group).permits],
+                         [until_ms, *(messages[at].id for at in ats)])
+             for (topic, group), ats in groups.items()]
+    if not calls:
+        return []
+    replies = yield calls
+    held = [False] * len(messages)
+    for ats, flags in zip(groups.values(), replies, strict=True):
+        for at, flag in zip(ats, flags, strict=True):
+            held[at] = bool(flag)
+    return held
 
 
 def wake_key(topic: str, group: str) -> str:

@@ -154,9 +154,12 @@ def release(messages: Iterable[Message], now: int, heads: Collection[str]) -> Op
     return sum(results)
 
 
-def extend(messages: Sequence[Message], until_ms: int) -> Op[list[bool]]:
+def extend(messages: Sequence[Message], until_ms: int,
+           holding: Collection[tuple[str, str, str]] = ()) -> Op[list[bool]]:
     """Move the leases of ``messages`` to ``until_ms``; per message, whether it was still in
-    flight."""
+    flight. The deliveries of the (topic, generation, group)s in ``holding`` hold permits of
+    their group's max_in_flight, which the same script call checks and moves with them (a
+    single node): one whose permit is gone is not extended (False)."""
     grouped = _by_slot(messages)
     calls = []
     for (t, n, g, s, trace), ms_ in grouped.items():
@@ -164,8 +167,12 @@ def extend(messages: Sequence[Message], until_ms: int) -> Op[list[bool]]:
         keys = [_generation_key(t, s), group_keys.inflight, group_keys.leases]
         if trace:
             keys.append(SlotKeys(t, s).trace_log)
+        permits: int | str = ""
+        if (t, n, g) in holding:
+            keys.append(LimitKeys(t, g).permits)
+            permits = s
         calls.append(script_call(script("extend"), keys,
-                                 [n, until_ms, trace, *(m.seq for m in ms_)]))
+                                 [n, until_ms, trace, permits, *(m.seq for m in ms_)]))
     results = yield calls
     held: dict[tuple[str, str, str, int, str, int], bool] = {}
     for (where, ms_), flags in zip(grouped.items(), results, strict=True):

@@ -28,7 +28,7 @@ READ = command("GET", "rmq:{renders}:settings")
 
 def test_scripts_store_unless_they_declare_housekeeping_or_extend_leases():
     unwaited = {name for name, s in _shipped().items() if not stores(script_call(s, [], []))}
-    assert unwaited == {"stats", "head", "history", "extend"}
+    assert unwaited == {"stats", "head", "history", "extend", "limit_extend"}
 
 
 def test_only_a_claims_scripts_are_waited_for_without_failing_short():

@@ -9,6 +9,8 @@ limits read as one concept; it relies on the registry cache and clock of the bas
 
 from __future__ import annotations
 
+import itertools
+import os
 import secrets
 from collections.abc import Generator, Sequence
 from typing import Any, NamedTuple, TypeVar, cast
@@ -33,6 +35,20 @@ Flow = Generator[Any, Any, T]
 # How long a claimer held back by its group's limits stays registered as waiting for a
 # token: the longest a consumer sleeps on the wake list before it claims again.
 CAPACITY_WAIT_MS = 10_000
+
+# Who waits, for a claim that names no holder: a name unique to the claim, made without a
+# random draw per claim (secrets.token_hex cost a system call each), drawn anew in a forked
+# child so that two processes never share one.
+_unnamed_claims = itertools.count()
+_process_name = secrets.token_hex(6)
+
+
+def _draw_process_name() -> None:
+    global _process_name
+    _process_name = secrets.token_hex(6)
+
+
+os.register_at_fork(after_in_child=_draw_process_name)
 
 
 class AwaitCapacity(NamedTuple):
@@ -85,7 +101,8 @@ class LimitFlows:
         limit keys, a claim of a group its ``cached`` entry holds unlimited reads none."""
         if self._limit_keys_refused and cached.unlimited:
             return None
-        return limit_ops.ClaimLimit(claimer or secrets.token_hex(8), CAPACITY_WAIT_MS)
+        return limit_ops.ClaimLimit(claimer or f"{_process_name}.{next(_unnamed_claims)}",
+                                    CAPACITY_WAIT_MS)
 
     def _judged(self, info: TopicInfo, group: str, count: int, claim: Claim) -> Claimed:
         """A claim's outcome under what it found of the group's limits: held back (granted
@@ -112,8 +129,10 @@ class LimitFlows:
         """Those of ``messages`` whose group has a max_in_flight: they hold permits to free.
         The registry entry comes from the cache. A delivery of an earlier creation of its
         topic holds none (its id may be a delivery's of the topic as it is now)."""
+        if not messages:
+            return []
         current: dict[tuple[str, str], str | None] = {}  # the limited groups' generation
-        for topic, group in {(m.topic, m.group) for m in messages}:
+        for topic, group in _groups_of(messages):
             try:
                 info = yield from self._topic(topic)
             # Deleted, or its entry unreadable: a settle of it goes on, and its permits
@@ -167,3 +186,15 @@ class LimitFlows:
             return True
         yield AwaitCapacity(limit_ops.wake_key(topic, group), timeout)
         return True
+
+
+def _groups_of(messages: Sequence[Message]) -> set[tuple[str, str]]:
+    """The (topic, group)s of ``messages`` (not empty). A batch is most often one claim's,
+    whose messages share the claim's topic and group strings: told by identity, which
+    costs a settle less than collecting a pair a message."""
+    first = messages[0]
+    topic, group = first.topic, first.group
+    for message in messages:
+        if message.group is not group or message.topic is not topic:
+            return {(m.topic, m.group) for m in messages}
+    return {(topic, group)}

@@ -171,3 +171,54 @@ def test_heartbeats_of_a_consumer_that_outlives_its_topic_write_nothing(make_cli
     admin.create_topic("t", slots=2)
     admin.heartbeat(state)  # the topic exists again: the consumer is listed again
     assert [c.id for c in admin.consumers("t")] == ["c1"]
+
+
+def dead_letter_of(client, topic: str, body: bytes):
+    client.send(topic, body)
+    (message,) = client.claim(topic)
+    assert client.nack(message, "boom") == "dead"
+    (letter,) = [d for d in client.dead_letters(topic) if d.body == body]
+    return letter
+
+
+@pytest.mark.parametrize("stale_cache", [False, True])
+def test_dead_letter_ids_of_a_deleted_topic_requeue_nothing_of_the_new_one(make_client,
+                                                                             stale_cache):
+    """A topic created again numbers its deliveries from 1 again: an id listed before the
+    delete names no dead letter of the new topic, by this client or by one whose cache
+    still holds the old entry."""
+    admin = make_client()
+    other = make_client(registry_ttl=CACHED) if stale_cache else admin
+    admin.create_topic("t", slots=1, max_retries=0)
+    old = dead_letter_of(other, "t", b"old")
+    admin.delete_topic("t")
+    admin.create_topic("t", slots=1, max_retries=0)
+    new = dead_letter_of(admin, "t", b"new")
+    assert new.id.rsplit("-", 1)[0] == old.id.rsplit("-", 1)[0]  # the same slot-seq
+
+    assert other.requeue_dead("t", ids=[old.id]) == 0  # ignored, as an unknown id
+    assert [d.body for d in admin.dead_letters("t")] == [b"new"]
+    assert [r.state for r in rows(admin, "t")] == ["dead"]
+    assert other.requeue_dead("t", ids=[old.id, new.id]) == 1
+    assert admin.dead_letters("t") == []
+
+
+def test_a_dead_letter_id_names_its_topics_generation(client):
+    client.create_topic("t", slots=2, max_retries=0)
+    letter = dead_letter_of(client, "t", b"x")
+    generation = client.topic("t").generation
+    slot, seq, of = letter.id.split("-")
+    assert of == generation and slot.isdigit() and seq.isdigit()
+    (row,) = client.peek("t", "dead").rows
+    assert row.id == letter.id  # what the console lists, and requeues with
+    assert client.requeue_dead("t", ids=[f"{slot}-{seq}"]) == 1  # an id without one: as now
+
+
+def test_dead_letters_of_a_topic_created_before_generations_have_ids_without_one(client):
+    client.create_topic("t", slots=2, max_retries=0)
+    client.redis.delete(RegistryKeys("t").generation,
+                        *(SlotKeys("t", s).generation for s in range(2)))
+    client.topic("t", fresh=True)
+    letter = dead_letter_of(client, "t", b"x")
+    assert letter.id.count("-") == 1
+    assert client.requeue_dead("t", ids=[letter.id]) == 1

@@ -58,7 +58,8 @@ def test_a_delivery_and_its_dead_letter_carry_the_message_id_of_its_sends(client
     assert message.id != message.message_id  # the delivery keeps its own id
     client.nack(message, "boom")
     (letter,) = client.dead_letters("t")
-    assert letter.message_id == sent.message_id and letter.id == message.id
+    assert letter.message_id == sent.message_id
+    assert letter.id == f"{message.id}-{message.generation}"  # its delivery, of this topic
 
 
 def test_snapshot_rows_and_found_messages_show_the_message_id(client):

@@ -188,10 +188,12 @@ def attach_links(message: Message, links: tuple[str, ...]) -> None:
 
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
-    """A message whose retries are spent. ``id`` is its last delivery's id (``"slot-seq"``)
-    and is what ``requeue_dead`` takes; ``error`` is the last failure; times are epoch
-    milliseconds. ``tag`` and ``properties``: what it was sent with; ``message_id``: the
-    message's id (:attr:`Message.message_id`)."""
+    """A message whose retries are spent. ``id`` is its last delivery's id and the topic's
+    generation (``"slot-seq-generation"``; ``"slot-seq"`` for a topic created before
+    generations) and is what ``requeue_dead`` takes: an id listed before the topic was
+    deleted and created again names no dead letter of the new one. ``error`` is the last
+    failure; times are epoch milliseconds. ``tag`` and ``properties``: what it was sent
+    with; ``message_id``: the message's id (:attr:`Message.message_id`)."""
 
     id: str
     topic: str

@@ -164,7 +164,9 @@ def dead(args: argparse.Namespace) -> None:
             return
         letters = client.dead_letters(args.topic, args.group)
     if args.ids:
-        letters = [d for d in letters if d.id in set(args.ids)]
+        # an id as listed, or without its generation (slot-seq), as requeue takes it
+        wanted = set(args.ids)
+        letters = [d for d in letters if d.id in wanted or d.id.rsplit("-", 1)[0] in wanted]
     if args.json:
         for letter in letters:
             print_json({"id": letter.id, "message_id": letter.message_id,

@@ -373,7 +373,11 @@ class Client(BaseClient, TransactionMethods, ViewMethods):
 
     def requeue_dead(self, topic: str, group: str = DEFAULT_GROUP,
                      ids: Iterable[str] | None = None) -> int:
-        """Put dead letters (``ids``, or all) back to ready with attempts reset."""
+        """Put dead letters (``ids``, or all) back to ready with attempts reset; returns how
+        many were requeued. An id that names no dead letter of the group is ignored: one
+        requeued or purged since, or one listed before the topic was deleted and created
+        again (the id carries the topic's generation). InvalidMessage for an id that is
+        no dead-letter id or names a slot the topic lacks."""
         return self._run(self._requeue_dead(topic, group, ids))
 
     def purge_dead(self, topic: str, group: str = DEFAULT_GROUP) -> int:

@@ -18,6 +18,7 @@ from ..storage import peek as peek_ops
 from ..storage import transactions as tx_ops
 from ..storage.calls import together
 from ..storage.codec import to_ms
+from ..storage.generation import TopicGone
 from ..storage.history import TopicHistory
 from ..storage.peek import PeekPage
 from ..storage.registry import TopicInfo
@@ -53,13 +54,18 @@ class ViewFlows:
     def _dead_letters(self, topic: str, group: str) -> Flow[list[DeadLetter]]:
         check_group_name(group)
         info = yield from self._topic(topic)
-        return (yield from dead.dead_letters(topic, check_group_name(group), info.settings))
+        return (yield from dead.dead_letters(topic, check_group_name(group), info.settings,
+                                             info.generation))
 
     def _requeue_dead(self, topic: str, group: str, ids: Iterable[str] | None) -> Flow[int]:
         check_group_name(group)
         wanted = check_ids(ids)
 
         def requeue(info: TopicInfo, first: bool) -> Flow[int]:
+            if first and wanted and dead.of_other_generation(wanted, info.generation):
+                # ids of another creation of the topic are ignored, but this client's entry
+                # may be the stale one: read it afresh first (_on_current does on TopicGone)
+                raise TopicGone(topic, stale=True)
             now = yield from self._now()
             return (yield from dead.requeue_dead(topic, info.generation, group, info.settings,
                                                  wanted, now, not self.is_cluster))
@@ -115,17 +121,19 @@ class ViewFlows:
               limit: int) -> Flow[PeekPage]:
         info = yield from self._topic(topic)
         now = yield from self._now()
-        return (yield from peek_ops.peek(topic, check_group_name(group), state,
-                                         info.settings.slots, slot, offset, limit, now))
+        page = yield from peek_ops.peek(topic, check_group_name(group), state,
+                                        info.settings.slots, slot, offset, limit, now)
+        return replace(page, rows=dead.with_dead_letter_ids(page.rows, info.generation))
 
     def _find_messages(self, topic: str, body: bytes | str | None, key: bytes | str | None,
                        every_slot: bool) -> Flow[list[SnapshotRow]]:
         info = yield from self._topic(topic)
         now = yield from self._now()
-        return (yield from peek_ops.find(
+        rows = yield from peek_ops.find(
             topic, registry.groups_with_data(info), info.settings.slots,
             None if body is None else as_bytes("body", body),
-            None if key is None else as_bytes("key", key), every_slot, now))
+            None if key is None else as_bytes("key", key), every_slot, now)
+        return dead.with_dead_letter_ids(rows, info.generation)
 
     def _trace(self, topic: str, message_id: str | None, body: bytes | str | None,
                key: bytes | str | None) -> Flow[list[TraceEvent]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..errors import InvalidMessage
@@ -17,9 +18,11 @@ from .heads import keeps_heads
 from .keys import SlotKeys, wake_channel
 from .scripts import script
 from .settle import settle_keys
+from .snapshot import SnapshotRow
 from .trace import purge_call, trace_argument
 
-__all__ = ["dead_letter", "dead_letters", "requeue_dead", "purge_dead"]
+__all__ = ["dead_letter", "dead_letters", "dead_letter_id", "with_dead_letter_ids",
+           "of_other_generation", "requeue_dead", "purge_dead"]
 
 # fail.lua's max_retries that no delivery's attempts are within: dead at its first failure
 _NO_RETRY = -1
@@ -44,8 +47,30 @@ def dead_letter(deliveries: Sequence[tuple[Message, str]], settings: TopicSettin
     return sum(dead for _, dead in results)
 
 
-def dead_letters(topic: str, group: str, settings: TopicSettings) -> Op[list[DeadLetter]]:
-    """Every dead letter of the group, oldest death first."""
+def dead_letter_id(slot: int, delivery: int, generation: str) -> str:
+    """A dead letter's id: its last delivery's ``slot-seq`` and the topic's generation,
+    ``slot-seq-generation``. A topic deleted and created again numbers its deliveries from
+    1 again, so ``slot-seq`` alone would name a dead letter of the new topic; with the
+    generation, an id listed before names none (``requeue_dead`` ignores it). A topic
+    created before generations existed (generation "") has ids without one."""
+    return f"{slot}-{delivery}-{generation}" if generation else f"{slot}-{delivery}"
+
+
+def with_dead_letter_ids(rows: list[SnapshotRow], generation: str) -> list[SnapshotRow]:
+    """``rows`` (a peek's, a find's) with each dead letter's id as :func:`dead_letter_id`
+    makes it, the id its ``requeue_dead`` takes."""
+    out = []
+    for row in rows:
+        if row.state == "dead" and row.id is not None and generation:
+            row = replace(row, id=f"{row.id}-{generation}")
+        out.append(row)
+    return out
+
+
+def dead_letters(topic: str, group: str, settings: TopicSettings,
+                 generation: str) -> Op[list[DeadLetter]]:
+    """Every dead letter of the group, oldest death first, with ids that carry the topic's
+    ``generation`` (:func:`dead_letter_id`)."""
     results = yield [command("HGETALL", SlotKeys(topic, s).group(group).dead)
                      for s in range(settings.slots)]
     letters = []
@@ -54,7 +79,8 @@ def dead_letters(topic: str, group: str, settings: TopicSettings) -> Op[list[Dea
             dead = parse_dead(record)
             # a message no claim could decode (dead_letter) lists whole, as its body
             body, key, tag, properties = decode_stored(dead.member)
-            letters.append(DeadLetter(f"{slot}-{int(delivery)}", topic, group, body, key,
+            letters.append(DeadLetter(dead_letter_id(slot, int(delivery), generation),
+                                      topic, group, body, key,
                                       dead.priority, dead.attempts, dead.error, dead.due_at,
                                       dead.dead_at, tag, properties,
                                       message_id_of(topic, dead.member)))
@@ -62,11 +88,30 @@ def dead_letters(topic: str, group: str, settings: TopicSettings) -> Op[list[Dea
     return letters
 
 
-def _dead_ids_by_slot(ids: Iterable[str], slots: int) -> dict[int, list[str]]:
+def _parse_id(dead_id: str) -> tuple[str, str, str | None]:
+    """``slot``, ``seq`` and the generation (None in an id without one) of a dead-letter id,
+    or InvalidMessage."""
+    parts = str(dead_id).split("-")
+    if (len(parts) in (2, 3) and parts[0].isdigit() and parts[1].isdigit()
+            and (len(parts) == 2 or (parts[2].isalnum() and parts[2].isascii()))):
+        return parts[0], parts[1], parts[2] if len(parts) == 3 else None
+    raise InvalidMessage(f"not a dead-letter id of this topic: {dead_id!r}")
+
+
+def of_other_generation(ids: Iterable[str], generation: str) -> bool:
+    """Whether some of ``ids`` name another generation of the topic than ``generation``
+    (the client's reading of it, which may be the stale one)."""
+    return any(_parse_id(dead_id)[2] not in (None, generation) for dead_id in ids)
+
+
+def _dead_ids_by_slot(ids: Iterable[str], slots: int, generation: str
+                      ) -> dict[int, list[str]]:
     grouped: dict[int, list[str]] = defaultdict(list)
     for dead_id in ids:
-        slot, _, delivery = str(dead_id).partition("-")
-        if not (slot.isdigit() and delivery.isdigit() and int(slot) < slots):
+        slot, delivery, of_generation = _parse_id(dead_id)
+        if of_generation is not None and of_generation != generation:
+            continue  # a dead letter of the topic before it was deleted: gone with it
+        if int(slot) >= slots:
             raise InvalidMessage(f"not a dead-letter id of this topic: {dead_id!r}")
         grouped[int(slot)].append(delivery)
     return grouped
@@ -74,10 +119,16 @@ def _dead_ids_by_slot(ids: Iterable[str], slots: int) -> dict[int, list[str]]:
 
 def requeue_dead(topic: str, generation: str, group: str, settings: TopicSettings,
                  ids: Iterable[str] | None, now: int, one_call: bool) -> Op[int]:
-    """Put dead letters (``ids``, or all) back to pending, ready now with attempts reset.
-    Raises TopicGone if the topic is not at ``generation`` any more, as ``settle.recover``."""
+    """Put dead letters (``ids``, or all) back to pending, ready now with attempts reset;
+    returns how many were requeued. An id that names no dead letter of the group is
+    ignored (not counted): requeued or purged since, or of another ``generation`` of the
+    topic (listed before it was deleted and created again). An id without a generation
+    (``slot-seq``) names the dead letter of the topic as it is now. Raises TopicGone if
+    the topic is not at ``generation`` any more, as ``settle.recover``."""
     targets = ({s: [] for s in range(settings.slots)} if ids is None
-               else _dead_ids_by_slot(ids, settings.slots))
+               else _dead_ids_by_slot(ids, settings.slots, generation))
+    if not targets:
+        return 0  # every id was of another generation: nothing to do
     heads = keeps_heads(settings, one_call)
     trace = trace_argument(topic, settings)
     calls = []

@@ -36,9 +36,10 @@ STATES: tuple[State, ...] = ("ready", "delayed", "in_flight", "dead")
 @dataclass(frozen=True, slots=True)
 class SnapshotRow:
     """One stored message. ``attempts`` counts deliveries so far; ``id`` (``"slot-seq"``, as
-    :attr:`Message.id` and :attr:`DeadLetter.id`) is set for in-flight messages and dead
-    letters; ``lease_until`` for in-flight ones, and ``holder``, the id of the consumer that
-    claimed it (None when the claim did not say); ``error`` and ``dead_at`` for dead
+    :attr:`Message.id`) is set for in-flight messages and dead letters (a dead letter's
+    found by ``peek`` or ``find_messages`` is :attr:`DeadLetter.id`, with the topic's
+    generation); ``lease_until`` for in-flight ones, and ``holder``, the id of the consumer
+    that claimed it (None when the claim did not say); ``error`` and ``dead_at`` for dead
     letters; ``tag`` and ``properties`` are what it was sent with; ``message_id`` names the
     message (:attr:`Message.message_id`) beside the delivery ``id``. Times are epoch
     milliseconds. A half message (state "half", of an open transaction: docs/transactions.md)

@@ -541,13 +541,16 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
         held = self.client.extend(batch, seconds)
         expected = []
         for message in batch:
-            entry = self.m.inflight.get(self.in_flight_key(message))
+            where = self.in_flight_key(message)
+            entry = self.m.inflight.get(where)
+            limited = self.max_in_flight is not None
+            if limited and where not in self.permits:
+                entry = None  # its unit is gone (or it never held one): its lease stays
             if entry is not None:
                 entry.lease_until = now + int(seconds * 1000)
+                if limited:
+                    self.permits[where] = now + int(seconds * 1000)
             expected.append(entry is not None)
-            where = self.in_flight_key(message)
-            if self.max_in_flight is not None and entry is not None and where in self.permits:
-                self.permits[where] = now + int(seconds * 1000)
         assert held == expected
 
     def settled(self, messages: list[rmq.Message]) -> None:

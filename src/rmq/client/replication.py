@@ -20,8 +20,8 @@ Which calls write is derived from the calls themselves, never listed per operati
 Two kinds of writes are soft state, which a failover may lose without breaking a promise
 (docs/reliability.md, "Replicated writes"), and are named by what they write:
 
-- *renewed* writes send no ``WAIT``: a lease extension (``extend.lua``, and the permits'
-  deadlines that follow it, ``ZADD XX`` on a group's permits) and a consumer's record in
+- *renewed* writes send no ``WAIT``: a lease extension (``extend.lua``, and on a cluster
+  the permits' deadlines moved ahead of it, ``limit_extend.lua``) and a consumer's record in
   the registry (its heartbeat, its removal): the next extension or heartbeat, due long
   before the loss could matter, writes them again. A worker then starts and keeps its
   leases while a replica stalls;

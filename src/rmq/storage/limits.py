@@ -14,7 +14,9 @@ claim did not take (``storage/claim.py``).
 A permit's score is its delivery's lease deadline, so a crashed consumer's capacity returns
 when its leases expire; settling a delivery returns it at once (on a single node an ack in
 its own call: ``settle.ack``; otherwise ``free``), with one token per unit on the wake list
-for one waiting consumer each.
+for one waiting consumer each. Extending a lease moves its permit with it, and extends no
+lease whose permit is gone (a claim may have taken its unit): on a single node in the
+lease's own script call (``settle.extend``), on a cluster with ``extend`` first.
 """
 
 from __future__ import annotations

@@ -151,3 +151,14 @@ def test_deliveries_of_an_unlimited_group_are_extended_beside_a_limited_ones(mak
     clock.advance(1_000)
     assert client.extend([*free, *limited], 30) == [True, True, True]
     assert _permits(client, "renders", "gpu") == {limited[0].id: clock() + 30_000}
+
+
+def test_a_delivery_claimed_before_its_group_had_a_max_in_flight_is_not_extended_under_it(
+        make_client, clock):
+    client = make_client(clock=clock)
+    client.create_topic("renders", slots=1, visibility_timeout=5)
+    client.send_many("renders", ["a", "b"])
+    early = client.claim("renders", count=1)  # no limit yet: it holds no unit
+    client.set_limits("renders", max_in_flight=1)
+    assert client.extend(early, 30) == [False]  # a lease past every unit the limit counts
+    assert len(client.claim("renders", count=2)) == 1

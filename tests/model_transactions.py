@@ -151,9 +151,12 @@ class TransactionRules:
         self.reserve_stamps(len(tx.halves))
         now = self.now()
         info = self.client.topic(self.topic)
+        retention, cluster = info.settings.tx_retention, self.client.is_cluster
+        if cluster:  # the client's commit records it in the topic first
+            self.client._run(tx_ops.record_close(self.topic, tx.id, True, now, retention))
         self.client._run(tx_ops.close(self.topic, info.generation, info.groups, tx.id, reached,
-                                      True, now, info.settings.tx_retention,
-                                      self.client._heads(info), info.filter_argument))
+                                      True, now, retention, self.client._heads(info),
+                                      info.filter_argument, topic_record=not cluster))
         self._commit_halves([a for a in tx.halves if self.m.slot_of(a["body"], a.get("key"))
                              in reached], now)
         tx.halves = [a for a in tx.halves
@@ -174,8 +177,11 @@ class TransactionRules:
                   if data.draw(st.booleans(), label="fresh handle") else tx.handle)
         same = (what == "commit") == (tx.state == "committed")
         if what == "send":
-            # a replay: the slot of each of its halves remembers the id closed
-            half = data.draw(st.sampled_from(tx.sent), label="replayed half")
+            # a replay, of one of its halves or of a message for any slot: the topic
+            # remembers the id closed
+            half = (data.draw(st.sampled_from(tx.sent), label="replayed half")
+                    if data.draw(st.booleans(), label="one of its halves")
+                    else self._send_args(data))
             with pytest.raises(rmq.errors.TransactionClosed):
                 handle.send(**{k: v for k, v in half.items() if k in ("body", "key")})
         elif same:

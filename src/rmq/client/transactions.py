@@ -21,6 +21,7 @@ from ..errors import InvalidArgument, TransactionClosed
 from ..message import SendCounts
 from ..settings import check_topic_name
 from ..storage import transactions as tx_ops
+from ..storage.codec import to_ms
 from ..storage.registry import TopicInfo
 from ..storage.trace import trace_argument
 from ..storage.transactions import DONE, STATES, OpenTransaction
@@ -118,9 +119,18 @@ class TransactionFlows:
                 batch = prepare_batch(info.settings, now, items)  # checks what items is
             dues = [("+0" if m.due_at == now else _due(m.due_at, now, item))
                     for m, item in zip(batch, list(items), strict=True)]
+            if self.is_cluster:
+                # The topic's record of closed ids is on another node than the slots: read
+                # it first, so a replay stores nothing in slots the id never held. (On a
+                # single node each slot's script reads it, in the same atomic call.)
+                closed = yield from tx_ops.closed_state(tx.topic, tx.id, now,
+                                                        info.settings.tx_retention)
+                if closed is not None:
+                    tx.state = closed
+                    raise tx.closed("send")
             outcomes = yield from tx_ops.send_halves(
                 tx.topic, info.generation, tx.id, tx.part, tx.sent, batch, dues, now,
-                info.settings.tx_retention)
+                info.settings.tx_retention, topic_record=not self.is_cluster)
             for m in batch:
                 tx.sent[m.slot] = tx.sent.get(m.slot, 0) + 1
             refused = [o.state for o in outcomes if o.state != DONE]
@@ -133,8 +143,10 @@ class TransactionFlows:
 
     def _tx_close(self, tx: TxState, commit: bool) -> Flow[SendCounts]:
         """Commit or roll back ``tx`` in every slot it sent to (every slot of the topic
-        when this handle sent nothing: the halves were sent by others). Idempotent; the
-        other way after a close raises TransactionClosed."""
+        when this handle sent nothing: the halves were sent by others), recording it in the
+        topic's closed ids first (a cluster) or in each slot's call (a single node): the
+        first close recorded decides. Idempotent; the other way after a close raises
+        TransactionClosed."""
         done, what = ("committed", "commit") if commit else ("rolled_back", "roll back")
         if tx.state == done:
             return SendCounts(0, 0)
@@ -143,11 +155,20 @@ class TransactionFlows:
 
         def close(info: TopicInfo, first: bool) -> Flow[SendCounts]:
             now = yield from self._now()
+            retention = info.settings.tx_retention
+            if self.is_cluster:
+                # recorded before any slot closes: a close cut off after it is finished the
+                # same way (a retry, the check-back), and a replay finds the id closed
+                decided = yield from tx_ops.record_close(tx.topic, tx.id, commit, now,
+                                                         retention)
+                if decided != DONE:
+                    tx.state = STATES[decided]
+                    raise tx.closed(what)
             slots = sorted(tx.sent) or list(range(info.settings.slots))
             outcomes = yield from tx_ops.close(
                 tx.topic, info.generation, info.groups, tx.id, slots, commit, now,
-                info.settings.tx_retention, self._heads(info), info.filter_argument,
-                trace_argument(tx.topic, info.settings))
+                retention, self._heads(info), info.filter_argument,
+                trace_argument(tx.topic, info.settings), topic_record=not self.is_cluster)
             other = [STATES[o.state] for o in outcomes if STATES.get(o.state, done) != done]
             if other:
                 tx.state = other[0]
@@ -159,8 +180,10 @@ class TransactionFlows:
 
     def _open_transactions(self, topic: str) -> Flow[list[OpenTransaction]]:
         info = yield from self._topic(topic)
-        return (yield from tx_ops.open_transactions(topic, info.settings.slots,
-                                                    info.settings.check_after))
+        now = yield from self._now()
+        return (yield from tx_ops.open_transactions(
+            topic, info.settings.slots, info.settings.check_after,
+            now - to_ms(info.settings.tx_retention)))
 
     # -- the check-back: begin (no checker yet), then end with the checker's answer --------
 
@@ -193,9 +216,12 @@ class TransactionFlows:
         return turn.checks
 
     def _still_open(self, topic: str, tx_id: str, info: TopicInfo) -> Flow[None]:
-        """Raise CheckStep unless ``tx_id`` is open in some slot and closed in none (a
-        close cut off midway is finished here, without a checker)."""
-        open_slots, closing = yield from tx_ops.state_of(topic, tx_id, info.settings.slots)
+        """Raise CheckStep unless ``tx_id`` is open in some slot and closed neither by the
+        topic nor in any slot (a close cut off midway is finished here, without a
+        checker)."""
+        now = yield from self._now()
+        open_slots, closing = yield from tx_ops.state_of(
+            topic, tx_id, info.settings.slots, now - to_ms(info.settings.tx_retention))
         if open_slots and closing is None:
             return
         if open_slots and closing is not None:

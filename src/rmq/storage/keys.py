@@ -290,9 +290,14 @@ class TxSlotKeys:
 
 @dataclass(frozen=True, slots=True)
 class TxTopicKeys:
-    """A topic's check-back records, on the registry's tag ``{topic}``."""
+    """A topic's closed transaction ids and check-back records, on the registry's tag
+    ``{topic}``."""
 
     topic: str
+
+    @property
+    def closed(self) -> str:  # zset: closed id -> closed ms * 2 + 1 committed / 0 not
+        return f"{PREFIX}:{{{self.topic}}}:tx:closed"
 
     @property
     def checks(self) -> str:  # hash: transaction id -> "checks,next_ms[,a]" (a: abandoned)
@@ -303,4 +308,4 @@ class TxTopicKeys:
         return f"{PREFIX}:{{{self.topic}}}:tx:abandoned"
 
     def all(self) -> list[str]:
-        return [self.checks, self.abandoned]
+        return [self.closed, self.checks, self.abandoned]

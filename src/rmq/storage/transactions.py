@@ -1,7 +1,13 @@
 """Transactional messages (SPEC §12, docs/transactions.md): half messages stored in the slot
 of their final home, a slot's commit or rollback as one atomic and idempotent script, the
-open transactions of a topic read for the check-back, the console and the CLI, and the
-check-back's lease (``lua/tx_*.lua``). Sans-IO operations, as ``send.py``."""
+topic's record of closed ids, the open transactions of a topic read for the check-back, the
+console and the CLI, and the check-back's lease (``lua/tx_*.lua``). Sans-IO operations, as
+``send.py``.
+
+``topic_record``: on a single node the slots' scripts are passed the topic's record of
+closed ids and read (a send) or write (a close) it in the same atomic call; on a cluster it
+lives on another node, and the client calls ``closed_state`` before a half send and
+``record_close`` before a close."""
 
 from __future__ import annotations
 
@@ -31,6 +37,8 @@ __all__ = [
     "UNKNOWN",
     "send_halves",
     "close",
+    "record_close",
+    "closed_state",
     "open_transactions",
     "check_turn",
     "state_of",
@@ -59,12 +67,13 @@ class SlotOutcome(NamedTuple):
 
 def send_halves(topic: str, generation: str, tx_id: str, part: str, before: dict[int, int],
                 batch: Sequence[Outgoing], dues: Sequence[str | int], now: int,
-                retention: float) -> Op[list[SlotOutcome]]:
+                retention: float, topic_record: bool = False) -> Op[list[SlotOutcome]]:
     """Store ``batch`` as half messages of the part ``part`` of transaction ``tx_id``: one
     tx_send.lua call per slot (at most MAX_SCRIPT_BATCH messages each), pipelined. ``dues``:
     each message's due as tx_send.lua keeps it, ``"+<ms>"`` after the commit (a delay, or
     ``"+0"``) or epoch ms (a fixed time). ``before``: how many halves the part sent to each
-    slot before (a re-run sends from 0 again, and stores only what goes beyond). Raises
+    slot before (a re-run sends from 0 again, and stores only what goes beyond).
+    ``topic_record``: each call also refuses an id the topic closed (a single node). Raises
     TopicGone as ``send`` does."""
     by_slot: dict[int, list[int]] = defaultdict(list)
     for index, message in enumerate(batch):
@@ -72,9 +81,10 @@ def send_halves(topic: str, generation: str, tx_id: str, part: str, before: dict
     calls: list[Call] = []
     slots: list[int] = []
     tx_send, keep = script("tx_send"), to_ms(retention)
+    record = (TxTopicKeys(topic).closed,) if topic_record else ()
     for slot, indexes in by_slot.items():
         sent = before.get(slot, 0)
-        keys = (SlotKeys(topic, slot).generation, *TxSlotKeys(topic, slot).of(tx_id))
+        keys = (SlotKeys(topic, slot).generation, *TxSlotKeys(topic, slot).of(tx_id), *record)
         for start in range(0, len(indexes), MAX_SCRIPT_BATCH):
             chunk = indexes[start : start + MAX_SCRIPT_BATCH]
             calls.append(Call((generation, now, tx_id, part, sent, keep,
@@ -109,15 +119,18 @@ def _runs(batch: Sequence[Outgoing], dues: Sequence[str | int], chunk: list[int]
 
 def close(topic: str, generation: str, groups: Sequence[str], tx_id: str, slots: Sequence[int],
           commit: bool, now: int, retention: float, heads: bool, filters: str = "",
-          trace: str = "") -> Op[list[SlotOutcome]]:
+          trace: str = "", topic_record: bool = False) -> Op[list[SlotOutcome]]:
     """Commit (``commit``) or roll back ``tx_id`` in each of ``slots``: one script call per
     slot, pipelined, each atomic and idempotent. ``groups``, ``heads``, ``filters``,
-    ``trace``: as for ``send``. Raises TopicGone as ``send`` does (a slot of a gone topic
-    closes nothing)."""
+    ``trace``: as for ``send``. ``topic_record``: each call also checks and writes the
+    topic's record of closed ids (a single node; on a cluster ``record_close`` comes
+    first). Raises TopicGone as ``send`` does (a slot of a gone topic closes nothing)."""
+    record = [TxTopicKeys(topic).closed] if topic_record else []
     calls = [_commit_call(topic, generation, groups, tx_id, slot, now, retention, heads,
-                          filters, trace) if commit else
+                          filters, trace, topic_record) if commit else
              script_call(script("tx_rollback"),
-                         [SlotKeys(topic, slot).generation, *TxSlotKeys(topic, slot).of(tx_id)],
+                         [SlotKeys(topic, slot).generation, *TxSlotKeys(topic, slot).of(tx_id),
+                          *record],
                          (generation, now, tx_id, to_ms(retention)))
              for slot in slots]
     replies = yield calls
@@ -128,11 +141,40 @@ def close(topic: str, generation: str, groups: Sequence[str], tx_id: str, slots:
 
 
 def _commit_call(topic: str, generation: str, groups: Sequence[str], tx_id: str, slot: int,
-                 now: int, retention: float, heads: bool, filters: str, trace: str) -> Call:
+                 now: int, retention: float, heads: bool, filters: str, trace: str,
+                 topic_record: bool) -> Call:
     head, groups_keys = _commit_keys(topic, slot, tuple(groups), heads, trace != "")
+    record = (TxTopicKeys(topic).closed,) if topic_record else ()
     return Call((generation, now, wake_channel(topic), slot if heads else "", filters, tx_id,
-                 to_ms(retention), trace), script("tx_commit"),
-                (*head, *TxSlotKeys(topic, slot).of(tx_id), *groups_keys))
+                 to_ms(retention), trace, "1" if topic_record else ""), script("tx_commit"),
+                (*head, *TxSlotKeys(topic, slot).of(tx_id), *record, *groups_keys))
+
+
+def record_close(topic: str, tx_id: str, commit: bool, now: int, retention: float) -> Op[int]:
+    """Record in the topic that ``tx_id`` closes (commits when ``commit``), before its slots
+    close (tx_decide.lua): DONE when the close stands (recorded now or the same way
+    before), else COMMITTED or ROLLED_BACK, how it was closed before."""
+    (reply,) = yield [script_call(script("tx_decide"), [TxTopicKeys(topic).closed],
+                                  (tx_id, now, "1" if commit else "0", to_ms(retention)))]
+    return int(reply)
+
+
+def closed_state(topic: str, tx_id: str, now: int, retention: float) -> Op[str | None]:
+    """How the topic closed ``tx_id`` ("committed", "rolled_back"), or None: open, never
+    seen, or closed longer ago than ``retention``. One round trip."""
+    (score,) = yield [command("ZSCORE", TxTopicKeys(topic).closed, tx_id)]
+    return _closed_as(score, now - to_ms(retention))
+
+
+def _closed_as(score: bytes | str | float | None, forgotten_before: int = 0) -> str | None:
+    """A record of closed ids' score (``closed_ms * 2 + 1`` committed, ``+ 0`` not) as the
+    state it records, None when absent or closed before ``forgotten_before``."""
+    if score is None:
+        return None
+    value = int(float(score))
+    if value // 2 < forgotten_before:
+        return None
+    return "committed" if value % 2 else "rolled_back"
 
 
 @lru_cache(maxsize=4096)
@@ -180,10 +222,12 @@ class OpenTransaction:
                 "closing": self.closing, "abandoned": self.abandoned}
 
 
-def open_transactions(topic: str, slots: int, check_after: float) -> Op[list[OpenTransaction]]:
+def open_transactions(topic: str, slots: int, check_after: float,
+                      forgotten_before: int = 0) -> Op[list[OpenTransaction]]:
     """Every open transaction of the topic, oldest first: one round trip over the slots'
     open indexes and the check records, a second (only when some are open) for their sizes
-    and whether another slot closed them already."""
+    and whether the topic or another slot closed them already (an id closed before
+    ``forgotten_before``, epoch ms, is a new transaction)."""
     tx_keys = TxTopicKeys(topic)
     replies = yield [*(command("ZRANGE", TxSlotKeys(topic, s).open, 0, -1, "WITHSCORES")
                        for s in range(slots)), command("HGETALL", tx_keys.checks)]
@@ -195,15 +239,18 @@ def open_transactions(topic: str, slots: int, check_after: float) -> Op[list[Ope
     if not by_id:
         return []
     ids = sorted(by_id)
+    # each slot's closed ids, then the topic's (which decides when the two differ)
     details = yield [*(command("HGETALL", TxSlotKeys(topic, slot).parts(tx_id))
                        for tx_id in ids for slot in by_id[tx_id]),
                      *(command("ZMSCORE", TxSlotKeys(topic, s).closed, *ids)
-                       for s in range(slots))]
+                       for s in range(slots)),
+                     command("ZMSCORE", tx_keys.closed, *ids)]
     closing: dict[str, str] = {}
-    for flat in details[len(details) - slots :]:
+    for flat in details[len(details) - slots - 1 :]:
         for tx_id, score in zip(ids, flat, strict=True):
-            if score is not None:
-                closing[tx_id] = "committed" if int(float(score)) % 2 else "rolled_back"
+            state = _closed_as(score, forgotten_before)
+            if state is not None:
+                closing[tx_id] = state
     at = 0
     out = []
     for tx_id in ids:
@@ -222,17 +269,19 @@ def open_transactions(topic: str, slots: int, check_after: float) -> Op[list[Ope
     return sorted(out, key=lambda t: (t.opened_at, t.id))
 
 
-def state_of(topic: str, tx_id: str, slots: int) -> Op[tuple[list[int], str | None]]:
-    """Where ``tx_id`` is open (its slots), and how some slot closed it already
-    ("committed", "rolled_back", or None): one round trip over every slot."""
-    replies = yield [call for s in range(slots) for call in (
+def state_of(topic: str, tx_id: str, slots: int,
+             forgotten_before: int = 0) -> Op[tuple[list[int], str | None]]:
+    """Where ``tx_id`` is open (its slots), and how the topic or some slot closed it already
+    ("committed", "rolled_back", or None; a close before ``forgotten_before``, epoch ms, is
+    forgotten): one round trip over every slot."""
+    replies = yield [*(call for s in range(slots) for call in (
         command("ZSCORE", TxSlotKeys(topic, s).open, tx_id),
-        command("ZSCORE", TxSlotKeys(topic, s).closed, tx_id))]
+        command("ZSCORE", TxSlotKeys(topic, s).closed, tx_id))),
+        command("ZSCORE", TxTopicKeys(topic).closed, tx_id)]
     open_slots = [s for s in range(slots) if replies[2 * s] is not None]
     closing = None
-    for score in replies[1::2]:
-        if score is not None:
-            closing = "committed" if int(float(score)) % 2 else "rolled_back"
+    for score in (*replies[1 : 2 * slots : 2], replies[-1]):  # the slots', then the topic's
+        closing = _closed_as(score, forgotten_before) or closing
     return open_slots, closing
 
 

@@ -9,8 +9,11 @@
   KEYS[2]      string  the slot clock (last ready stamp handed out)
   KEYS[3..7]   the transaction's keys in the slot (includes/tx_state.lua): open (zset),
                closed (zset), halves (list), parts (hash), counts (hash)
-  KEYS[8..]    per bound group, the 9 group keys of includes/group_keys.lua, followed, when
-               ARGV[4] names the slot, by the group's heads_ready and heads_delayed
+  KEYS[8]      zset    when ARGV[9] is "1" (a single node): the topic's closed ids, read
+                       and written here (on a cluster the client writes them first:
+                       tx_decide.lua)
+  KEYS[8 or 9..] per bound group, the 9 group keys of includes/group_keys.lua, followed,
+               when ARGV[4] names the slot, by the group's heads_ready and heads_delayed
   KEYS[n]      with the trace on (ARGV[8]): the slot's trace log (includes/trace.lua)
   ARGV[1]      the topic's generation as the client read it ("": none)
   ARGV[2]      now, epoch ms: the commit's time
@@ -21,11 +24,13 @@
   ARGV[7]      tx_retention, ms: how long a closed id is remembered
   ARGV[8]      the topic's trace as the client read it: "" when off (includes/trace.lua);
                on, each half message committed is traced as sent or merged
+  ARGV[9]      "1" when KEYS[8] is the topic's closed ids, else ""
 
   Returns {TX_DONE, halves, merged} when this call committed (merged: how many of them
-  stored nothing new), {TX_COMMITTED or TX_ROLLED_BACK, 0, 0} when it was closed before,
-  {TX_UNKNOWN, 0, 0} when the slot never held it (or forgot it), or the integer
-  GONE_UNKNOWN or GONE_STALE when the topic is gone.
+  stored nothing new), {TX_COMMITTED or TX_ROLLED_BACK, 0, 0} when the slot closed it
+  before (or, KEYS[8], the topic rolled it back), {TX_UNKNOWN, 0, 0} when the slot never
+  held it (or forgot it; the topic's record, KEYS[8], is written all the same), or the
+  integer GONE_UNKNOWN or GONE_STALE when the topic is gone.
 
   No flags: it grows memory (as a send does), so Redis refuses it whole when out of memory
   and the transaction stays open, to be committed again.
@@ -43,15 +48,22 @@ end
 
 local now = tonumber(ARGV[2])
 local id = ARGV[6]
-local t = tx_keys(3)
+local first_group = 8
+local t = tx_keys(3, nil)
+if ARGV[9] == "1" then
+  t.topic, first_group = KEYS[8], 9
+end
 local retention = tonumber(ARGV[7])
-local state = tx_closed(t, id, now, retention)
+local state = tx_close_refused(t, id, now, retention, true)
 if state then
   return {tx_state_code(state), 0, 0}
 end
 -- An open transaction holds at least one half message in each slot it is open in.
 local halves = rcall("LRANGE", t.halves, 0, -1)
 if #halves == 0 then
+  if t.topic then  -- the topic's record says committed, whatever slots held it
+    remember_closed(t.topic, id, now, true, retention)
+  end
   return {TX_UNKNOWN, 0, 0}
 end
 
@@ -75,8 +87,8 @@ end
 local merged = 0
 local clock = open_clock(KEYS[2], now)
 local tracer, last_key = open_batch_trace(ARGV[8])
-for _, flag in ipairs(enqueue_batch(halves, 1, 8, last_key, now, clock, ARGV[4], ARGV[5],
-                                    tracer)) do
+for _, flag in ipairs(enqueue_batch(halves, 1, first_group, last_key, now, clock, ARGV[4],
+                                    ARGV[5], tracer)) do
   merged = merged + flag
 end
 trace_save(tracer)

@@ -13,6 +13,8 @@
   KEYS[1]      string  the slot's generation (includes/generation.lua)
   KEYS[2..6]   the transaction's keys in the slot (includes/tx_state.lua): open (zset),
                closed (zset), halves (list), parts (hash), counts (hash)
+  KEYS[7]      zset    on a single node only: the topic's closed ids (includes/tx_state.lua;
+                       on a cluster the client reads them before this call)
   ARGV[1]      the topic's generation as the client read it ("": none)
   ARGV[2]      now, epoch ms (the last half send's time, from which check_after counts)
   ARGV[3]      the transaction id
@@ -24,7 +26,8 @@
                n, then n members
 
   Returns {TX_DONE, stored} (stored: the half messages this call added), or, storing
-  nothing, {TX_COMMITTED or TX_ROLLED_BACK, 0} for a closed transaction, or the integer
+  nothing, {TX_COMMITTED or TX_ROLLED_BACK, 0} for a transaction closed in this slot or
+  (KEYS[7]) in any slot of the topic, or the integer
   GONE_UNKNOWN or GONE_STALE when the topic is gone.
 
   No flags: it grows memory, so Redis refuses it whole when out of memory.
@@ -40,7 +43,7 @@ end
 
 local now = tonumber(ARGV[2])
 local id = ARGV[3]
-local t = tx_keys(2)
+local t = tx_keys(2, KEYS[7])
 local state = tx_closed(t, id, now, tonumber(ARGV[6]))
 if state then
   return {tx_state_code(state), 0}

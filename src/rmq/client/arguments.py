@@ -22,6 +22,7 @@ __all__ = ["check_count", "check_lease", "check_wait", "check_messages", "check_
 MAX_COUNT = 10_000
 MAX_WAIT = 86_400.0  # a day: longer waits are loops of shorter ones
 MIN_LEASE = 0.01
+_NOTHING_CHECKED = object()  # no message's topic or group is this
 
 
 def check_count(count: object) -> int:
@@ -65,14 +66,21 @@ def check_messages(messages: object, name: str = "messages") -> list[Message]:
     if isinstance(messages, Message):
         return [check_message(messages, name)]
     batch = _iterable(messages, name, "a Message or a list of Messages")
-    names: set[tuple[str, str]] = set()  # checked once per topic and group: acks are hot
+    # Names are checked once per topic and group (acks are hot): the last ones checked are
+    # told by identity (the messages of one claim share its strings), others looked up.
+    names: set[tuple[str, str]] = set()
+    topic: object = _NOTHING_CHECKED
+    group: object = _NOTHING_CHECKED
     for index, message in enumerate(batch):
-        if not (isinstance(message, Message) and (message.topic, message.group) in names
+        if not (isinstance(message, Message)
+                and ((message.topic is topic and message.group is group)
+                     or (message.topic, message.group) in names)
                 and type(message.slot) is int and 0 <= message.slot < MAX_SLOTS
                 and type(message.seq) is int and message.seq >= 0
                 and type(message.generation) is str):
             check_message(message, f"{name}[{index}]")
             names.add((message.topic, message.group))
+            topic, group = message.topic, message.group
     return batch
 
 

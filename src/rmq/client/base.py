@@ -276,14 +276,16 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
             if info.paused:
                 yield from self._ack(acking)
                 return Claimed([], None)
-            limited = yield from self._limited(acking)
+            limited = (yield from self._limited(acking)) if acking else ()
             now = yield from self._now()
             lease_s = lease or info.settings.visibility_timeout
             limit = self._claim_limit(claimer, info.limits(group))
             claim = self._claimer.claim(topic, info.generation, group, info.settings, count,
                                         now, lease_s, claimer, limit)
             try:
-                claimed = yield from self._settling(acking, limited, now, claim)
+                # (a claim that acks nothing is the claim alone: no wrapper to go through)
+                claimed = yield from (self._settling(acking, limited, now, claim) if acking
+                                      else claim)
             except AccessDenied:
                 if limit is None or not info.limits(group).unlimited:
                     raise

@@ -74,6 +74,15 @@ class ScriptLadder:
             return _PLAIN
         return _FCALL if self.functions else _EVALSHA
 
+    def first_command(self, call: Call) -> Command:
+        """The one command ``call`` is sent as on the rung it starts on (``start``)."""
+        script = call.script
+        if script is None:
+            return call.args
+        if self.functions:
+            return ("FCALL", script.function, len(call.keys), *call.keys, *call.args)
+        return ("EVALSHA", script.sha, len(call.keys), *call.keys, *call.args)
+
     def commands(self, call: Call, rung: Rung) -> list[Command]:
         """What to send for ``call`` on ``rung``; the last command's reply is the call's."""
         script = call.script

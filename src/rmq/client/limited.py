@@ -74,6 +74,9 @@ class LimitFlows:
     def now(self) -> int:
         raise NotImplementedError
 
+    def _cached(self, name: str) -> TopicInfo | None:
+        raise NotImplementedError
+
     def _topic(self, name: str, fresh: bool = False) -> Flow[TopicInfo]:
         raise NotImplementedError
 
@@ -134,7 +137,8 @@ class LimitFlows:
         current: dict[tuple[str, str], str | None] = {}  # the limited groups' generation
         for topic, group in _groups_of(messages):
             try:
-                info = yield from self._topic(topic)
+                # (the cached entry without entering the _topic flow: settles are hot)
+                info = self._cached(topic) or (yield from self._topic(topic))
             # Deleted, or its entry unreadable: a settle of it goes on, and its permits
             # expire with its leases.
             except (UnknownTopic, *TOPIC_PROBLEMS):

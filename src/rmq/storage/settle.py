@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any, TypeVar, cast
 
 from ..message import Message
@@ -34,6 +35,7 @@ __all__ = ["ack", "with_acks", "fail", "release", "extend", "recover", "RECOVER_
 
 T = TypeVar("T")
 
+_SLOT_NUMBER = itemgetter(0)  # of a (slot, deliveries) pair
 RECOVER_LIMIT = 1000  # deliveries a recover call returns per slot and group, in whole leases
 
 # Deliveries of one call: (topic, generation, group, slot, trace argument).
@@ -102,7 +104,7 @@ def ack(messages: Iterable[Message], one_call: bool, now: int = 0,
     calls = []
     for (topic, generation, group, trace), slots in _by_group(messages, one_call):
         # the lowest slot's generation: ack.lua checks that one for the call
-        keys: list[str] = [_generation_key(topic, min(slot for slot, _ in slots))]
+        keys: list[str] = [_generation_key(topic, min(slots, key=_SLOT_NUMBER)[0])]
         args: list[Any] = [generation, wake_channel(topic), trace]
         for slot, ms_ in slots:
             keys += _group_keys(topic, slot, group, trace != "")

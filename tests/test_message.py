@@ -38,3 +38,21 @@ def test_a_claimed_message_is_frozen_as_any_message():
         message.seq = 3  # type: ignore[misc]
     assert dataclasses.replace(message, attempts=2) == Message("t", "g", 1, 2, b"b", 3, 2, 4,
                                                                None, 5)
+
+
+def test_a_claims_reply_parses_into_the_messages_claimed_message_builds():
+    # parse_claimed writes claimed_message out for bare bodies: the same objects, hidden
+    # attributes included, and the claim's delivery ids handed out per slot in order
+    from rmq.storage.claim_calls import parse_claimed
+
+    reply = [-1, 2, 1, 40, 2, 7,  # shares: slot index 1 from id 40, slot index 2 from id 7
+             3, 128 * 2**32 + 5, 1, 1000, 1, b"a", 2, b"b", 1, b"c",  # a run of 3
+             1, 64 * 2**32, 2, 999, 2, b"d"]  # a run of 1
+    parsed = parse_claimed("t", "gen", "g", [4, 9], reply, 5000, "trace", undecodable=[])
+    expected = [claimed_message("t", "g", slot, seq, body, priority, attempts, due, None,
+                                5000, "gen", trace="trace")
+                for slot, seq, body, priority, attempts, due in [
+                    (4, 40, b"a", 128 * 2**32 + 5, 1, 1000), (9, 7, b"b", 128 * 2**32 + 5, 1, 1000),
+                    (4, 41, b"c", 128 * 2**32 + 5, 1, 1000), (9, 8, b"d", 64 * 2**32, 2, 999)]]
+    assert [vars(m) for m in parsed] == [vars(m) for m in expected]
+    assert all(type(m) is Message for m in parsed)

@@ -7,12 +7,14 @@ import json as _json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
+from functools import partial
 from typing import Any, NamedTuple, overload
 
 PropertyValue = str | int | float | bool
 
 __all__ = ["Priority", "Message", "Claimed", "DeadLetter", "SendResult", "SendCounts",
-           "message_id_of", "MessageIds", "links_of", "attach_links"]
+           "message_id_of", "MessageIds", "links_of", "attach_links", "claimed_message",
+           "blank_message", "fill_message"]
 
 
 def message_id_of(topic: str, member: bytes) -> str:
@@ -149,8 +151,10 @@ class Message:
         return f"{self.slot}-{self.seq}"
 
 
-_new = object.__new__
-_SET_ATTRIBUTES = Message.__dict__["__dict__"].__set__
+# The claims' way to make a Message (claimed_message, and storage's parse of a claim's reply
+# written out in its loop): a blank one, then every field and hidden attribute at once.
+blank_message: Callable[[], Message] = partial(object.__new__, Message)
+fill_message: Callable[[Message, dict[str, Any]], None] = Message.__dict__["__dict__"].__set__
 
 
 def claimed_message(topic: str, group: str, slot: int, seq: int, body: bytes, priority: int,
@@ -164,14 +168,14 @@ def claimed_message(topic: str, group: str, slot: int, seq: int, body: bytes, pr
     Python on per message, after the round trips). The arguments are not checked: they come
     from Redis. ``member``: the message as stored, when it is not the bare body; ``trace``:
     the topic's trace argument when it was claimed, which its settles pass on."""
-    message = _new(Message)
+    message = blank_message()
     attributes = {"topic": topic, "group": group, "slot": slot, "seq": seq, "body": body,
                   "priority": priority, "attempts": attempts, "due_at": due_at, "key": key,
                   "lease_until": lease_until, "generation": generation, "tag": tag,
                   "properties": {} if properties is None else properties,
                   "_member": body if member is None else member, "_trace": trace}
     # (no "_links": the class default, () until attach_links)
-    _SET_ATTRIBUTES(message, attributes)
+    fill_message(message, attributes)
     return message
 
 

@@ -2,7 +2,8 @@
 
 Each executor only sends: the script fallback ladder (``ladder.py``) decides what (with a
 replicated write's ``WAIT``, ``replication.py``), and a batch's round goes out as one
-pipeline (a lone command as a plain command, which costs redis-py less). Errors are mapped
+pipeline (a lone call as its first rung's plain command, which costs redis-py and the
+ladder's rounds less). Errors are mapped
 to RMQ's (``error_map.py``). A cluster has its own executors (``cluster.py``: one pipeline
 per master, all masters at once).
 """

@@ -101,7 +101,7 @@ def stores(call: Call) -> bool:
                 and call.script.name not in _RENEWED_SCRIPTS)
     name = call.args[0]
     text = name.decode() if isinstance(name, bytes) else str(name)
-    return text.upper() not in STORES_NOTHING and not _renewed(text.upper(), call.args)
+    return text.upper() not in STORES_NOTHING and not _renewed(call.args)
 
 
 def must_replicate(call: Call) -> bool:
@@ -110,17 +110,14 @@ def must_replicate(call: Call) -> bool:
     return stores(call) and (call.script is None or call.script.name not in _CLAIM_SCRIPTS)
 
 
-def _renewed(name: str, args: tuple[Any, ...]) -> bool:
-    """A plain command whose write the next heartbeat or extension renews: any write to a
-    topic's consumers hash, and a permit's deadline moved along with its lease."""
+def _renewed(args: tuple[Any, ...]) -> bool:
+    """A plain command whose write the next heartbeat renews: any write to a topic's
+    consumers hash. (Permits move with their leases inside extend.lua and
+    limit_extend.lua.)"""
     key = args[1] if len(args) > 1 else ""
     text = key.decode(errors="replace") if isinstance(key, bytes) else str(key)
     topic = topic_of(text)
-    if topic is None:
-        return False
-    if text == RegistryKeys(topic).consumers:
-        return True
-    return name == "ZADD" and text.endswith(":permits") and len(args) > 2 and args[2] == "XX"
+    return topic is not None and text == RegistryKeys(topic).consumers
 
 
 def describe(calls: Sequence[Call]) -> str:

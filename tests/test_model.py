@@ -593,7 +593,8 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
         targets = list(self.m.dead) if ids is None else [i for i in ids if i in self.m.dead]
         self.reserve_stamps(len(targets))
         now = self.now()
-        requeued = self.client.requeue_dead(self.topic, GROUP, ids)
+        requeued = self.client.requeue_dead(
+            self.topic, GROUP, None if ids is None else [self.dead_letter_id(i) for i in ids])
         # One call per slot: with ids given they are requeued in that order, else in any.
         seq = self.m.next_seq() if ids is None else None
         for dead_id in targets:
@@ -687,8 +688,8 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
             model[("in_flight", m.slot, m.body, m.key, f.priority, f.due, f.attempts,
                    m.id, f.lease_until)] += 1
         for d in self.m.dead.values():
-            model[("dead", d.slot, d.body, d.key, d.priority, d.due, d.attempts, d.id,
-                   d.dead_at, d.error)] += 1
+            model[("dead", d.slot, d.body, d.key, d.priority, d.due, d.attempts,
+                   self.dead_letter_id(d.id), d.dead_at, d.error)] += 1
         model += self.model_halves()
         assert stored == model, (
             f"Redis has, model lacks: {sorted((stored - model).elements(), key=repr)}\n"
@@ -708,8 +709,13 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
         letters = self.client.dead_letters(self.topic, GROUP)
         assert [(d.id, d.body, d.key, d.priority, d.attempts, d.error, d.due_at, d.dead_at)
                 for d in letters] == sorted(
-            ((d.id, d.body, d.key, d.priority, d.attempts, d.error, d.due, d.dead_at)
-             for d in self.m.dead.values()), key=lambda t: (t[7], t[0]))
+            ((self.dead_letter_id(d.id), d.body, d.key, d.priority, d.attempts, d.error,
+              d.due, d.dead_at) for d in self.m.dead.values()), key=lambda t: (t[7], t[0]))
+
+    def dead_letter_id(self, model_id: str) -> str:
+        """A dead letter's id as the client gives it: the model's ``slot-seq`` and the
+        topic's generation."""
+        return f"{model_id}-{self.generation}" if self.generation else model_id
 
     # -- the end -------------------------------------------------------------------------
 

@@ -103,7 +103,9 @@ class ViewFlows:
         now = yield from self._now()
         if group == tx_ops.HALVES:
             return (yield from tx_ops.snapshot_halves(topic, slot, now))
-        return (yield from snapshot_slot(topic, group, slot, now))
+        info = yield from self._topic(topic)  # its generation names its dead letters
+        rows = yield from snapshot_slot(topic, group, slot, now)
+        return dead.with_dead_letter_ids(rows, info.generation)
 
     # -- history, peeks and finding messages (the console) --------------------------------
 

@@ -36,14 +36,15 @@ STATES: tuple[State, ...] = ("ready", "delayed", "in_flight", "dead")
 @dataclass(frozen=True, slots=True)
 class SnapshotRow:
     """One stored message. ``attempts`` counts deliveries so far; ``id`` (``"slot-seq"``, as
-    :attr:`Message.id`) is set for in-flight messages and dead letters (a dead letter's
-    found by ``peek`` or ``find_messages`` is :attr:`DeadLetter.id`, with the topic's
-    generation); ``lease_until`` for in-flight ones, and ``holder``, the id of the consumer
-    that claimed it (None when the claim did not say); ``error`` and ``dead_at`` for dead
-    letters; ``tag`` and ``properties`` are what it was sent with; ``message_id`` names the
-    message (:attr:`Message.message_id`) beside the delivery ``id``. Times are epoch
-    milliseconds. A half message (state "half", of an open transaction: docs/transactions.md)
-    belongs to no group yet (``group`` is "") and carries its transaction's id in ``id``;
+    :attr:`Message.id`) is set for in-flight messages and dead letters (a dead letter's, as
+    a client's ``snapshot``, ``peek`` or ``find_messages`` returns it, is
+    :attr:`DeadLetter.id`, with the topic's generation); ``lease_until`` for in-flight
+    ones, and ``holder``, the id of the consumer that claimed it (None when the claim did
+    not say); ``error`` and ``dead_at`` for dead letters; ``tag`` and ``properties`` are
+    what it was sent with; ``message_id`` names the message (:attr:`Message.message_id`)
+    beside the delivery ``id``. Times are epoch milliseconds. A half message (state
+    "half", of an open transaction: docs/transactions.md) belongs to no group yet
+    (``group`` is "") and carries its transaction's id in ``id``;
     its ``due_at`` is when it would fall due were the transaction committed now."""
 
     topic: str

@@ -1,5 +1,6 @@
-"""``claimed_message``, the claims' fast way to build a ``Message``: the same object as the
-dataclass's own constructor builds, field for field, frozen and hashable alike."""
+"""``claimed_message`` and the parse of a claim's reply, the claims' fast ways to build a
+``Message``: the same object as the dataclass's own constructor builds, field for field,
+frozen and hashable alike."""
 
 from __future__ import annotations
 
@@ -54,5 +55,5 @@ def test_a_claims_reply_parses_into_the_messages_claimed_message_builds():
                 for slot, seq, body, priority, attempts, due in [
                     (4, 40, b"a", 128 * 2**32 + 5, 1, 1000), (9, 7, b"b", 128 * 2**32 + 5, 1, 1000),
                     (4, 41, b"c", 128 * 2**32 + 5, 1, 1000), (9, 8, b"d", 64 * 2**32, 2, 999)]]
-    assert [vars(m) for m in parsed] == [vars(m) for m in expected]
+    assert [dataclasses.astuple(m) for m in parsed] == [dataclasses.astuple(m) for m in expected]
     assert all(type(m) is Message for m in parsed)

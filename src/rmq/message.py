@@ -7,14 +7,13 @@ import json as _json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from functools import partial
 from typing import Any, NamedTuple, overload
 
 PropertyValue = str | int | float | bool
 
 __all__ = ["Priority", "Message", "Claimed", "DeadLetter", "SendResult", "SendCounts",
            "message_id_of", "MessageIds", "links_of", "attach_links", "claimed_message",
-           "blank_message", "fill_message"]
+           "UnfrozenMessage"]
 
 
 def message_id_of(topic: str, member: bytes) -> str:
@@ -92,10 +91,7 @@ class SendCounts:
     message_ids: Sequence[str] = field(default=(), compare=False, repr=False)
 
 
-# Not slotted: a claim makes each Message by handing it its attributes as one dict
-# (claimed_message), which costs half of setting 16 slots of a frozen dataclass one by one;
-# `_links`, which only OpenTelemetry sets, reads its class default.
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Message:
     """One delivery of a message to a consumer of a group.
 
@@ -151,10 +147,32 @@ class Message:
         return f"{self.slot}-{self.seq}"
 
 
-# The claims' way to make a Message (claimed_message, and storage's parse of a claim's reply
-# written out in its loop): a blank one, then every field and hidden attribute at once.
-blank_message: Callable[[], Message] = partial(object.__new__, Message)
-fill_message: Callable[[Message, dict[str, Any]], None] = Message.__dict__["__dict__"].__set__
+class UnfrozenMessage:
+    """:class:`Message`'s slots without its frozen ``__setattr__``: the claims' way to make
+    a Message (``claimed_message``, and storage's parse of a claim's reply, which writes it
+    out in its loop) is one of these, every slot set by plain attribute stores, then made a
+    Message by ``message.__class__ = Message`` (the same slots: the same layout). That costs
+    a quarter of a frozen dataclass's ``__init__``, which sets each field through
+    ``object.__setattr__``: what a consumer spends most of its Python on per message, after
+    the round trips."""
+
+    __slots__ = Message.__slots__
+    topic: str
+    group: str
+    slot: int
+    seq: int
+    body: bytes
+    priority: int
+    attempts: int
+    due_at: int
+    key: bytes | None
+    lease_until: int
+    generation: str
+    tag: str | None
+    properties: Mapping[str, PropertyValue]
+    _member: bytes
+    _trace: str
+    _links: tuple[str, ...]
 
 
 def claimed_message(topic: str, group: str, slot: int, seq: int, body: bytes, priority: int,
@@ -162,21 +180,29 @@ def claimed_message(topic: str, group: str, slot: int, seq: int, body: bytes, pr
                     generation: str, tag: str | None = None,
                     properties: Mapping[str, PropertyValue] | None = None,
                     member: bytes | None = None, trace: str = "") -> Message:
-    """``Message(...)`` for the claims' hot path, the same object at a third of the cost:
-    a frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``, where
-    this hands the new object its attributes as one dict (what a consumer spends most of its
-    Python on per message, after the round trips). The arguments are not checked: they come
-    from Redis. ``member``: the message as stored, when it is not the bare body; ``trace``:
-    the topic's trace argument when it was claimed, which its settles pass on."""
-    message = blank_message()
-    attributes = {"topic": topic, "group": group, "slot": slot, "seq": seq, "body": body,
-                  "priority": priority, "attempts": attempts, "due_at": due_at, "key": key,
-                  "lease_until": lease_until, "generation": generation, "tag": tag,
-                  "properties": {} if properties is None else properties,
-                  "_member": body if member is None else member, "_trace": trace}
-    # (no "_links": the class default, () until attach_links)
-    fill_message(message, attributes)
-    return message
+    """``Message(...)`` for the claims' hot path (:class:`UnfrozenMessage`), the same
+    object. The arguments are not checked: they come from Redis. ``member``: the message as
+    stored, when it is not the bare body; ``trace``: the topic's trace argument when it was
+    claimed, which its settles pass on."""
+    message = UnfrozenMessage()
+    message.topic = topic
+    message.group = group
+    message.slot = slot
+    message.seq = seq
+    message.body = body
+    message.priority = priority
+    message.attempts = attempts
+    message.due_at = due_at
+    message.key = key
+    message.lease_until = lease_until
+    message.generation = generation
+    message.tag = tag
+    message.properties = {} if properties is None else properties
+    message._member = body if member is None else member
+    message._trace = trace
+    message._links = ()
+    message.__class__ = Message  # type: ignore[assignment]
+    return message  # type: ignore[return-value]
 
 
 def links_of(message: Message) -> tuple[str, ...]:

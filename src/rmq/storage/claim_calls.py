@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from ..message import Message, blank_message, claimed_message, fill_message
+from ..message import Message, UnfrozenMessage, claimed_message
 from ..settings import TopicSettings
 from .codec import DECODE_ERRORS, decode_parts, decode_problem
 from .keys import SlotKeys
@@ -98,12 +98,24 @@ def parse_claimed(topic: str, generation: str, group: str, slots: Sequence[int],
                                            priority, attempts, due, key, lease_until,
                                            generation, tag, properties, member, trace))
             else:
-                # claimed_message(...) written out: a call a message cost a seventh of this
-                message = blank_message()
-                fill_message(message, {
-                    "topic": topic, "group": group, "slot": slots[index - 1], "seq": seq,
-                    "body": member, "priority": priority, "attempts": attempts, "due_at": due,
-                    "key": None, "lease_until": lease_until, "generation": generation,
-                    "tag": None, "properties": {}, "_member": member, "_trace": trace})
-                append(message)
+                # claimed_message(...) written out: the call cost a third of this
+                message = UnfrozenMessage()
+                message.topic = topic
+                message.group = group
+                message.slot = slots[index - 1]
+                message.seq = seq
+                message.body = member
+                message.priority = priority
+                message.attempts = attempts
+                message.due_at = due
+                message.key = None
+                message.lease_until = lease_until
+                message.generation = generation
+                message.tag = None
+                message.properties = {}
+                message._member = member
+                message._trace = trace
+                message._links = ()
+                message.__class__ = Message  # type: ignore[assignment]
+                append(message)  # type: ignore[arg-type]
     return out

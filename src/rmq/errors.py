@@ -70,7 +70,8 @@ class InvalidSetting(InputError):
 
 
 class MessageTooLarge(InputError):
-    """A body longer than the topic's ``max_message_bytes``."""
+    """A message (body, tag and properties as stored) longer than the topic's
+    ``max_message_bytes``."""
 
 
 class InvalidPriority(InputError):

@@ -47,7 +47,7 @@ class TopicSettings:
     slots: shards of the topic, a power of two from 1 to 1024; fixed at creation.
     max_retries: a message is delivered at most 1 + max_retries times, then dead-lettered.
     visibility_timeout: the lease of a claim; a running handler's lease is extended.
-    max_message_bytes: the largest body accepted.
+    max_message_bytes: the largest message accepted: its body, tag and properties as stored.
     max_delay: how far ahead ``delay_ms`` or ``deliver_at`` may point.
     retry_backoff: wait before the first retry, doubling for each later one (0: at once).
     retry_backoff_max: the cap of that wait.

@@ -20,7 +20,8 @@ _SETTINGS: list[tuple[str, Any, str]] = [
                      "fixed at creation"),
     ("--max-retries", int, "deliveries after the first before dead-lettering (default 16)"),
     ("--visibility-timeout", float, "lease of a claim, in seconds (default 30)"),
-    ("--max-message-bytes", int, "largest body accepted, in bytes (default 4 MiB)"),
+    ("--max-message-bytes", int, "largest message accepted: body, tag and properties as "
+                                 "stored, in bytes (default 4 MiB)"),
     ("--max-delay", float, "how far ahead a delay or deliver-at may point, in seconds "
                            "(default 30 days)"),
     ("--retry-backoff", float, "seconds before the first retry, doubling after (default 1)"),

@@ -23,7 +23,7 @@ def _parameters(function: Callable[..., object]) -> list[tuple[str, object, obje
 
 def test_the_two_clients_offer_the_same_public_names():
     assert _public(rmq.Client) == _public(rmq.AsyncClient) - ASYNC_ONLY
-    assert ASYNC_ONLY <= _public(rmq.AsyncClient)
+    assert _public(rmq.AsyncClient) >= ASYNC_ONLY
 
 
 def test_each_method_takes_the_same_parameters_on_both_clients():

@@ -4,6 +4,7 @@ checks on tags and properties."""
 
 from __future__ import annotations
 
+import numpy
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -274,15 +275,14 @@ def test_properties_are_stored_as_the_plain_value_they_equal():
 
 
 def test_numpy_scalars_are_stored_as_ints_and_floats():
-    np = pytest.importorskip("numpy")
-    pairs = dict(check_properties({"a": np.float64(1.5), "b": np.int32(-7),
-                                   "c": np.float32(0.5), "d": np.uint64(2**53)}))
+    pairs = dict(check_properties({"a": numpy.float64(1.5), "b": numpy.int32(-7),
+                                   "c": numpy.float32(0.5), "d": numpy.uint64(2**53)}))
     assert pairs == {"a": 1.5, "b": -7, "c": 0.5, "d": 2**53}
     assert [type(pairs[n]) for n in "abcd"] == [float, int, float, int]
-    assert encode_properties(check_properties({"a": np.float64(1.5)})) == \
+    assert encode_properties(check_properties({"a": numpy.float64(1.5)})) == \
         encode_properties(check_properties({"a": 1.5}))
-    for bad, named in ((np.int64(2**60), "outside"), (np.float64("nan"), "not finite"),
-                       (np.bool_(True), "numpy.bool")):
+    for bad, named in ((numpy.int64(2**60), "outside"), (numpy.float64("nan"), "not finite"),
+                       (numpy.bool_(True), "numpy.bool")):
         with pytest.raises(rmq.errors.InvalidProperties, match=named):
             check_properties({"a": bad})
 

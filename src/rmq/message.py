@@ -95,8 +95,9 @@ class SendCounts:
 class Message:
     """One delivery of a message to a consumer of a group.
 
-    ``id`` names this delivery (its lease) as ``"slot-seq"``: the same form as a dead
-    letter's and a snapshot row's id; ``seq`` is its number within the slot. ``attempts``
+    ``id`` names this delivery (its lease) as ``"slot-seq"``, as an in-flight snapshot
+    row's id does (a dead letter's adds the topic's generation); ``seq`` is its number
+    within the slot. ``attempts``
     counts deliveries so far, 1 on the first. ``key`` is the message's key (None when it has
     none; serial topics then use the body). Times are epoch milliseconds: ``due_at`` is when
     it became due, ``lease_until`` when its lease runs out unless extended.

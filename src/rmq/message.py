@@ -158,22 +158,6 @@ class UnfrozenMessage:
     the round trips."""
 
     __slots__ = Message.__slots__
-    topic: str
-    group: str
-    slot: int
-    seq: int
-    body: bytes
-    priority: int
-    attempts: int
-    due_at: int
-    key: bytes | None
-    lease_until: int
-    generation: str
-    tag: str | None
-    properties: Mapping[str, PropertyValue]
-    _member: bytes
-    _trace: str
-    _links: tuple[str, ...]
 
 
 def claimed_message(topic: str, group: str, slot: int, seq: int, body: bytes, priority: int,
@@ -185,7 +169,7 @@ def claimed_message(topic: str, group: str, slot: int, seq: int, body: bytes, pr
     object. The arguments are not checked: they come from Redis. ``member``: the message as
     stored, when it is not the bare body; ``trace``: the topic's trace argument when it was
     claimed, which its settles pass on."""
-    message = UnfrozenMessage()
+    message: Any = UnfrozenMessage()  # (its slots are Message's: typed there)
     message.topic = topic
     message.group = group
     message.slot = slot
@@ -202,8 +186,8 @@ def claimed_message(topic: str, group: str, slot: int, seq: int, body: bytes, pr
     message._member = body if member is None else member
     message._trace = trace
     message._links = ()
-    message.__class__ = Message  # type: ignore[assignment]
-    return message  # type: ignore[return-value]
+    message.__class__ = Message
+    return message  # type: ignore[no-any-return]
 
 
 def links_of(message: Message) -> tuple[str, ...]:

@@ -99,7 +99,7 @@ def parse_claimed(topic: str, generation: str, group: str, slots: Sequence[int],
                                            generation, tag, properties, member, trace))
             else:
                 # claimed_message(...) written out: the call cost a third of this
-                message = UnfrozenMessage()
+                message: Any = UnfrozenMessage()
                 message.topic = topic
                 message.group = group
                 message.slot = slots[index - 1]
@@ -116,6 +116,6 @@ def parse_claimed(topic: str, generation: str, group: str, slots: Sequence[int],
                 message._member = member
                 message._trace = trace
                 message._links = ()
-                message.__class__ = Message  # type: ignore[assignment]
-                append(message)  # type: ignore[arg-type]
+                message.__class__ = Message
+                append(message)
     return out

@@ -294,14 +294,15 @@ def test_worker_processes_messages_and_on_sigterm_gives_back_unstarted_ones(
     log = open(tmp_path / "worker.log", "w")  # noqa: SIM115 - closed in finally
     worker = subprocess.Popen(
         [*COMMAND, "--url", redis_url, "worker", "jobs:handle", "t", "--concurrency", "1",
-         "--prefetch", "4"], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
+         "--prefetch", "8"], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
         env={**os.environ, "RMQ_TEST_DIR": str(tmp_path)})
     try:
         client.send_many("t", ["a", "b", "c"])
         wait_for(lambda: handled.exists() and len(handled.read_text().split()) == 3,
                  30, "the worker to handle a, b, c")
-        # ...and to settle them: a message still held when the next ones arrive would leave
-        # the fixed prefetch (4, claiming once half is free) holding only three of them.
+        # ...and to settle them. A fixed prefetch of 8 claims once half of it is free, and
+        # its claim may be sized while a, b or c are still held: at least 5 then, so it
+        # takes all four of the next messages whenever it runs.
         wait_for(lambda: client.stats("t").groups["default"].in_flight == 0, 30,
                  "the worker to acknowledge a, b, c")
         # Highest priority: "block" is claimed and started first; the rest wait behind it.

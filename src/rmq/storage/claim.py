@@ -29,6 +29,7 @@ from .calls import Call, Op, script_call, together
 from .claim_calls import (
     PROMOTE_LIMIT,
     SERIAL_SCAN,
+    ClaimArgs,
     Undecodable,
     claim_args,
     claim_keys,
@@ -45,7 +46,6 @@ from .limits import (
     ClaimLimit,
     Reservation,
     Verdict,
-    claim_limit_args,
     free,
     parse_verdict,
     reserve_call,
@@ -91,15 +91,17 @@ class Claimer:
         lease_until = now + lease_ms
         trace = trace_argument(topic, settings)
         if not self.single_node:
-            args = claim_args(settings, generation, now, count, lease_ms, holder,
-                              claim_limit_args(group, None), trace)
+            args = claim_args(settings, generation=generation, now=now, count=count,
+                              lease_ms=lease_ms, holder=holder, group=group, limit=None,
+                              trace=trace)
             if limit is None:
                 return Claim(*(yield from _claim_on_cluster(topic, generation, group, settings,
                                                             count, now, args, lease_until)))
             return (yield from _claim_limited_on_cluster(topic, generation, group, settings,
                                                          count, now, args, lease_until, limit))
-        args = claim_args(settings, generation, now, count, lease_ms, holder,
-                          claim_limit_args(group, limit), trace)
+        args = claim_args(settings, generation=generation, now=now, count=count,
+                          lease_ms=lease_ms, holder=holder, group=group, limit=limit,
+                          trace=trace)
         undecodable: list[Undecodable] = []
         if not keeps_heads(settings, True):
             slots = tuple(range(settings.slots))
@@ -127,7 +129,7 @@ class Claimer:
 
 
 def _claim_limited_on_cluster(topic: str, generation: str, group: str,
-                              settings: TopicSettings, count: int, now: int, args: list[Any],
+                              settings: TopicSettings, count: int, now: int, args: ClaimArgs,
                               lease_until: int, limit: ClaimLimit) -> Op[Claim]:
     """The cluster's rounds under the group's limits, whose keys live on the topic's tag:
     ``limit_reserve.lua`` in the first round (with the heads), the claim bounded to what it
@@ -159,21 +161,19 @@ def _claim_limited_on_cluster(topic: str, generation: str, group: str,
 
 
 def _claim_on_cluster(topic: str, generation: str, group: str, settings: TopicSettings,
-                      count: int, now: int, args: list[Any], lease_until: int,
+                      count: int, now: int, args: ClaimArgs, lease_until: int,
                       grant: tuple[Call, Callable[[Any], int]] | None = None
                       ) -> Op[Claimed]:
     """The cluster's rounds (cluster_claim.py), with claim.lua bounded to each share; the
     messages it cannot decode dead-lettered before it returns (a limited claim's settle
     then gives their units back: they hold no permit)."""
-    trace = args[11]  # claim_args' trace argument
+    trace = args.trace
     undecodable: list[Undecodable] = []
 
     def claim_slot(slot: int, share: Share) -> Call:
-        bounded = args[:]
-        bounded[1] = share.size
-        bounded[5] = max(share.size, SERIAL_SCAN) if settings.serial_keys else share.size
+        # claim.lua's own argument after the claim's: the lowest priority to claim
         return script_call(script("claim"), claim_keys(topic, group, (slot,), trace != ""),
-                           [*bounded, share.lowest])
+                           (*args.bounded(share.size), share.lowest))
 
     def read_head(slot: int, depth: int) -> Call:
         return head_call(topic, generation, group, slot, now, depth, settings.serial_keys,

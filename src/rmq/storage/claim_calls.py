@@ -13,10 +13,10 @@ from ..message import Message, UnfrozenMessage, claimed_message
 from ..settings import TopicSettings
 from .codec import DECODE_ERRORS, decode_parts, decode_problem
 from .keys import SlotKeys
-from .limits import claim_limit_keys
+from .limits import ClaimLimit, claim_limit_keys
 
-__all__ = ["claim_keys", "limited_claim_keys", "claim_args", "parse_claimed", "Undecodable",
-           "SERIAL_SCAN", "PROMOTE_LIMIT"]
+__all__ = ["claim_keys", "limited_claim_keys", "ClaimArgs", "claim_args", "parse_claimed",
+           "Undecodable", "SERIAL_SCAN", "PROMOTE_LIMIT"]
 
 PROMOTE_LIMIT = 1000  # due delayed messages one slot promotes per call at most
 # How deep a serial topic's claim looks past messages of keys in flight, per slot: a busy
@@ -46,14 +46,46 @@ def limited_claim_keys(topic: str, group: str, slots: tuple[int, ...],
     return claim_keys(topic, group, slots, traced) + claim_limit_keys(topic, group)
 
 
-def claim_args(settings: TopicSettings, generation: str, now: int, count: int, lease_ms: int,
-               holder: str, limit: list[Any], trace: str = "") -> list[Any]:
-    """ARGV[1..12] of claim.lua and claim_heads.lua (their headers name each); ``limit``
-    is ARGV[9..11] (``limits.claim_limit_args``), ``trace`` ARGV[12], the topic's trace
-    argument (``trace.trace_argument``)."""
-    scan = max(count, SERIAL_SCAN) if settings.serial_keys else count
-    return [now, count, lease_ms, int(settings.serial_keys), PROMOTE_LIMIT, scan, generation,
-            holder, *limit, trace]
+class ClaimArgs(NamedTuple):
+    """ARGV[1..12] of claim.lua and claim_heads.lua. The field order is
+    ``lua/includes/claim_args.lua``'s ARGV order, and its header and locals use these
+    names: the two change together (tests/test_script_loader.py checks that they agree).
+    A script's own arguments follow them (``[*args, ...]``)."""
+
+    now: int
+    max_count: int
+    lease_ms: int
+    serial: int  # 1 if the topic is key-serial
+    promote_limit: int
+    scan: int  # serial topics: how deep to look into a slot's ready messages (>= count)
+    generation: str
+    holder: str
+    limit_group: str  # "": the script applies no limits (a cluster's call)
+    limit_waiter: str
+    limit_wait_ms: int
+    trace: str  # the topic's trace argument (``trace.trace_argument``)
+
+    def bounded(self, count: int) -> ClaimArgs:
+        """The same claim, of at most ``count`` messages (a cluster's share of one slot)."""
+        return self._replace(max_count=count, scan=_scan(bool(self.serial), count))
+
+
+def claim_args(settings: TopicSettings, *, generation: str, now: int, count: int,
+               lease_ms: int, holder: str, group: str, limit: ClaimLimit | None,
+               trace: str = "") -> ClaimArgs:
+    """A claim's arguments; ``limit``: the group's limits, applied by the script itself (a
+    single node), or None (a cluster's call)."""
+    return ClaimArgs(
+        now=now, max_count=count, lease_ms=lease_ms, serial=int(settings.serial_keys),
+        promote_limit=PROMOTE_LIMIT, scan=_scan(settings.serial_keys, count),
+        generation=generation, holder=holder,
+        limit_group="" if limit is None else group,
+        limit_waiter="" if limit is None else limit.waiter,
+        limit_wait_ms=0 if limit is None else limit.wait_ms, trace=trace)
+
+
+def _scan(serial: bool, count: int) -> int:
+    return max(count, SERIAL_SCAN) if serial else count
 
 
 class Undecodable(NamedTuple):

@@ -5,11 +5,11 @@ client calls again with the slots asked for (docs/storage.md, "The heads index")
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from ..message import Message
 from .calls import Call, Op, script_call
-from .claim_calls import Undecodable, claim_keys, parse_claimed
+from .claim_calls import ClaimArgs, Undecodable, claim_keys, parse_claimed
 from .generation import check_stored
 from .heads import heads_keys, sync_heads_call
 from .limits import Verdict, claim_limit_keys, parse_verdict
@@ -36,15 +36,15 @@ class Window(NamedTuple):
 
 
 def claim_by_heads(topic: str, generation: str, group: str, slots_in_topic: int, count: int,
-                   args: list[Any], lease_until: int, last: Window | None, limited: bool,
+                   args: ClaimArgs, lease_until: int, last: Window | None, limited: bool,
                    undecodable: list[Undecodable]
                    ) -> Op[tuple[list[Message], int | None, Window | None, Verdict | None]]:
     """Claim up to ``count`` starting from the window ``last`` left (None: the first
     slots); returns the messages, the next due time, the window for the next claim, and
     (``limited``: the script applies the group's limits) the last call's limit verdict.
-    ``args``: claim_args'. Builds the index first when the script asks for it
-    (sync_heads.lua: the first claim of a topic without one, then every _RESYNC_MS).
-    Messages it cannot decode go to ``undecodable`` (parse_claimed)."""
+    ``args``: the claim's (``claim_calls.claim_args``). Builds the index first when the
+    script asks for it (sync_heads.lua: the first claim of a topic without one, then every
+    _RESYNC_MS). Messages it cannot decode go to ``undecodable`` (parse_claimed)."""
     slots, touched = last or ((), count)
     report = min(slots_in_topic, count, 2 * touched) + _WINDOW_MARGIN
     slots = slots or tuple(range(min(slots_in_topic, report)))
@@ -54,12 +54,13 @@ def claim_by_heads(topic: str, generation: str, group: str, slots_in_topic: int,
     next_due: int | None = None
     window = last
     verdict = None
-    trace = args[11]  # claim_args' trace argument
+    trace = args.trace
     sync: list[Call] = []
     for _ in range(_MAX_ROUNDS):
-        call_args = args[:]
-        call_args[1] = count - len(claimed)
-        call_args += (_RESYNC_MS, report, _NEED_MAX, first_read, *slots)
+        wanted = count - len(claimed)
+        # claim_heads.lua's own arguments after the claim's (its header names each)
+        call_args = (*args._replace(max_count=wanted), _RESYNC_MS, report, _NEED_MAX, first_read,
+                     *slots)
         keys = _keys(topic, group, slots, limited, trace != "")
         replies = yield [*sync, script_call(script("claim_heads"), keys, call_args)]
         reply = replies[-1]
@@ -72,7 +73,7 @@ def claim_by_heads(topic: str, generation: str, group: str, slots_in_topic: int,
             continue
         sync = []
         if limited:
-            verdict = parse_verdict(reply.pop(), call_args[1])
+            verdict = parse_verdict(reply.pop(), wanted)
         due, needed, head = reply[0], reply[1], reply[2]
         got = parse_claimed(topic, generation, group, slots, reply[2:], lease_until, trace,
                             undecodable=undecodable)

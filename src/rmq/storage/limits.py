@@ -31,8 +31,8 @@ from .calls import Call, Op, script_call
 from .keys import LimitKeys
 from .scripts import script
 
-__all__ = ["ClaimLimit", "Verdict", "Reservation", "claim_limit_keys", "claim_limit_args",
-           "parse_verdict", "reserve_call", "settle", "free", "extend", "wake_key"]
+__all__ = ["ClaimLimit", "Verdict", "Reservation", "claim_limit_keys", "parse_verdict",
+           "reserve_call", "settle", "free", "extend", "wake_key"]
 
 
 class ClaimLimit(NamedTuple):
@@ -60,14 +60,6 @@ def claim_limit_keys(topic: str, group: str) -> tuple[str, ...]:
     """The 4 keys a single node's claim script takes last (limit_claim.lua)."""
     keys = LimitKeys(topic, group)
     return (keys.limits, keys.permits, keys.rate, keys.waiters)
-
-
-def claim_limit_args(group: str, limit: ClaimLimit | None) -> list[Any]:
-    """ARGV[9..11] of the claim scripts: the group's limits applied by the script itself, or
-    not (a cluster's call: ``limit`` None)."""
-    if limit is None:
-        return ["", "", 0]
-    return [group, limit.waiter, limit.wait_ms]
 
 
 def parse_verdict(tail: Any, granted: int) -> Verdict:

@@ -3,28 +3,20 @@
   Claim up to `count` due messages of one group, highest priority first, then FIFO, moving
   each into in flight with a lease. On a single node the client passes every slot of the
   topic, which makes priority strict across slots; on a cluster, one slot per call, with
-  the count and the lowest priority (ARGV[9]) chosen from the slots' heads (head.lua).
+  the count and the lowest priority (ARGV[13]) chosen from the slots' heads (head.lua).
 
   KEYS[1]      the generation of the first slot claimed from (includes/generation.lua)
   KEYS[2..]    per slot, 10 keys: the slot's delivery-id counter, then the 9 group keys
-               (with the trace on, ARGV[12], 11: then the slot's trace log,
-               includes/trace.lua);
+               (with the trace on, 11: then the slot's trace log, includes/trace.lua);
                on a single node, then the group's 4 limit keys (includes/limit_claim.lua)
-  ARGV[1]      now, epoch ms
-  ARGV[2]      count
-  ARGV[3]      lease, ms
-  ARGV[4]      1 if the topic is key-serial (skip messages whose key is in flight)
-  ARGV[5]      how many due delayed messages one slot promotes per call at most
-  ARGV[6]      serial topics: how deep to look into each slot's ready messages for keys
-               that are not in flight (>= count)
-  ARGV[7]      the topic's generation as the client read it from the registry ("": none)
-  ARGV[8]      who claims (a consumer's id; "": not said), kept in each in-flight record
-  ARGV[9..11]  the group's limits (includes/limit_claim.lua): group, waiter id, longest
-               wait ms; a single node passes them with the 4 limit keys last in KEYS and
-               every slot of the topic in slot order; a cluster passes "" and no such keys
-  ARGV[12]     the topic's trace as the client read it: "" when off (includes/trace.lua)
-  ARGV[13]     optional: the lowest priority to claim (a cluster claim's bound to the bands
-               it chose from the slots' heads)
+  ARGV[1..12]  the claim's arguments, named in includes/claim_args.lua: now, max_count,
+               lease_ms, serial, promote_limit, scan, generation, holder (kept in each
+               in-flight record), limit_group, limit_waiter, limit_wait_ms (the group's
+               limits: a single node passes them with the 4 limit keys last in KEYS and
+               every slot of the topic in slot order; a cluster passes limit_group "" and
+               no such keys), trace
+  ARGV[13]     lowest: optional, the lowest priority to claim (a cluster claim's bound to
+               the bands it chose from the slots' heads)
 
   Returns {next_due, then the claimed messages as take.lua's take_chosen writes them: the
   number of slots claimed from, each one's slot index (1-based, in KEYS order) and first
@@ -51,24 +43,24 @@
 --- @include "take"
 --- @include "limit_claim"
 
-local gone, now, count, lease_until, serial, promote_limit, scan, holder = claim_args(KEYS[1])
+local gone, args = claim_args(KEYS[1])
 if gone then
   return gone
 end
+local now, lease_until, serial = args.now, args.lease_until, args.serial
 local lowest = tonumber(ARGV[13])
-local tracing = ARGV[12] ~= ""
-local limit
-limit, count = limit_open(now, count)
+local limit, count = limit_open(now, args.max_count, args.limit_group, args.limit_waiter,
+                                args.limit_wait_ms)
 local function slot_of(i) return i - 1 end  -- with limit keys: every slot, in order
 if count == 0 then
   return limit_close(limit, new_taken(serial), {-1, 0}, 2, slot_of, lease_until)
 end
 
 local slots, delayed = {}, {}
-for first = 2, #KEYS - limit_key_count(), claim_stride() do
+for first = 2, #KEYS - limit_key_count(args.limit_group), claim_stride(args) do
   local k = group_keys(first + 1)
   k.seq = KEYS[first]
-  attach_trace(k, claim_trace(first))
+  attach_trace(k, claim_trace(args, first))
   slots[#slots + 1] = k
   delayed[#delayed + 1] = k.delayed
 end
@@ -77,7 +69,7 @@ end
 local any_delayed = rcall("EXISTS", unpack(delayed)) > 0
 if any_delayed then
   for _, k in ipairs(slots) do
-    promote_due(k.ready, k.delayed, now, promote_limit, k)
+    promote_due(k.ready, k.delayed, now, args.promote_limit, k)
   end
 end
 
@@ -89,7 +81,7 @@ local taken = new_taken(serial)
 if serial then
   local candidates = {}
   for i, k in ipairs(slots) do
-    unlocked_heads(k, count, scan, function(score, member)
+    unlocked_heads(k, count, args.scan, function(score, member)
       candidates[#candidates + 1] = {score, i, member}
     end)
   end
@@ -173,10 +165,10 @@ end
 
 -- Then write each slot's share with a few commands (not five per message).
 local out = {-1}
-take_chosen(slots, taken, now, lease_until, holder, out)
+take_chosen(slots, taken, now, lease_until, args.holder_part, out)
 local claimed = taken.n
-if tracing then
-  trace_taken(slots, out, 2, ARGV[8], taken.score)
+if args.trace ~= "" then
+  trace_taken(slots, out, 2, args.holder, taken.score)
   for _, k in ipairs(slots) do
     trace_save(k.trace)
   end

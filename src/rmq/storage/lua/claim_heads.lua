@@ -25,13 +25,12 @@
   KEYS[3]      zset  heads_delayed: slot -> earliest delayed due, epoch ms
   KEYS[4]      string heads_synced: when the index was last built, epoch ms of Redis's clock
   KEYS[5..]    per slot of the window, 10 keys: the slot's delivery-id counter, then the 9
-               group keys (with the trace on, ARGV[12], 11: then the slot's trace log);
+               group keys (with the trace on, 11: then the slot's trace log);
                then the group's 4 limit keys (includes/limit_claim.lua)
-  ARGV[1..7]   as claim.lua's (includes/claim_args.lua reads them): now, count, lease ms,
-               serial, promote limit, serial scan depth, generation
-  ARGV[8]      who claims, as claim.lua's
-  ARGV[9..11]  the group's limits (limit_claim.lua): group, waiter id, longest wait ms
-  ARGV[12]     the topic's trace as the client read it: "" when off (includes/trace.lua)
+  ARGV[1..12]  the claim's arguments, named in includes/claim_args.lua, as claim.lua's:
+               now, max_count, lease_ms, serial, promote_limit, scan, generation, holder,
+               limit_group, limit_waiter, limit_wait_ms (the group's limits,
+               includes/limit_claim.lua), trace
   ARGV[13]     RESYNC: rebuild the index when it was last built this many ms ago or more
   ARGV[14]     how many slots of the ready index to return as the next window
   ARGV[15]     at most this many slots to ask for
@@ -68,10 +67,11 @@
 
 local NEED_SYNC = 2
 
-local gone, now, count, lease_until, serial, promote_limit, scan, holder = claim_args(KEYS[1])
+local gone, args = claim_args(KEYS[1])
 if gone then
   return gone
 end
+local now, lease_until, serial = args.now, args.lease_until, args.serial
 
 local heads_ready, heads_delayed = KEYS[2], KEYS[3]
 local clock_ms = server_ms()
@@ -79,8 +79,8 @@ local synced = tonumber(rcall("GET", KEYS[4]))
 if not synced or math.abs(clock_ms - synced) >= tonumber(ARGV[13]) then
   return NEED_SYNC
 end
-local limit
-limit, count = limit_open(now, count)
+local limit, count = limit_open(now, args.max_count, args.limit_group, args.limit_waiter,
+                                args.limit_wait_ms)
 local report = tonumber(ARGV[14])
 local need_max = tonumber(ARGV[15])
 local first_read = math.min(tonumber(ARGV[16]), count)
@@ -88,8 +88,8 @@ local first_read = math.min(tonumber(ARGV[16]), count)
 -- The window: slot number -> index i in KEYS order; slots[i], the slot's group key table,
 -- is built when first used (a claim opens a fraction of the slots it is passed).
 local index_of = {}
-local stride = claim_stride()
-for i = 1, (#KEYS - 4 - limit_key_count()) / stride do
+local stride = claim_stride(args)
+for i = 1, (#KEYS - 4 - limit_key_count(args.limit_group)) / stride do
   index_of[ARGV[16 + i]] = i
 end
 local slots = setmetatable({}, {__index = function(built, i)
@@ -97,7 +97,7 @@ local slots = setmetatable({}, {__index = function(built, i)
   local k = group_keys(first + 1)
   k.seq = KEYS[first]
   k.slot = ARGV[16 + i]
-  attach_trace(k, claim_trace(first))
+  attach_trace(k, claim_trace(args, first))
   built[i] = k
   return k
 end})
@@ -115,7 +115,7 @@ for _, slot in ipairs(rcall("ZRANGEBYSCORE", heads_delayed, "-inf", fmt(now))) d
   local i = index_of[slot]
   if i then
     local k = slots[i]
-    promote_due(k.ready, k.delayed, now, promote_limit, k)
+    promote_due(k.ready, k.delayed, now, args.promote_limit, k)
     refresh_delayed(heads_delayed, k, slot)
     -- lower the ready entry also when another script (stats) promoted without the index
     local best = head_of(k.ready)
@@ -140,7 +140,7 @@ local function open(i)
   local s = new_stream(first_read)
   streams[i] = s
   if serial then
-    unlocked_heads(slots[i], count, scan, function(score, member)
+    unlocked_heads(slots[i], count, args.scan, function(score, member)
       s.members[#s.members + 1] = member
       s.scores[#s.scores + 1] = score
     end)
@@ -204,9 +204,9 @@ if #needed == 0 then
 end
 
 local out = {-1, needed, {}}
-take_chosen(slots, taken, now, lease_until, holder, out)
-if ARGV[12] ~= "" then
-  trace_taken(slots, out, 4, ARGV[8], taken.score)
+take_chosen(slots, taken, now, lease_until, args.holder_part, out)
+if args.trace ~= "" then
+  trace_taken(slots, out, 4, args.holder, taken.score)
   for _, k in pairs(slots) do
     trace_save(k.trace)
   end

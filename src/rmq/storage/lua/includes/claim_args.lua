@@ -1,19 +1,33 @@
 --[[
-  The arguments every claim script opens with (claim.lua, claim_heads.lua; the client's
-  storage/claim_calls.py builds them), each named in the script's header:
-    ARGV[1] now, epoch ms; ARGV[2] count; ARGV[3] lease, ms; ARGV[4] "1" if the topic is
-    key-serial; ARGV[5] how many due delayed messages one slot promotes per call at most;
-    ARGV[6] serial topics: how deep to look into each slot's ready messages (>= count);
-    ARGV[7] the topic's generation as the client read it; ARGV[8] who claims ("": not said);
-    ARGV[9..11] the group's limits on a single node (includes/limit_claim.lua reads them);
-    ARGV[12] the topic's trace ("": off; includes/trace.lua).
+  The arguments every claim script opens with (claim.lua, claim_heads.lua), in this order,
+  named as storage/claim_calls.py's ClaimArgs names its fields, which build them (the two
+  change together: tests/test_script_loader.py checks that they agree):
+
+  ARGV[1]   now            epoch ms
+  ARGV[2]   max_count      how many messages to claim at most
+  ARGV[3]   lease_ms       the lease, ms
+  ARGV[4]   serial         "1" if the topic is key-serial (skip messages whose key is in
+                           flight)
+  ARGV[5]   promote_limit  how many due delayed messages one slot promotes per call at most
+  ARGV[6]   scan           serial topics: how deep to look into each slot's ready messages
+                           for keys that are not in flight (>= max_count)
+  ARGV[7]   generation     the topic's generation as the client read it ("": none)
+  ARGV[8]   holder         who claims (a consumer's id; "": not said)
+  ARGV[9]   limit_group    the group whose limits the script applies (a single node:
+                           includes/limit_claim.lua), "" for none (a cluster's call)
+  ARGV[10]  limit_waiter   the waiter id registered when the limits grant nothing
+  ARGV[11]  limit_wait_ms  the longest it waits, ms
+  ARGV[12]  trace          the topic's trace as the client read it: "" when off
+                           (includes/trace.lua)
 
   claim_args(generation_key) checks the topic's generation first (generation.lua): when
   the topic is gone it returns the reply to give instead, and nothing else; otherwise nil,
-  then now, count, lease_until, serial, promote_limit, scan and holder (as records.lua's
-  holder_part writes it). claim_trace(first) opens the tracer of the slot whose keys start
-  at KEYS[first] (its trace log follows its 10), and claim_stride() says how many keys a
-  slot has: 10, or 11 with the trace on.
+  then a table of the arguments by name (now, max_count, promote_limit, scan and
+  limit_wait_ms as numbers, serial a boolean), with lease_until (now + lease_ms) and
+  holder_part (the holder as records.lua's holder_part writes it) besides.
+  claim_trace(args, first) opens the tracer of the slot whose keys start at KEYS[first]
+  (its trace log follows its 10), and claim_stride(args) says how many keys a slot has: 10,
+  or 11 with the trace on.
 
   Provides: claim_args, claim_trace, claim_stride.  Needs: ARGV, and the includes below.
 ]]
@@ -22,19 +36,24 @@
 --- @include "trace"
 
 local function claim_args(generation_key)
-  local gone = topic_gone(generation_key, ARGV[7])
+  local now, max_count, lease_ms, serial, promote_limit, scan, generation, holder, limit_group,
+    limit_waiter, limit_wait_ms, trace = unpack(ARGV, 1, 12)
+  local gone = topic_gone(generation_key, generation)
   if gone then
     return gone
   end
-  local now = tonumber(ARGV[1])
-  return nil, now, tonumber(ARGV[2]), now + tonumber(ARGV[3]), ARGV[4] == "1",
-    tonumber(ARGV[5]), tonumber(ARGV[6]), holder_part(ARGV[8])
+  now = tonumber(now)
+  return nil, {now = now, max_count = tonumber(max_count),
+    lease_until = now + tonumber(lease_ms), serial = serial == "1",
+    promote_limit = tonumber(promote_limit), scan = tonumber(scan), holder = holder,
+    holder_part = holder_part(holder), limit_group = limit_group, limit_waiter = limit_waiter,
+    limit_wait_ms = tonumber(limit_wait_ms), trace = trace}
 end
 
-local function claim_stride()
-  return ARGV[12] == "" and 10 or 11
+local function claim_stride(args)
+  return args.trace == "" and 10 or 11
 end
 
-local function claim_trace(first)
-  return open_trace(ARGV[12], KEYS[first + 10])
+local function claim_trace(args, first)
+  return open_trace(args.trace, KEYS[first + 10])
 end

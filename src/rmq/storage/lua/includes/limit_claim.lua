@@ -5,14 +5,17 @@
   second call. A group without limits costs one HGET.
 
   The client passes the group's 4 limit keys last in KEYS (limits hash, permits, rate log,
-  waiters: as limit_reserve.lua's KEYS[1..4]) with ARGV[9] the group, ARGV[10] the waiter
-  id (who claims: registered as waiting when granted nothing) and ARGV[11] the longest it
-  waits, ms; a cluster's call (one slot: the limit keys live on the topic's tag) passes
-  ARGV[9] "" and no limit keys, and limit_reserve.lua and limit_settle.lua do this instead.
+  waiters: as limit_reserve.lua's KEYS[1..4]) with the claim's arguments limit_group,
+  limit_waiter (who claims: registered as waiting when granted nothing) and limit_wait_ms
+  (the longest it waits; includes/claim_args.lua reads the three); a cluster's call (one
+  slot: the limit keys live on the topic's tag) passes limit_group "" and no limit keys,
+  and limit_reserve.lua and limit_settle.lua do this instead.
 
-  limit_key_count(): how many of the last KEYS are limit keys (4, or 0).
-  limit_open(now, count): nil when no limit keys were passed; otherwise the claim's limit
-  and the count it may take (all of `count` for a group without limits).
+  limit_key_count(group): how many of the last KEYS are limit keys (4, or 0 when `group`
+  is "").
+  limit_open(now, count, group, waiter, wait_ms): nil when no limit keys were passed
+  (`group` ""); otherwise the claim's limit and the count it may take (all of `count` for a
+  group without limits).
   limit_close(limit, taken, out, at, slot_of, lease_until): after take_chosen wrote `taken`
   into `out` with its shares from out[at] on (their number, then slot index and first
   delivery id each), the taken deliveries' permits (until lease_until) and their entry in
@@ -22,7 +25,7 @@
   which settling them frees), else 0. `slot_of(i)`: the slot number of slot index i.
   Returns `out`.
 
-  Provides: limit_key_count, limit_open, limit_close.  Needs: KEYS, ARGV, rcall, cjson,
+  Provides: limit_key_count, limit_open, limit_close.  Needs: KEYS, rcall, cjson,
   and the includes below.
 ]]
 --- @include "bulk"
@@ -62,17 +65,17 @@ local function add_permits(permits, n, deadline, slot, first, last)
   return n
 end
 
-local function limit_key_count()
-  return ARGV[9] == "" and 0 or 4
+local function limit_key_count(group)
+  return group == "" and 0 or 4
 end
 
-local function limit_open(now, count)
-  if ARGV[9] == "" then
+local function limit_open(now, count, group, waiter, wait_ms)
+  if group == "" then
     return nil, count
   end
   local n = #KEYS
   local limit = {permits = KEYS[n - 2], rate = KEYS[n - 1], wake_at = -1, granted = count}
-  local stored = rcall("HGET", KEYS[n - 3], ARGV[9])
+  local stored = rcall("HGET", KEYS[n - 3], group)
   if not stored then
     return limit, count
   end
@@ -84,7 +87,7 @@ local function limit_open(now, count)
   end
   limit.granted, limit.wake_at = limit_grant(limits, limit.permits, limit.rate, count, now,
                                              limit.clock)
-  limit_waiter(KEYS[n], ARGV[10], limit.granted, now, limit.wake_at, tonumber(ARGV[11]))
+  limit_waiter(KEYS[n], waiter, limit.granted, now, limit.wake_at, wait_ms)
   return limit, limit.granted
 end
 

@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import groupby
 from typing import Any, NamedTuple
 
 from ..message import message_id_of
@@ -28,6 +29,7 @@ from .snapshot import SnapshotRow
 
 __all__ = [
     "SlotOutcome",
+    "TxArgs",
     "OpenTransaction",
     "TransactionStats",
     "HALVES",
@@ -52,6 +54,19 @@ __all__ = [
 # What the scripts answer first (lua/includes/tx_state.lua).
 DONE, COMMITTED, ROLLED_BACK, UNKNOWN = 0, 1, 2, 3
 STATES = {COMMITTED: "committed", ROLLED_BACK: "rolled_back"}
+
+
+class TxArgs(NamedTuple):
+    """ARGV[1..4] of every transaction script (``lua/tx_*.lua``), each script's own arguments
+    after them (``(*TxArgs(...), ...)``). The field order is ``lua/includes/tx_args.lua``'s
+    ARGV order, and its header and locals use these names: the two change together
+    (tests/test_script_loader.py checks that they agree). A script that does not use one is
+    passed ``""``."""
+
+    tx_id: str
+    now: int
+    retention_ms: int | str = ""  # how long a closed id is remembered
+    generation: str = ""  # the topic's, as the client read it: a slot's script checks it
 
 
 class SlotOutcome(NamedTuple):
@@ -82,13 +97,14 @@ def send_halves(topic: str, generation: str, tx_id: str, part: str, before: dict
     slots: list[int] = []
     tx_send, keep = script("tx_send"), to_ms(retention)
     record = (TxTopicKeys(topic).closed,) if topic_record else ()
+    tx = TxArgs(tx_id=tx_id, now=now, retention_ms=keep, generation=generation)
     for slot, indexes in by_slot.items():
         sent = before.get(slot, 0)
         keys = (SlotKeys(topic, slot).generation, *TxSlotKeys(topic, slot).of(tx_id), *record)
         for start in range(0, len(indexes), MAX_SCRIPT_BATCH):
             chunk = indexes[start : start + MAX_SCRIPT_BATCH]
-            calls.append(Call((generation, now, tx_id, part, sent, keep,
-                               *_runs(batch, dues, chunk)), tx_send, keys))
+            # tx_send.lua's own arguments: part, before, then the runs
+            calls.append(Call((*tx, part, sent, *_runs(batch, dues, chunk)), tx_send, keys))
             slots.append(slot)
             sent += len(chunk)
     replies = yield calls
@@ -101,19 +117,9 @@ def send_halves(topic: str, generation: str, tx_id: str, part: str, before: dict
 def _runs(batch: Sequence[Outgoing], dues: Sequence[str | int], chunk: list[int]) -> list[Any]:
     """tx_send.lua's runs: ``priority, due, n, member...`` for messages sharing both."""
     args: list[Any] = []
-    run_at = -1
-    priority: int | None = None
-    due: str | int | None = None
-    for i in chunk:
-        _, member, p, _ = batch[i]
-        d = dues[i]
-        if p != priority or d != due:
-            if run_at >= 0:
-                args[run_at + 2] = len(args) - run_at - 3
-            priority, due, run_at = p, d, len(args)
-            args += (p, d, 0)
-        args.append(member)
-    args[run_at + 2] = len(args) - run_at - 3
+    for (priority, due), run in groupby(chunk, key=lambda i: (batch[i].priority, dues[i])):
+        members = [batch[i].member for i in run]
+        args += (priority, due, len(members), *members)
     return args
 
 
@@ -126,12 +132,12 @@ def close(topic: str, generation: str, groups: Sequence[str], tx_id: str, slots:
     topic's record of closed ids (a single node; on a cluster ``record_close`` comes
     first). Raises TopicGone as ``send`` does (a slot of a gone topic closes nothing)."""
     record = [TxTopicKeys(topic).closed] if topic_record else []
-    calls = [_commit_call(topic, generation, groups, tx_id, slot, now, retention, heads,
-                          filters, trace, topic_record) if commit else
+    tx = TxArgs(tx_id=tx_id, now=now, retention_ms=to_ms(retention), generation=generation)
+    calls = [_commit_call(topic, tx, groups, slot, heads, filters, trace, topic_record)
+             if commit else
              script_call(script("tx_rollback"),
                          [SlotKeys(topic, slot).generation, *TxSlotKeys(topic, slot).of(tx_id),
-                          *record],
-                         (generation, now, tx_id, to_ms(retention)))
+                          *record], tx)
              for slot in slots]
     replies = yield calls
     for reply in replies:
@@ -140,22 +146,24 @@ def close(topic: str, generation: str, groups: Sequence[str], tx_id: str, slots:
             for slot, r in zip(slots, replies, strict=True)]
 
 
-def _commit_call(topic: str, generation: str, groups: Sequence[str], tx_id: str, slot: int,
-                 now: int, retention: float, heads: bool, filters: str, trace: str,
-                 topic_record: bool) -> Call:
+def _commit_call(topic: str, tx: TxArgs, groups: Sequence[str], slot: int, heads: bool,
+                 filters: str, trace: str, topic_record: bool) -> Call:
     head, groups_keys = _commit_keys(topic, slot, tuple(groups), heads, trace != "")
     record = (TxTopicKeys(topic).closed,) if topic_record else ()
-    return Call((generation, now, wake_channel(topic), slot if heads else "", filters, tx_id,
-                 to_ms(retention), trace, "1" if topic_record else ""), script("tx_commit"),
-                (*head, *TxSlotKeys(topic, slot).of(tx_id), *record, *groups_keys))
+    # tx_commit.lua's own arguments: channel, heads_slot, filters, trace, topic_record
+    return Call((*tx, wake_channel(topic), slot if heads else "", filters, trace,
+                 "1" if topic_record else ""), script("tx_commit"),
+                (*head, *TxSlotKeys(topic, slot).of(tx.tx_id), *record, *groups_keys))
 
 
 def record_close(topic: str, tx_id: str, commit: bool, now: int, retention: float) -> Op[int]:
     """Record in the topic that ``tx_id`` closes (commits when ``commit``), before its slots
     close (tx_decide.lua): DONE when the close stands (recorded now or the same way
     before), else COMMITTED or ROLLED_BACK, how it was closed before."""
+    tx = TxArgs(tx_id=tx_id, now=now, retention_ms=to_ms(retention))
+    # tx_decide.lua's own argument: commit
     (reply,) = yield [script_call(script("tx_decide"), [TxTopicKeys(topic).closed],
-                                  (tx_id, now, "1" if commit else "0", to_ms(retention)))]
+                                  (*tx, "1" if commit else "0"))]
     return int(reply)
 
 
@@ -306,8 +314,10 @@ def check_turn(topic: str, tx_id: str, now: int, mode: str, interval: float,
                max_checks: int) -> Op[CheckTurn]:
     """The check-back's lease on ``tx_id``: ``mode`` "begin", "unknown" or "done"."""
     keys = TxTopicKeys(topic)
+    # tx_check.lua's own arguments: mode, interval, max_checks
     (reply,) = yield [script_call(script("tx_check"), [keys.checks, keys.abandoned],
-                                  (tx_id, now, mode, to_ms(interval), max_checks))]
+                                  (*TxArgs(tx_id=tx_id, now=now), mode, to_ms(interval),
+                                   max_checks))]
     action = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
     if action == "ok":
         return CheckTurn("ok", 0)

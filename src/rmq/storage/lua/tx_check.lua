@@ -7,12 +7,14 @@
   KEYS[1]      hash    the topic's check records: transaction id -> "checks,next_ms" or
                        "checks,next_ms,a" once abandoned
   KEYS[2]      string  the topic's count of abandoned transactions
-  ARGV[1]      the transaction id
-  ARGV[2]      now, epoch ms
-  ARGV[3]      what happens: "begin" (a checker wants to ask), "unknown" (the checker
+  ARGV[1..4]   the transaction's arguments, named in includes/tx_args.lua: tx_id, now;
+               retention_ms and generation "" (unused: the record is the topic's, and a
+               closed transaction's is removed, not remembered)
+  ARGV[5]      mode: what happens, "begin" (a checker wants to ask), "unknown" (the checker
                could not tell: ask again after check_interval), "done" (closed: forget it)
-  ARGV[4]      check_interval, ms: the lease of a check, and the wait after an unknown
-  ARGV[5]      max_checks
+  ARGV[6]      interval: check_interval, ms, the lease of a check and the wait after an
+               unknown
+  ARGV[7]      max_checks
 
   Returns, for "begin": {"check", n} (the caller asks, this is the n-th check), {"wait",
   checks, next_ms} (another checker holds the lease, or the interval has not passed),
@@ -21,23 +23,24 @@
 
   No flags: it grows memory (a record per open transaction checked).
 ]]
+--- @include "tx_args"
 
-local id, now, interval = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
-local record = rcall("HGET", KEYS[1], id)
+local tx_id, now = tx_args()
+local mode, interval, max_checks = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
+local record = rcall("HGET", KEYS[1], tx_id)
 local checks, next_at, abandoned = 0, 0, false
 if record then
   local c, n, a = string.match(record, "^(%d+),(%d+)(,?a?)$")
   checks, next_at, abandoned = tonumber(c) or 0, tonumber(n) or 0, a == ",a"
 end
 
-local mode = ARGV[3]
 if mode == "done" then
-  rcall("HDEL", KEYS[1], id)
+  rcall("HDEL", KEYS[1], tx_id)
   return {"ok"}
 end
 if mode == "unknown" then
   if record and not abandoned then
-    rcall("HSET", KEYS[1], id, string.format("%d,%d", checks, now + interval))
+    rcall("HSET", KEYS[1], tx_id, string.format("%d,%d", checks, now + interval))
   end
   return {"ok"}
 end
@@ -48,11 +51,11 @@ end
 if now < next_at then
   return {"wait", checks, next_at}
 end
-if checks >= tonumber(ARGV[5]) then
-  rcall("HSET", KEYS[1], id, string.format("%d,%d,a", checks, now))
+if checks >= max_checks then
+  rcall("HSET", KEYS[1], tx_id, string.format("%d,%d,a", checks, now))
   rcall("INCR", KEYS[2])
   return {"abandon", checks, 1}
 end
 checks = checks + 1
-rcall("HSET", KEYS[1], id, string.format("%d,%d", checks, now + interval))
+rcall("HSET", KEYS[1], tx_id, string.format("%d,%d", checks, now + interval))
 return {"check", checks}

@@ -13,18 +13,18 @@
                        and written here (on a cluster the client writes them first:
                        tx_decide.lua)
   KEYS[8 or 9..] per bound group, the 9 group keys of includes/group_keys.lua, followed,
-               when ARGV[4] names the slot, by the group's heads_ready and heads_delayed
+               when ARGV[6] names the slot, by the group's heads_ready and heads_delayed
   KEYS[n]      with the trace on (ARGV[8]): the slot's trace log (includes/trace.lua)
-  ARGV[1]      the topic's generation as the client read it ("": none)
-  ARGV[2]      now, epoch ms: the commit's time
-  ARGV[3]      wake channel, published when a sleeping consumer has something new to do
-  ARGV[4]      this slot's number when the topic keeps a heads index, else ""
-  ARGV[5]      the groups' filters, as enqueue.lua's ARGV[5]
-  ARGV[6]      the transaction id
-  ARGV[7]      tx_retention, ms: how long a closed id is remembered
-  ARGV[8]      the topic's trace as the client read it: "" when off (includes/trace.lua);
-               on, each half message committed is traced as sent or merged
-  ARGV[9]      "1" when KEYS[8] is the topic's closed ids, else ""
+  ARGV[1..4]   the transaction's arguments, named in includes/tx_args.lua: tx_id, now (the
+               commit's time), retention_ms, generation
+  ARGV[5]      channel: the wake channel, published when a sleeping consumer has something
+               new to do
+  ARGV[6]      heads_slot: this slot's number when the topic keeps a heads index, else ""
+  ARGV[7]      filters: the groups' filters, as enqueue.lua's ARGV[5]
+  ARGV[8]      trace: the topic's trace as the client read it, "" when off
+               (includes/trace.lua); on, each half message committed is traced as sent or
+               merged
+  ARGV[9]      topic_record: "1" when KEYS[8] is the topic's closed ids, else ""
 
   Returns {TX_DONE, halves, merged} when this call committed (merged: how many of them
   stored nothing new), {TX_COMMITTED or TX_ROLLED_BACK, 0, 0} when the slot closed it
@@ -35,26 +35,26 @@
   No flags: it grows memory (as a send does), so Redis refuses it whole when out of memory
   and the transaction stays open, to be committed again.
 ]]
+--- @include "tx_args"
 --- @include "pending"
 --- @include "generation"
 --- @include "trace"
 --- @include "enqueue_batch"
 --- @include "tx_state"
 
-local gone = topic_gone(KEYS[1], ARGV[1])
+local tx_id, now, retention_ms, generation = tx_args()
+local gone = topic_gone(KEYS[1], generation)
 if gone then
   return gone
 end
 
-local now = tonumber(ARGV[2])
-local id = ARGV[6]
+local channel, heads_slot, filters, trace, topic_record = unpack(ARGV, 5, 9)
 local first_group = 8
 local t = tx_keys(3, nil)
-if ARGV[9] == "1" then
+if topic_record == "1" then
   t.topic, first_group = KEYS[8], 9
 end
-local retention = tonumber(ARGV[7])
-local state = tx_close_refused(t, id, now, retention, true)
+local state = tx_close_refused(t, tx_id, now, retention_ms, true)
 if state then
   return {tx_state_code(state), 0, 0}
 end
@@ -62,7 +62,7 @@ end
 local halves = rcall("LRANGE", t.halves, 0, -1)
 if #halves == 0 then
   if t.topic then  -- the topic's record says committed, whatever slots held it
-    remember_closed(t.topic, id, now, true, retention)
+    remember_closed(t.topic, tx_id, now, true, retention_ms)
   end
   return {TX_UNKNOWN, 0, 0}
 end
@@ -86,12 +86,12 @@ end
 
 local merged = 0
 local clock = open_clock(KEYS[2], now)
-local tracer, last_key = open_batch_trace(ARGV[8])
-for _, flag in ipairs(enqueue_batch(halves, 1, first_group, last_key, now, clock, ARGV[4],
-                                    ARGV[5], tracer)) do
+local tracer, last_key = open_batch_trace(trace)
+for _, flag in ipairs(enqueue_batch(halves, 1, first_group, last_key, now, clock, heads_slot,
+                                    filters, tracer)) do
   merged = merged + flag
 end
 trace_save(tracer)
-finish(clock, ARGV[3])
-tx_close(t, id, now, true, retention, held)
+finish(clock, channel)
+tx_close(t, tx_id, now, true, retention_ms, held)
 return {TX_DONE, held, merged}

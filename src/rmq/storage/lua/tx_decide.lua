@@ -8,10 +8,9 @@
 
   KEYS[1]      zset    the topic's closed ids: id -> closed_ms * 2 + 1 committed, + 0 not
                        (includes/tx_state.lua)
-  ARGV[1]      the transaction id
-  ARGV[2]      now, epoch ms
-  ARGV[3]      "1" to commit, "0" to roll back
-  ARGV[4]      tx_retention, ms: how long a closed id is remembered
+  ARGV[1..4]   the transaction's arguments, named in includes/tx_args.lua: tx_id, now,
+               retention_ms; generation "" (unused: the record is the topic's)
+  ARGV[5]      commit: "1" to commit, "0" to roll back
 
   Returns TX_DONE when the close stands (recorded now, or the same way before: a retry goes
   on closing the slots), or TX_COMMITTED or TX_ROLLED_BACK when it was closed the other way.
@@ -19,15 +18,16 @@
   Flags: allow-oom, as tx_rollback.lua: a full Redis can still roll a transaction back (the
   record is one small entry; a commit's slots are refused then, and are committed again).
 ]]
+--- @include "tx_args"
 --- @include "tx_state"
 
-local id, now, retention = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
-local committed = ARGV[3] == "1"
-local state = closed_state(KEYS[1], id, now, retention)
+local tx_id, now, retention_ms = tx_args()
+local committed = ARGV[5] == "1"
+local state = closed_state(KEYS[1], tx_id, now, retention_ms)
 if state and (state == "committed") ~= committed then
   return tx_state_code(state)
 end
 if not state then
-  remember_closed(KEYS[1], id, now, committed, retention)
+  remember_closed(KEYS[1], tx_id, now, committed, retention_ms)
 end
 return TX_DONE

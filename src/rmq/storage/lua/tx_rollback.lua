@@ -8,10 +8,8 @@
                closed (zset), halves (list), parts (hash), counts (hash)
   KEYS[7]      zset    on a single node only: the topic's closed ids, read and written here
                        (on a cluster the client writes them first: tx_decide.lua)
-  ARGV[1]      the topic's generation as the client read it ("": none)
-  ARGV[2]      now, epoch ms
-  ARGV[3]      the transaction id
-  ARGV[4]      tx_retention, ms: how long a closed id is remembered
+  ARGV[1..4]   the transaction's arguments, named in includes/tx_args.lua: tx_id, now,
+               retention_ms, generation; no arguments of its own
 
   Returns {TX_DONE, halves} when this call rolled back, {TX_COMMITTED or TX_ROLLED_BACK, 0}
   when the slot closed it before (or, KEYS[7], the topic committed it), {TX_UNKNOWN, 0}
@@ -21,25 +19,24 @@
 
   Flags: allow-oom, since it frees memory: a full Redis can still drop half messages.
 ]]
+--- @include "tx_args"
 --- @include "generation"
 --- @include "tx_state"
 
-local gone = topic_gone(KEYS[1], ARGV[1])
+local tx_id, now, retention_ms, generation = tx_args()
+local gone = topic_gone(KEYS[1], generation)
 if gone then
   return gone
 end
 
-local now = tonumber(ARGV[2])
-local id = ARGV[3]
 local t = tx_keys(2, KEYS[7])
-local retention = tonumber(ARGV[4])
-local state = tx_close_refused(t, id, now, retention, false)
+local state = tx_close_refused(t, tx_id, now, retention_ms, false)
 if state then
   return {tx_state_code(state), 0}
 end
-if not rcall("ZSCORE", t.open, id) then
+if not rcall("ZSCORE", t.open, tx_id) then
   if t.topic then  -- the topic's record says rolled back, whatever slots held it
-    remember_closed(t.topic, id, now, false, retention)
+    remember_closed(t.topic, tx_id, now, false, retention_ms)
   end
   return {TX_UNKNOWN, 0}
 end
@@ -51,5 +48,5 @@ for j = 1, #parts, 2 do
     held = held + tonumber(parts[j + 1])
   end
 end
-tx_close(t, id, now, false, retention, held)
+tx_close(t, tx_id, now, false, retention_ms, held)
 return {TX_DONE, held}

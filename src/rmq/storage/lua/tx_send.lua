@@ -6,7 +6,7 @@
   call of its own.
 
   A *part* is one sender's share of the transaction (a handle, or one Spark partition);
-  ARGV[5] says how many half messages the part stored here before this call. A part sent
+  ARGV[6] says how many half messages the part stored here before this call. A part sent
   again from the start (a re-run of the same sends) finds them counted and stores only what
   goes beyond: a replay stores nothing twice.
 
@@ -15,12 +15,11 @@
                closed (zset), halves (list), parts (hash), counts (hash)
   KEYS[7]      zset    on a single node only: the topic's closed ids (includes/tx_state.lua;
                        on a cluster the client reads them before this call)
-  ARGV[1]      the topic's generation as the client read it ("": none)
-  ARGV[2]      now, epoch ms (the last half send's time, from which check_after counts)
-  ARGV[3]      the transaction id
-  ARGV[4]      the part's name
-  ARGV[5]      how many half messages the part sent to this slot before this call
-  ARGV[6]      tx_retention, ms: how long a closed id is remembered
+  ARGV[1..4]   the transaction's arguments, named in includes/tx_args.lua: tx_id, now
+               (the last half send's time, from which check_after counts), retention_ms,
+               generation
+  ARGV[5]      part: the part's name
+  ARGV[6]      before: how many half messages the part sent to this slot before this call
   ARGV[7..]    runs of messages sharing a priority and a due, in send order, each:
                priority (0-255), due ("+<ms>": that long after the commit; else epoch ms),
                n, then n members
@@ -32,28 +31,29 @@
 
   No flags: it grows memory, so Redis refuses it whole when out of memory.
 ]]
+--- @include "tx_args"
 --- @include "generation"
 --- @include "bulk"
 --- @include "tx_state"
 
-local gone = topic_gone(KEYS[1], ARGV[1])
+local tx_id, now, retention_ms, generation = tx_args()
+local gone = topic_gone(KEYS[1], generation)
 if gone then
   return gone
 end
 
-local now = tonumber(ARGV[2])
-local id = ARGV[3]
 local t = tx_keys(2, KEYS[7])
-local state = tx_closed(t, id, now, tonumber(ARGV[6]))
+local state = tx_closed(t, tx_id, now, retention_ms)
 if state then
   return {tx_state_code(state), 0}
 end
 
-local before = tonumber(ARGV[5])
-local counted = tonumber(rcall("HGET", t.parts, ARGV[4]) or 0)
+local part, before = ARGV[5], tonumber(ARGV[6])
+local FIRST_RUN = 7
+local counted = tonumber(rcall("HGET", t.parts, part) or 0)
 local skip = counted - before  -- this part's messages a previous run of it stored already
 local items, stored, sent = {}, 0, 0
-local i = 7
+local i = FIRST_RUN
 if skip <= 0 then  -- no replay: store the runs as they came
   items = nil
   while i <= #ARGV do
@@ -85,22 +85,23 @@ while i <= #ARGV do
   i = i + 3 + n
 end
 
-local opened = rcall("ZADD", t.open, ARGV[2], id) == 1
+local sent_at = fmt(now)
+local opened = rcall("ZADD", t.open, sent_at, tx_id) == 1
 if stored > 0 then
   if items then
     bulk("RPUSH", t.halves, items)
   else
-    for from = 7, #ARGV, 1000 do
+    for from = FIRST_RUN, #ARGV, 1000 do
       rcall("RPUSH", t.halves, unpack(ARGV, from, math.min(from + 999, #ARGV)))
     end
   end
   if opened then
-    rcall("HSET", t.parts, ARGV[4], before + sent, ":opened", ARGV[2])
+    rcall("HSET", t.parts, part, before + sent, ":opened", sent_at)
   else
-    rcall("HSET", t.parts, ARGV[4], before + sent)
+    rcall("HSET", t.parts, part, before + sent)
   end
   rcall("HINCRBY", t.counts, "halves", stored)
 elseif opened then
-  rcall("HSET", t.parts, ":opened", ARGV[2])
+  rcall("HSET", t.parts, ":opened", sent_at)
 end
 return {TX_DONE, stored}

@@ -69,9 +69,13 @@ def send(topic: str, generation: str, groups: Sequence[str], batch: Sequence[Out
 def enqueue_one(topic: str, generation: str, groups: Sequence[str], message: Outgoing,
                 now: int, heads: bool, filters: str = "", trace: str = "") -> Call:
     """A single send's enqueue.lua call: it may travel joined with others sent at once
-    (``join``); ``merged_one`` reads its reply."""
+    (``join``, which reads its arguments back by these names); ``merged_one`` reads its
+    reply."""
     slot, member, priority, due = message
     enqueue, keys, channel = _single_target(topic, slot, tuple(groups), heads, trace != "")
+    # enqueue.lua's ARGV: generation, now, channel, heads_slot, filters, trace, then the
+    # message as a run of one: priority, due, n, member (a plain tuple: one is built per
+    # single send, a NamedTuple in 5x the time)
     return Call((generation, now, channel, slot if heads else "", filters, trace, priority,
                  due, 1, member), enqueue, keys, True)
 
@@ -91,26 +95,26 @@ def _enqueue_call(topic: str, generation: str, groups: Sequence[str], slot: int,
                         trace, *runs))
 
 
-def _runs(batch: Sequence[Sequence[Any]], chunk: Iterable[int],
-          fields: tuple[int, int, int] = (1, 2, 3)) -> list[Any]:
-    """enqueue.lua's arguments for ``chunk``: runs of messages that share a priority and a
-    due time, each ``priority, due, n, member...``. A batch usually is one run, so a message
-    costs one argument, its member. ``fields``: where each item of ``batch`` holds its
-    member, priority and due time (an Outgoing's, by default)."""
-    at_member, at_priority, at_due = fields
+def _runs(batch: Sequence[tuple[object, bytes, int, int]], chunk: Iterable[int]) -> list[Any]:
+    """enqueue.lua's arguments for ``chunk`` (indexes into ``batch``, Outgoing-shaped: its
+    slot not read): runs of messages that share a priority and a due time, each ``priority,
+    due, n, member...``. A batch usually is one run, so a message costs one argument, its
+    member."""
     args: list[Any] = []
-    run_at = -1
-    priority = due_at = None
+    members: list[bytes] = []
+    run_priority: int | None = None
+    run_due: int | None = None
     for i in chunk:
-        item = batch[i]
-        p, due = item[at_priority], item[at_due]
-        if p != priority or due != due_at:
-            if run_at >= 0:
-                args[run_at + 2] = len(args) - run_at - 3
-            priority, due_at, run_at = p, due, len(args)
-            args += (p, due, 0)
-        args.append(item[at_member])
-    args[run_at + 2] = len(args) - run_at - 3
+        _, member, priority, due = batch[i]
+        if priority != run_priority or due != run_due:
+            if members:
+                args += (run_priority, run_due, len(members))
+                args += members
+                members = []
+            run_priority, run_due = priority, due
+        members.append(member)
+    args += (run_priority, run_due, len(members))
+    args += members
     return args
 
 
@@ -145,22 +149,28 @@ def join(batches: list[list[Call]]) -> Op[list[list[Any]]]:
     each sender)."""
     by_target: dict[tuple[tuple[str, ...], str, str, str], list[int]] = defaultdict(list)
     for b, (call,) in enumerate(batches):
+        # enqueue_one's arguments, by name
+        generation, _, _, _, filters, trace, _, _, _, _ = call.args
         # one version of the groups' filters (and of the trace) per call: a batch is never
         # half filtered
-        by_target[(call.keys, call.args[0], call.args[4], call.args[5])].append(b)
+        by_target[(call.keys, generation, filters, trace)].append(b)
     joined: list[Call] = []
     chunks: list[list[int]] = []
     for indexes in by_target.values():
         for start in range(0, len(indexes), MAX_SCRIPT_BATCH):
             chunk = indexes[start : start + MAX_SCRIPT_BATCH]
-            # enqueue_one's args: generation, now, channel, index slot, filters, trace,
-            # priority, due, 1, member
-            sent = [batches[b][0].args for b in chunk]
-            runs = _runs(sent, range(len(sent)), (9, 6, 7))
-            first = sent[0]
+            messages: list[tuple[None, bytes, int, int]] = []
+            latest = 0
+            for b in chunk:
+                # enqueue_one's arguments, by name (the same target: all but now and the
+                # message are the same in each)
+                (generation, now, channel, heads_slot, filters, trace,
+                 priority, due, _, member) = batches[b][0].args
+                messages.append((None, member, priority, due))
+                latest = now if now > latest else latest
             joined.append(script_call(script("enqueue"), batches[chunk[0]][0].keys, (
-                first[0], max(a[1] for a in sent), first[2], first[3], first[4], first[5],
-                *runs)))
+                generation, latest, channel, heads_slot, filters, trace,
+                *_runs(messages, range(len(messages))))))
             chunks.append(chunk)
     replies = yield joined
     out: list[list[Any]] = [[]] * len(batches)

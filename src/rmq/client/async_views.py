@@ -4,7 +4,6 @@ awaited."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import TypeVar
 
 from ..settings import DEFAULT_GROUP
 from ..storage.history import TopicHistory
@@ -12,18 +11,14 @@ from ..storage.peek import PeekPage
 from ..storage.snapshot import SnapshotRow
 from ..storage.stats import TopicStats
 from ..storage.trace import TraceEvent
-from .views import Flow, ViewFlows
+from .host import AsyncHost
+from .views import ViewFlows
 
 __all__ = ["AsyncViewMethods"]
 
-T = TypeVar("T")
 
-
-class AsyncViewMethods(ViewFlows):
-    """``rmq.AsyncClient``'s reading views; ``AsyncClient`` provides ``_run``."""
-
-    async def _run(self, flow: Flow[T]) -> T:
-        raise NotImplementedError
+class AsyncViewMethods(ViewFlows, AsyncHost):
+    """``rmq.AsyncClient``'s reading views."""
 
     async def stats(self, topic: str) -> TopicStats:
         """See :meth:`rmq.Client.stats`."""

@@ -30,10 +30,10 @@ from .base import MISSING, BaseClient, Flow, Load, Sleep, Subscribe, log
 from .clock import Clock
 from .cluster import AsyncClusterExecutor
 from .connect import AsyncRedis, open_async, open_async_node
+from .effects import AwaitCapacity
 from .error_map import map_errors
 from .executor import AsyncExecutor
 from .group_commit import AsyncGroupCommit
-from .limited import AwaitCapacity
 from .replication import GIVE_BACK_FAILED, BatchNotReplicated, Replication, claimed_in
 from .sync import Client
 from .tx_handles import AsyncTransactionMethods
@@ -232,16 +232,16 @@ class AsyncClient(BaseClient, AsyncTransactionMethods, AsyncViewMethods):
                          max_in_flight: int | None = None,
                          rate: tuple[int, float] | None = None) -> GroupLimits:
         """See :meth:`rmq.Client.set_limits`."""
-        return await self._run(self._set_limits(topic, group, max_in_flight, rate))
+        return await self._run(self._fleet.set_limits(topic, group, max_in_flight, rate))
 
     async def limits(self, topic: str, group: str = DEFAULT_GROUP) -> GroupLimits:
         """See :meth:`rmq.Client.limits`."""
-        return await self._run(self._limits(topic, group))
+        return await self._run(self._fleet.limits(topic, group))
 
     async def wait_for_capacity(self, topic: str, group: str = DEFAULT_GROUP,
                                 timeout: float = 10.0) -> bool:
         """See :meth:`rmq.Client.wait_for_capacity`."""
-        return await self._run(self._wait_for_capacity(topic, group, timeout))
+        return await self._run(self._fleet.wait_for_capacity(topic, group, timeout))
 
     async def consumers(self, topic: str, dead_after: float = 10.0) -> list[ConsumerInfo]:
         """See :meth:`rmq.Client.consumers`."""

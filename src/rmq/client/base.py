@@ -11,6 +11,11 @@ done, one effect at a time:
 - :class:`Subscribe` and :class:`Sleep`: waiting on the topic's wake-up channel.
 
 The sync and async clients differ only in how they perform these effects (their ``_run``).
+
+The features beside the queue's hot paths are mixins of flows (``registry_flows.py``,
+``views.py``; ``transactions.py`` through each client's methods), each subclassing what it
+needs of this class (``host.ClientHost``). The fleet limits are one concern,
+``limited.FleetLimits``, whose hooks the claims and settles call.
 """
 
 from __future__ import annotations
@@ -19,15 +24,14 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import attrgetter
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from .. import otel
 from ..errors import AccessDenied, InvalidArgument, RedisUnavailable, UnknownTopic
 from ..message import Claimed, Message, MessageIds, SendCounts, SendResult, message_id_of
 from ..settings import check_group_name, check_topic_name
-from ..storage import limits as limit_ops
 from ..storage import queue, registry, settle
-from ..storage.calls import Op, together
+from ..storage.calls import Op
 from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, load_all, problem_of
 from ..storage.links import store_links, take_links, with_links
 from ..storage.queue import TopicGone
@@ -45,7 +49,7 @@ from .arguments import (
 )
 from .clock import Clock, ServerClock, check_epoch
 from .effects import Flow, Load, Sleep, Subscribe
-from .limited import LimitFlows
+from .limited import FleetLimits
 from .outgoing import MISSING, prepare, prepare_batch
 from .registry_flows import RegistryFlows
 from .views import ViewFlows
@@ -56,8 +60,10 @@ T = TypeVar("T")
 log = logging.getLogger("rmq.client")
 
 
-class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
+class BaseClient(RegistryFlows, ViewFlows):
     """What both clients share: the clock, the registry cache, and one flow per method.
+    The fleet limits are a concern of their own (``_fleet``), whose hooks the flows of
+    claims and settles call.
 
     ``clock``: None (the default) judges time by the Redis server's clock
     (:class:`~rmq.client.clock.ServerClock`); a ``ServerClock`` of one's own sets its local
@@ -79,8 +85,7 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
         self.registry_ttl = registry_ttl
         self._cache: dict[str, tuple[float, TopicInfo]] = {}
         self._claimer = queue.Claimer(single_node=True)
-        self._held_back = {}
-        self._limit_keys_refused = False
+        self._fleet = FleetLimits(self)
 
     def _connected(self, is_cluster: bool) -> None:
         """The client knows what it talks to: a single node, or a cluster."""
@@ -114,6 +119,9 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
     def _cached(self, name: str) -> TopicInfo | None:
         entry = self._cache.get(name)
         return entry[1] if entry is not None and entry[0] > time.monotonic() else None
+
+    def _drop_cached(self, name: str) -> None:
+        self._cache.pop(name, None)
 
     def _topic(self, name: str, fresh: bool = False) -> Flow[TopicInfo]:
         # A name found in the cache was checked when it was loaded: a send pays one lookup.
@@ -150,7 +158,7 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
 
     def _reload_gone(self, name: str) -> Flow[TopicInfo]:
         """The entry after the scripts refused the cached one (see ``_on_current``)."""
-        self._cache.pop(name, None)
+        self._drop_cached(name)
         return (yield from self._topic(name, fresh=True))
 
     def _changing(self, name: str, op: Op[T]) -> Flow[T]:
@@ -158,7 +166,7 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
         try:
             return (yield from op)
         finally:
-            self._cache.pop(name, None)
+            self._drop_cached(name)
 
     # -- registry -----------------------------------------------------------------------
 
@@ -248,8 +256,8 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return messages
-            if (topic, group) in self._held_back:  # by the group's limits: wait for capacity
-                yield from self._wait_for_capacity(topic, group, remaining)
+            if self._fleet.held_back(topic, group):  # by the group's limits: wait for capacity
+                yield from self._fleet.wait_for_capacity(topic, group, remaining)
                 continue
             if not subscribed:
                 # Subscribe, then claim again: a send between the two is not missed.
@@ -270,29 +278,28 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
             check_lease(lease)
         claimer = "" if holder is None else check_consumer_id(holder, "holder")
         acks = check_messages(ack, "ack")
+        fleet = self._fleet
 
         def claim_due(info: TopicInfo, first: bool) -> Flow[Claimed]:
             acking = acks if first else ()  # the first attempt's round trip acked them
             if info.paused:
                 yield from self._ack(acking)
                 return Claimed([], None)
-            limited = (yield from self._limited(acking)) if acking else ()
+            holding = (yield from fleet.holding(acking)) if acking else ()
             now = yield from self._now()
             lease_s = lease or info.settings.visibility_timeout
-            limit = self._claim_limit(claimer, info.limits(group))
+            limit = fleet.claim_limit(claimer, info.limits(group))
             claim = self._claimer.claim(topic, info.generation, group, info.settings, count,
                                         now, lease_s, claimer, limit)
             try:
                 # (a claim that acks nothing is the claim alone: no wrapper to go through)
-                claimed = yield from (self._settling(acking, limited, now, claim) if acking
+                claimed = yield from (fleet.with_acks(acking, holding, now, claim) if acking
                                       else claim)
-            except AccessDenied:
-                if limit is None or not info.limits(group).unlimited:
-                    raise
-                claimed = yield from self._claimer.claim(
-                    topic, info.generation, group, info.settings, count, now, lease_s, claimer)
-                self._limit_keys_refused = True  # (only the limit keys were refused)
-            return self._judged(info, group, count, claimed)
+            except AccessDenied as denied:  # perhaps the limits' keys alone: see refused()
+                unlimited = self._claimer.claim(topic, info.generation, group, info.settings,
+                                                count, now, lease_s, claimer)
+                claimed = yield from fleet.refused(denied, limit, info.limits(group), unlimited)
+            return fleet.claimed(info, group, count, claimed)
 
         claimed = yield from self._on_current(topic, claim_due)
         if claimed.messages and otel.tracer() is not None:
@@ -307,11 +314,8 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
         batch = check_messages(messages)
         if not batch:
             return 0
-        limited = yield from self._limited(batch)
-        if not limited:
-            return (yield from settle.ack(batch, not self.is_cluster))
-        now = yield from self._now()
-        return (yield from self._acking(batch, limited, now))
+        holding = yield from self._fleet.holding(batch)
+        return (yield from self._fleet.ack(batch, holding))
 
     def _nack(self, message: Message, error: str | BaseException) -> Flow[str | None]:
         check_message(message)
@@ -326,11 +330,7 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
             return None
         now = yield from self._now()
         fail = settle.fail(message, text, info.settings, now, not self.is_cluster)
-        if (info.limits(message.group).max_in_flight is None
-                or message.generation != info.generation):  # no permit of the topic now
-            return (yield from fail)
-        outcome, _ = yield from together([fail, limit_ops.free([message], now)])
-        return cast(str | None, outcome)
+        return (yield from self._fleet.nack(message, info, now, fail))
 
     def _release(self, messages: Sequence[Message]) -> Flow[int]:
         messages = check_messages(messages)
@@ -343,34 +343,19 @@ class BaseClient(RegistryFlows, LimitFlows, ViewFlows):
                     heads.append(name)
             except UnknownTopic:  # deleted: its deliveries went with it, nothing to give back
                 pass
-        limited = yield from self._limited(messages)
+        holding = yield from self._fleet.holding(messages)
         now = yield from self._now()
-        released, _ = yield from together([settle.release(messages, now, heads),
-                                           limit_ops.free(limited, now)])
-        return cast(int, released)
+        return (yield from self._fleet.release(holding, now,
+                                               settle.release(messages, now, heads)))
 
     def _extend(self, messages: Message | Sequence[Message], seconds: float) -> Flow[list[bool]]:
         batch = check_messages(messages)
         check_lease(seconds, "seconds")
         if not batch:
             return []
-        limited = yield from self._limited(batch)
+        holding = yield from self._fleet.holding(batch)
         now = yield from self._now()
-        until = now + int(seconds * 1000)
-        if not self.is_cluster or not limited:  # a single node moves permits with the leases
-            holding = {(m.topic, m.generation, m.group) for m in limited}
-            return (yield from settle.extend(batch, until, holding))
-        # A cluster moves the permits first, then only the leases whose permit was held, and
-        # frees a permit whose lease turned out gone: dying between the round trips can only
-        # hold units back, never let a lease outlive its permit (docs/limits.md).
-        permitted = yield from limit_ops.extend(limited, until)
-        lost = {id(m) for m, ok in zip(limited, permitted, strict=True) if not ok}
-        kept = [m for m in batch if id(m) not in lost]
-        extended = dict(zip(map(id, kept), (yield from settle.extend(kept, until)), strict=True))
-        gone = [m for m, ok in zip(limited, permitted, strict=True) if ok and not extended[id(m)]]
-        if gone:
-            yield from limit_ops.free(gone, now)
-        return [extended.get(id(m), False) for m in batch]
+        return (yield from self._fleet.extend(batch, holding, now, now + int(seconds * 1000)))
 
     def _recover(self, topic: str | None) -> Flow[int]:
         if topic is not None:

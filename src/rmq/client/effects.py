@@ -8,9 +8,8 @@ from collections.abc import Generator
 from typing import Any, NamedTuple, TypeVar
 
 from ..storage.calls import Call
-from .limited import AwaitCapacity
 
-__all__ = ["Effect", "Flow", "Load", "Subscribe", "Sleep"]
+__all__ = ["AwaitCapacity", "Effect", "Flow", "Load", "Subscribe", "Sleep"]
 
 T = TypeVar("T")
 
@@ -32,6 +31,13 @@ class Sleep(NamedTuple):
     """Sleep on the topic's wake-up subscription until woken or ``seconds`` pass."""
 
     topic: str
+    seconds: float
+
+
+class AwaitCapacity(NamedTuple):
+    """Block on a limited group's wake list (BLPOP) until a token or ``seconds`` pass."""
+
+    key: str
     seconds: float
 
 

@@ -2,40 +2,27 @@
 (with their filters), pausing, and the consumers' records.
 
 ``RegistryFlows`` is a part of :class:`~rmq.client.base.BaseClient`, kept apart so that the
-base holds the queue's hot paths; it relies on the base's registry cache and clock.
+base holds the queue's hot paths; what it uses of the base is ``host.ClientHost``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import Any, TypeVar
+from typing import Any
 
 from ..errors import ConflictingOptions, InvalidArgument
 from ..filters import compile_filter
 from ..settings import TopicSettings, check_group_name, check_number, check_topic_name
 from ..storage import bindings, registry
-from ..storage.calls import Op
-from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
+from ..storage.registry import ConsumerInfo, ConsumerState
 from .arguments import MAX_WAIT, check_consumer_id, check_flag, check_state
+from .effects import Flow
+from .host import ClientHost
 
 __all__ = ["RegistryFlows"]
 
-T = TypeVar("T")
-# A flow of the base client (base.Flow).
-Flow = Generator[Any, Any, T]
 
-
-class RegistryFlows:
+class RegistryFlows(ClientHost):
     """Flows that change or read the registry (SPEC §4)."""
-
-    def _topic(self, name: str, fresh: bool = False) -> Flow[TopicInfo]:
-        raise NotImplementedError
-
-    def _now(self) -> Flow[int]:
-        raise NotImplementedError
-
-    def _changing(self, name: str, op: Op[T]) -> Flow[T]:
-        raise NotImplementedError
 
     def _create_topic(self, name: str, settings: dict[str, Any]) -> Flow[TopicSettings]:
         check_topic_name(name)

@@ -25,10 +25,10 @@ from .base import MISSING, BaseClient, Flow, Load, Sleep, Subscribe, log
 from .clock import Clock
 from .cluster import ClusterExecutor
 from .connect import connect
+from .effects import AwaitCapacity
 from .error_map import map_errors
 from .executor import Executor
 from .group_commit import GroupCommit
-from .limited import AwaitCapacity
 from .replication import GIVE_BACK_FAILED, BatchNotReplicated, Replication, claimed_in
 from .sync_views import ViewMethods
 from .tx_handles import TransactionMethods
@@ -219,11 +219,11 @@ class Client(BaseClient, TransactionMethods, ViewMethods):
         seconds)`` of them claimed in any ``seconds``. Both are set at once: a limit given
         as None (or left out) is removed. Bad values raise InvalidArgument and write
         nothing. Returns the limits now stored."""
-        return self._run(self._set_limits(topic, group, max_in_flight, rate))
+        return self._run(self._fleet.set_limits(topic, group, max_in_flight, rate))
 
     def limits(self, topic: str, group: str = DEFAULT_GROUP) -> GroupLimits:
         """The group's fleet-wide limits as stored now (see :meth:`set_limits`)."""
-        return self._run(self._limits(topic, group))
+        return self._run(self._fleet.limits(topic, group))
 
     def wait_for_capacity(self, topic: str, group: str = DEFAULT_GROUP,
                           timeout: float = 10.0) -> bool:
@@ -232,7 +232,7 @@ class Client(BaseClient, TransactionMethods, ViewMethods):
         limit may allow more (an expiring lease, the rate's next unit), at most ``timeout``
         seconds. Returns False at once when this client's last claim of the group was not
         held back (then wait for work instead)."""
-        return self._run(self._wait_for_capacity(topic, group, timeout))
+        return self._run(self._fleet.wait_for_capacity(topic, group, timeout))
 
     def consumers(self, topic: str, dead_after: float = 10.0) -> list[ConsumerInfo]:
         """Registered consumers of ``topic``; ``alive`` is false after ``dead_after`` s of

@@ -5,7 +5,6 @@ finding messages and their trace. Each runs a flow of
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TypeVar
 
 from ..settings import DEFAULT_GROUP
 from ..storage.history import TopicHistory
@@ -13,18 +12,14 @@ from ..storage.peek import PeekPage
 from ..storage.snapshot import SnapshotRow
 from ..storage.stats import TopicStats
 from ..storage.trace import TraceEvent
-from .views import Flow, ViewFlows
+from .host import SyncHost
+from .views import ViewFlows
 
 __all__ = ["ViewMethods"]
 
-T = TypeVar("T")
 
-
-class ViewMethods(ViewFlows):
-    """``rmq.Client``'s reading views; ``Client`` provides ``_run``."""
-
-    def _run(self, flow: Flow[T]) -> T:
-        raise NotImplementedError
+class ViewMethods(ViewFlows, SyncHost):
+    """``rmq.Client``'s reading views."""
 
     def stats(self, topic: str) -> TopicStats:
         """Per group and slot: delayed, ready by priority, in flight, dead, oldest ready age,

@@ -2,9 +2,10 @@
 transaction's state as one handle knows it, its half sends, commit and rollback, the open
 transactions of a topic, and the steps of a check-back around the application's checker.
 
-``TransactionFlows`` is a part of :class:`~rmq.client.base.BaseClient`, kept apart so that
-transactions read as one concept; it relies on the registry cache and clock of the base.
-The handles users hold (``Transaction``, ``AsyncTransaction``) are in ``tx_handles.py``.
+``TransactionFlows`` is a part of each client (through its methods' mixin in
+``tx_handles.py``), kept apart so that transactions read as one concept; what it uses of
+:class:`~rmq.client.base.BaseClient` is ``host.ClientHost``. The handles users hold
+(``Transaction``, ``AsyncTransaction``) are in ``tx_handles.py``.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from __future__ import annotations
 import logging
 import re
 import secrets
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from ..errors import InvalidArgument, TransactionClosed
 from ..message import SendCounts
@@ -25,13 +26,12 @@ from ..storage.codec import to_ms
 from ..storage.registry import TopicInfo
 from ..storage.trace import trace_argument
 from ..storage.transactions import DONE, STATES, OpenTransaction
+from .effects import Flow
+from .host import ClientHost
 from .outgoing import MISSING, prepare, prepare_batch
 
 __all__ = ["TransactionFlows", "TxState", "check_transaction_id", "send_item", "CheckStep"]
 
-T = TypeVar("T")
-# A flow of the base client (base.Flow).
-Flow = Generator[Any, Any, T]
 log = logging.getLogger("rmq.transactions")
 
 _ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
@@ -80,22 +80,8 @@ class CheckStep(Exception):
         self.outcome = outcome
 
 
-class TransactionFlows:
-    """The transactions' flows; the base client provides what is declared here."""
-
-    is_cluster: bool
-
-    def _topic(self, name: str, fresh: bool = False) -> Flow[TopicInfo]:
-        raise NotImplementedError
-
-    def _now(self) -> Flow[int]:
-        raise NotImplementedError
-
-    def _on_current(self, name: str, act: Callable[[TopicInfo, bool], Flow[T]]) -> Flow[T]:
-        raise NotImplementedError
-
-    def _heads(self, info: TopicInfo) -> bool:
-        raise NotImplementedError
+class TransactionFlows(ClientHost):
+    """The transactions' flows."""
 
     def _new_transaction(self, topic: str, tx_id: str | None, part: str | None) -> TxState:
         check_topic_name(topic)

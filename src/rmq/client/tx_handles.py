@@ -1,7 +1,8 @@
 """The transaction handles users hold (``client.transaction(topic)``), and the transaction
 methods of both clients: ``transaction``, ``checker``, ``open_transactions`` and
 ``check_transaction`` (SPEC §12, docs/transactions.md). Each method runs a flow of
-``transactions.TransactionFlows``; the sync and async handles differ only in how."""
+``transactions.TransactionFlows``; the sync and async handles differ only in the runner
+they were given (their client's ``_run``)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from typing import Any, TypeVar
 from ..message import SendCounts
 from ..properties import PropertyValue
 from ..runtime.checker import CheckBack
-from ..storage.registry import TopicInfo
 from ..storage.transactions import OpenTransaction
+from .host import AsyncHost, AsyncRunner, Runner, SyncHost
 from .outgoing import MISSING
 from .transactions import CheckStep, TransactionFlows, TxState, send_item
 
@@ -39,10 +40,10 @@ def _answer(tx_id: str, answer: object) -> bool | None:
 
 
 class _Handle:
-    """What both handles hold: their client and the transaction's state."""
+    """What both handles hold: the transaction's flows (their client's) and state."""
 
-    def __init__(self, client: Any, state: TxState):
-        self._client = client
+    def __init__(self, flows: TransactionFlows, state: TxState):
+        self._flows = flows
         self._state = state
 
     @property
@@ -61,6 +62,10 @@ class Transaction(_Handle):
     half messages, invisible to every group, until ``commit``; ``rollback`` drops them. As
     a context manager it commits on a normal exit and rolls back on an exception."""
 
+    def __init__(self, run: Runner, flows: TransactionFlows, state: TxState):
+        super().__init__(flows, state)
+        self._run = run
+
     def send(self, body: Any = MISSING, *, json: Any = MISSING, priority: int | None = None,
              delay_ms: float | None = None, deliver_at: Any = None,
              slot_basis: bytes | str | None = None, key: bytes | str | None = None,
@@ -72,23 +77,22 @@ class Transaction(_Handle):
         item = send_item(body, json, {"priority": priority, "delay_ms": delay_ms,
                                       "deliver_at": deliver_at, "slot_basis": slot_basis,
                                       "key": key, "tag": tag, "properties": properties})
-        return int(self._client._run(self._client._tx_send(self._state, [item], True)))
+        return self._run(self._flows._tx_send(self._state, [item], True))
 
     def send_many(self, items: Iterable[Any]) -> int:
         """Store a batch of half messages (``send_many``'s items), validated whole first:
         one script call per slot. Returns how many were stored."""
-        return int(self._client._run(self._client._tx_send(self._state, items, False)))
+        return self._run(self._flows._tx_send(self._state, items, False))
 
     def commit(self) -> SendCounts:
         """Make every half message pending at once, as sends now (merging, filters, delays
         from now): one atomic, idempotent script call per slot. Returns what it sent and
         merged (0, 0 when committed before); after a rollback raises TransactionClosed."""
-        counts: SendCounts = self._client._run(self._client._tx_close(self._state, True))
-        return counts
+        return self._run(self._flows._tx_close(self._state, True))
 
     def rollback(self) -> None:
         """Drop every half message; idempotent; after a commit raises TransactionClosed."""
-        self._client._run(self._client._tx_close(self._state, False))
+        self._run(self._flows._tx_close(self._state, False))
 
     def __enter__(self) -> Transaction:
         return self
@@ -105,6 +109,10 @@ class Transaction(_Handle):
 class AsyncTransaction(_Handle):
     """:class:`Transaction` for ``AsyncClient``: the same methods, awaited; ``async with``."""
 
+    def __init__(self, run: AsyncRunner, flows: TransactionFlows, state: TxState):
+        super().__init__(flows, state)
+        self._run = run
+
     async def send(self, body: Any = MISSING, *, json: Any = MISSING,
                    priority: int | None = None, delay_ms: float | None = None,
                    deliver_at: Any = None, slot_basis: bytes | str | None = None,
@@ -113,17 +121,16 @@ class AsyncTransaction(_Handle):
         item = send_item(body, json, {"priority": priority, "delay_ms": delay_ms,
                                       "deliver_at": deliver_at, "slot_basis": slot_basis,
                                       "key": key, "tag": tag, "properties": properties})
-        return int(await self._client._run(self._client._tx_send(self._state, [item], True)))
+        return await self._run(self._flows._tx_send(self._state, [item], True))
 
     async def send_many(self, items: Iterable[Any]) -> int:
-        return int(await self._client._run(self._client._tx_send(self._state, items, False)))
+        return await self._run(self._flows._tx_send(self._state, items, False))
 
     async def commit(self) -> SendCounts:
-        counts: SendCounts = await self._client._run(self._client._tx_close(self._state, True))
-        return counts
+        return await self._run(self._flows._tx_close(self._state, True))
 
     async def rollback(self) -> None:
-        await self._client._run(self._client._tx_close(self._state, False))
+        await self._run(self._flows._tx_close(self._state, False))
 
     async def __aenter__(self) -> AsyncTransaction:
         return self
@@ -138,19 +145,8 @@ class AsyncTransaction(_Handle):
             await self.commit()
 
 
-class TransactionMethods(TransactionFlows):
+class TransactionMethods(TransactionFlows, SyncHost):
     """``rmq.Client``'s transaction methods."""
-
-    _check_backs: list[CheckBack]
-
-    def _run(self, flow: Any) -> Any:
-        raise NotImplementedError
-
-    def now(self) -> int:
-        raise NotImplementedError
-
-    def topic(self, name: str, *, fresh: bool = False) -> TopicInfo:
-        raise NotImplementedError
 
     def transaction(self, topic: str, id: str | None = None, *,
                     part: str | None = None) -> Transaction:
@@ -159,7 +155,7 @@ class TransactionMethods(TransactionFlows):
         names this handle's share (default: its own); a handle of the same id and part
         that sends the same messages again, in the same order, stores nothing twice (how
         Spark's re-run of a batch publishes once)."""
-        return Transaction(self, self._new_transaction(topic, id, part))
+        return Transaction(self._run, self, self._new_transaction(topic, id, part))
 
     def checker(self, topic: str) -> Callable[[C], C]:
         """Decorator: ``@client.checker(topic)`` registers ``fn(tx_id) -> True | False |
@@ -181,8 +177,7 @@ class TransactionMethods(TransactionFlows):
     def open_transactions(self, topic: str) -> list[OpenTransaction]:
         """The topic's open transactions, oldest first, with their slots, half messages,
         age and checks so far."""
-        result: list[OpenTransaction] = self._run(self._open_transactions(topic))
-        return result
+        return self._run(self._open_transactions(topic))
 
     def check_transaction(self, topic: str, tx_id: str, checker: Checker) -> str:
         """One check-back of ``tx_id`` (what the runtime does for a transaction due for a
@@ -201,21 +196,15 @@ class TransactionMethods(TransactionFlows):
             log.exception("checker of transaction %r of topic %r failed: asking again later",
                           tx_id, topic)
             answer = None
-        outcome: str = self._run(self._check_end(topic, tx_id, _answer(tx_id, answer)))
-        return outcome
+        return self._run(self._check_end(topic, tx_id, _answer(tx_id, answer)))
 
 
-class AsyncTransactionMethods(TransactionFlows):
+class AsyncTransactionMethods(TransactionFlows, AsyncHost):
     """``rmq.AsyncClient``'s transaction methods (see :class:`TransactionMethods`)."""
-
-    _checkers: list[tuple[str, Checker]]
-
-    async def _run(self, flow: Any) -> Any:
-        raise NotImplementedError
 
     def transaction(self, topic: str, id: str | None = None, *,
                     part: str | None = None) -> AsyncTransaction:
-        return AsyncTransaction(self, self._new_transaction(topic, id, part))
+        return AsyncTransaction(self._run, self, self._new_transaction(topic, id, part))
 
     def checker(self, topic: str) -> Callable[[C], C]:
         def register(function: C) -> C:
@@ -226,8 +215,7 @@ class AsyncTransactionMethods(TransactionFlows):
         return register
 
     async def open_transactions(self, topic: str) -> list[OpenTransaction]:
-        result: list[OpenTransaction] = await self._run(self._open_transactions(topic))
-        return result
+        return await self._run(self._open_transactions(topic))
 
     async def check_transaction(self, topic: str, tx_id: str, checker: Checker) -> str:
         try:
@@ -242,8 +230,7 @@ class AsyncTransactionMethods(TransactionFlows):
             log.exception("checker of transaction %r of topic %r failed: asking again later",
                           tx_id, topic)
             answer = None
-        outcome: str = await self._run(self._check_end(topic, tx_id, _answer(tx_id, answer)))
-        return outcome
+        return await self._run(self._check_end(topic, tx_id, _answer(tx_id, answer)))
 
 
 async def _awaited(answer: Awaitable[T]) -> T:

@@ -2,14 +2,13 @@
 statistics, snapshots, the console's history, peeks and the message finder.
 
 ``ViewFlows`` is a part of :class:`~rmq.client.base.BaseClient`, kept apart so that the
-base holds the queue's hot paths; it relies on the base's registry cache and clock.
+base holds the queue's hot paths; what it uses of the base is ``host.ClientHost``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar
 
 from ..message import DeadLetter
 from ..settings import check_group_name
@@ -26,28 +25,15 @@ from ..storage.snapshot import SnapshotRow, snapshot_slot
 from ..storage.stats import TopicStats, collect
 from ..storage.trace import TraceEvent, read_trace, trace_argument, trace_target
 from .arguments import check_ids, check_names, check_slots
+from .effects import Flow
+from .host import ClientHost
 from .outgoing import as_bytes
 
 __all__ = ["ViewFlows"]
 
-T = TypeVar("T")
-# A flow of the base client (base.Flow).
-Flow = Generator[Any, Any, T]
 
-
-class ViewFlows:
+class ViewFlows(ClientHost):
     """Flows that read what is stored (and requeue or purge dead letters)."""
-
-    is_cluster: bool
-
-    def _topic(self, name: str, fresh: bool = False) -> Flow[TopicInfo]:
-        raise NotImplementedError
-
-    def _now(self) -> Flow[int]:
-        raise NotImplementedError
-
-    def _on_current(self, name: str, act: Callable[[TopicInfo, bool], Flow[T]]) -> Flow[T]:
-        raise NotImplementedError
 
     # -- dead letters, stats, snapshots ---------------------------------------------------
 

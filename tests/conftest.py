@@ -1,19 +1,38 @@
-"""Shared fixtures: real Redis servers from ``tests/support/servers.py``.
+"""Shared fixtures: real Redis servers from ``tests/support/servers.py``, and the suite's
+client x deployment matrix.
 
-Every test that takes ``redis_url`` runs twice: on one Redis node (``[single]``) and on the
-session's 3-master Redis Cluster (``[cluster]``), each emptied before the test. Left out of
-the cluster run: tests marked ``single_node`` (a cluster run would prove nothing more, or
-something a cluster does not promise), tests about the server process itself
-(``test_server.py``), the command line (``test_cli.py``, ``test_cli_errors.py``,
-``test_cli_filters.py``: an edge
-over the same client) and the Spark suite. The fault scenarios of ``faults/`` that take
-``redis_url`` run on both; those that kill or cut off a server start their own.
-``RMQ_TEST_DEPLOYMENTS=single`` runs everything on the single node only.
+The matrix: a test that takes ``redis_url`` can run on one Redis node (``[single]``) and on
+the session's 3-master Redis Cluster (``[cluster]``), each emptied before the test; a test
+that takes ``make_client`` (the behaviour suite, ``core_fixtures.py``) or ``client_kind`` can
+run with ``rmq.Client`` (``[sync]``) and with ``rmq.AsyncClient`` (``[async]``). The matrix
+is crossed only where a behaviour can differ, as redis-py's ``onlycluster`` and
+``onlynoncluster`` do, so the suite stays fast enough to run after every change. The rule:
 
-Every test that takes ``make_client`` (the behaviour suite, ``core_fixtures.py``) also runs
-with both clients: ``rmq.Client`` (``[sync]``) and ``rmq.AsyncClient`` (``[async]``), except
-the modules about the threaded worker runtime and the threads' group commit, which need a
-``Client``. ``RMQ_TEST_CLIENTS=sync`` runs the sync client only.
+* The cluster runs a test when the cluster may do it differently: an operation over several
+  slots or nodes (a claim across slots, priority across slots, delete, stats, snapshot,
+  recover, requeue over every slot), a script run on several nodes, the cluster's script
+  fallback, pub/sub wake-ups, fleet-wide limits, transactions spanning slots, ACL rules a
+  cluster adds, the cluster's failovers. What one slot's script decides (merging, retries,
+  backoffs, leases, filters, the trace's events) and what is refused before any I/O (the
+  bad-argument tables) runs on the single node only.
+* The asyncio client runs a test when its driver does something of its own: waiting (a
+  claim's ``wait``, wake-ups, ``wait_for_capacity``), the tasks' group commit and shared
+  registry loads, ``each_topic`` and ``snapshot``'s async forms, transactions (``async
+  with``), the errors it maps from Redis, replication's give-back, and at least one call of
+  every public method. The flows both clients run (``client/base.py``) are otherwise
+  proven once, with ``rmq.Client``.
+
+A module declares its choice with ``pytestmark`` and a test may declare its own, the closest
+declaration winning: ``single_node`` (single node only) or ``both_deployments``;
+``sync_client`` (``rmq.Client`` only) or ``both_clients``. Undeclared, a test runs on both
+deployments with both clients. The worker runtime's modules are ``sync_client`` (it runs on
+threads of a ``Client``); the command line, the console, the server process and Spark are
+edges over the same client and run on the single node.
+
+``RMQ_TEST_DEPLOYMENTS=single`` and ``RMQ_TEST_CLIENTS=sync`` narrow any run further.
+
+``./dev floors`` (the core suite on the lowest declared redis-py and hiredis) leaves out the
+tests marked ``extras``, ``faults`` and ``model``: see ``pyproject.toml``'s markers.
 """
 
 from __future__ import annotations
@@ -35,34 +54,36 @@ __all__ = ["isolated_environment", "redis_server", "redis_url", "cluster", "clus
 
 DEPLOYMENTS = ("single", "cluster")
 CLIENT_KINDS = ("sync", "async")
-_SYNC_CLIENT_ONLY_FILES = {"test_consumer_runtime.py", "test_handler_decorator.py",
-                           "test_send_coalescing.py"}
-_SINGLE_ONLY_FILES = {"test_server.py", "test_cli.py", "test_cli_errors.py",
-                      "test_cli_filters.py"}
-_SINGLE_ONLY_DIRS = {"spark"}
+# marker -> what it selects; the closest node (test, then module) that declares one decides
+DEPLOYMENT_MARKS = {"single_node": ("single",), "both_deployments": DEPLOYMENTS}
+CLIENT_MARKS = {"sync_client": ("sync",), "both_clients": CLIENT_KINDS}
 
 
-def _deployments(definition: pytest.Function) -> list[str]:
-    chosen = os.environ.get("RMQ_TEST_DEPLOYMENTS", ",".join(DEPLOYMENTS)).split(",")
-    path = definition.path
-    if (definition.get_closest_marker("single_node") or path.name in _SINGLE_ONLY_FILES
-            or path.parent.name in _SINGLE_ONLY_DIRS):
-        chosen = [d for d in chosen if d == "single"]
-    return [d for d in DEPLOYMENTS if d in chosen]
+def _declared(definition: pytest.Function, marks: dict[str, tuple[str, ...]],
+              default: tuple[str, ...]) -> tuple[str, ...]:
+    for node in reversed(definition.listchain()):
+        names = {mark.name for mark in node.own_markers} & marks.keys()
+        if len(names) > 1:
+            raise pytest.UsageError(f"{node.nodeid} declares both {' and '.join(sorted(names))}")
+        if names:
+            return marks[names.pop()]
+    return default
 
 
-def _client_kinds(definition: pytest.Function) -> list[str]:
-    chosen = os.environ.get("RMQ_TEST_CLIENTS", ",".join(CLIENT_KINDS)).split(",")
-    if definition.path.name in _SYNC_CLIENT_ONLY_FILES:
-        chosen = ["sync"]
-    return [k for k in CLIENT_KINDS if k in chosen]
+def _chosen(variable: str, offered: tuple[str, ...], allowed: tuple[str, ...]) -> list[str]:
+    narrowed = os.environ.get(variable, ",".join(offered)).split(",")
+    return [choice for choice in offered if choice in allowed and choice in narrowed]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    definition = metafunc.definition
     if "redis_url" in metafunc.fixturenames:
-        metafunc.parametrize("redis_url", _deployments(metafunc.definition), indirect=True)
+        deployments = _declared(definition, DEPLOYMENT_MARKS, DEPLOYMENTS)
+        metafunc.parametrize("redis_url", _chosen("RMQ_TEST_DEPLOYMENTS", DEPLOYMENTS,
+                                                  deployments), indirect=True)
     if "make_client" in metafunc.fixturenames or "client_kind" in metafunc.fixturenames:
-        metafunc.parametrize("client_kind", _client_kinds(metafunc.definition))
+        kinds = _declared(definition, CLIENT_MARKS, CLIENT_KINDS)
+        metafunc.parametrize("client_kind", _chosen("RMQ_TEST_CLIENTS", CLIENT_KINDS, kinds))
 
 
 @pytest.fixture

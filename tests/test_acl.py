@@ -328,6 +328,7 @@ def test_a_one_topic_tenant_runs_no_code_of_its_own(tenancy):
         assert [m.body for m in tenant.claim("orders", wait=1)] == [b"order-1"]
 
 
+@pytest.mark.extras  # it also reads the console's overview (the console extra)
 def test_a_one_topic_tenant_writes_no_registry_key_and_the_admins_views_hold(tenancy):
     registry = [f"rmq:{{orders}}:{name}"
                 for name in ("settings", "generation", "groups", "unbound", "paused")]

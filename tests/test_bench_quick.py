@@ -17,6 +17,8 @@ from rmq.bench import main
 from rmq.bench.report import Report
 from rmq.bench.scenarios import SCENARIOS
 
+pytestmark = pytest.mark.extras
+
 CONSUMING = ("consume", "priority", "delay", "headline", "scale-out")
 
 

@@ -20,6 +20,8 @@ from helpers import wait_for
 import rmq
 from rmq.server import free_port
 
+pytestmark = pytest.mark.single_node
+
 COMMAND = [sys.executable, "-m", "rmq"]
 
 

@@ -14,6 +14,8 @@ import pytest
 
 import rmq
 
+pytestmark = pytest.mark.single_node
+
 COMMAND = [sys.executable, "-m", "rmq"]
 
 

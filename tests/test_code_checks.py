@@ -11,6 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.extras
+
 ROOT = Path(__file__).resolve().parent.parent
 # mypy's own settings are pyproject.toml's; a MYPYPATH from the environment would add others.
 MYPY_ENV = {name: value for name, value in os.environ.items() if name != "MYPYPATH"}

@@ -18,6 +18,8 @@ from helpers import rows, states, wait_for
 
 import rmq
 
+pytestmark = pytest.mark.sync_client
+
 
 class Recorder:
     """A handler body that records what it saw; ``gate`` (when given) holds it back."""

@@ -18,6 +18,8 @@ from helpers import wait_for
 
 from rmq.server import stop_embedded
 
+pytestmark = pytest.mark.extras
+
 RUNNABLE = ("python", "bash")
 NOT_CODE = "text"  # a diagram or an example of output
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
 from helpers import wait_for
 
 import rmq
+
+pytestmark = pytest.mark.sync_client
 
 
 def test_decorated_function_stays_callable_and_carries_its_consumer(make_client):

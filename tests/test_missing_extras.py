@@ -14,6 +14,8 @@ import pytest
 
 from rmq.server import INSTALL_HINT
 
+pytestmark = pytest.mark.extras
+
 COMMAND = [sys.executable, "-m", "rmq"]
 
 

@@ -789,6 +789,7 @@ def test_one_slot_agrees_with_the_model(redis_url: str, client_kind: str) -> Non
     run(OneSlot, redis_url, client_kind, EXAMPLES)
 
 
+@pytest.mark.model
 @pytest.mark.timeout(900)
 def test_four_slots_agree_with_the_model(redis_url: str, client_kind: str) -> None:
     """Four slots: exact order across slots on one node (one script call); on a cluster
@@ -802,6 +803,7 @@ def test_four_slots_agree_with_the_model(redis_url: str, client_kind: str) -> No
     run(FourSlots, redis_url, client_kind, examples)
 
 
+@pytest.mark.model
 @pytest.mark.single_node  # the heads index is a single node's; a cluster claims as for four
 @pytest.mark.timeout(900)
 def test_sixty_four_slots_agree_with_the_model(redis_url: str, client_kind: str) -> None:

@@ -13,10 +13,13 @@ import subprocess
 import sys
 from urllib.parse import urlsplit
 
+import pytest
 import redis
 from test_acl import add_user, documented_acl  # noqa: F401  (add_user: a fixture)
 
 import rmq
+
+pytestmark = pytest.mark.extras
 
 SETUP = """
 import asyncio, json, sys, threading

@@ -16,6 +16,8 @@ import rmq
 from rmq.client.group_commit import GroupCommit
 from rmq.client.replication import BatchNotReplicated
 
+pytestmark = pytest.mark.sync_client
+
 
 def _sends_in_flight(client: rmq.Client, topic: str, bodies: list[bytes],
                      execute: object) -> tuple[GroupCommit, list[object]]:

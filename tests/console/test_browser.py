@@ -26,6 +26,8 @@ from playwright.sync_api import Page, expect
 
 import rmq
 
+pytestmark = pytest.mark.extras
+
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "console"
 SIZES = {"desktop": (1440, 900), "laptop": (1280, 720)}
 

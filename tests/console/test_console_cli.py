@@ -16,6 +16,8 @@ import pytest
 
 import rmq
 
+pytestmark = pytest.mark.extras
+
 COMMAND = [sys.executable, "-m", "rmq"]
 
 

@@ -22,6 +22,8 @@ from rmq.console.sampler import Sampler
 from rmq.storage.keys import RegistryKeys, SlotKeys
 from rmq.storage.registry import ConsumerState
 
+pytestmark = pytest.mark.extras
+
 KINDS = sorted(BREAKAGES)
 LOCAL = "http://127.0.0.1:8270"
 

@@ -19,6 +19,8 @@ from rmq.console import create_app
 from rmq.console.security import console_page
 from rmq.server import free_port
 
+pytestmark = pytest.mark.extras
+
 TOKEN = "s3cret-token"
 
 

@@ -5,10 +5,13 @@ rejected."""
 
 from __future__ import annotations
 
+import pytest
 from console_helpers import TestClient
 from test_metrics import labels, scrape
 
 import rmq
+
+pytestmark = pytest.mark.extras
 
 
 def test_the_api_binds_with_filters_and_shows_them_with_tags_and_properties(

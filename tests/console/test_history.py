@@ -16,6 +16,8 @@ import rmq
 from rmq.storage import history
 from rmq.storage.keys import RegistryKeys
 
+pytestmark = pytest.mark.extras
+
 WIDTH = 100
 
 

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 import rmq
 from rmq.console import api, create_app
 
+pytestmark = pytest.mark.extras
+
 DELAYED_MS = 3_600_000  # far enough that no read promotes it during the test
 OPERATIONS = sorted((route.path, method) for route in api.router.routes
                     if isinstance(route, APIRoute) for method in route.methods)

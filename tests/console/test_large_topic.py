@@ -7,10 +7,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 from console_helpers import TestClient
 from playwright.sync_api import expect
 
 import rmq
+
+pytestmark = pytest.mark.extras
 
 PENDING = 1_000_000
 SLOTS = 1024

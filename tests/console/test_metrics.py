@@ -8,12 +8,15 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 from console_helpers import TestClient
 from helpers import wait_for
 from prometheus_client.parser import text_string_to_metric_families
 
 import rmq
 from rmq.server import free_port
+
+pytestmark = pytest.mark.extras
 
 
 def scrape(text: str) -> dict[str, dict[tuple, float]]:

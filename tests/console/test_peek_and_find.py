@@ -11,6 +11,8 @@ from helpers import ManualClock, states
 import rmq
 from rmq.errors import InvalidQuery
 
+pytestmark = pytest.mark.extras
+
 
 def test_a_page_of_ready_messages_follows_claim_order_within_a_slot(client: rmq.Client) -> None:
     client.create_topic("t", slots=1)

@@ -18,6 +18,8 @@ from helpers import wait_for
 
 import rmq
 
+pytestmark = pytest.mark.extras
+
 HANDLER = '''
 import os
 from pathlib import Path

@@ -8,9 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from playwright.sync_api import Page, expect
 
 import rmq
+
+pytestmark = pytest.mark.extras
 
 
 def test_the_finder_shows_a_found_messages_timeline(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from console_helpers import TestClient
 from helpers import wait_for
 from playwright.sync_api import Page, expect
@@ -13,6 +14,8 @@ from test_browser import live
 from test_metrics import labels, scrape
 
 import rmq
+
+pytestmark = pytest.mark.extras
 
 
 def test_the_api_lists_open_transactions_with_their_checks_and_the_abandoned(

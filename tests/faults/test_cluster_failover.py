@@ -16,6 +16,8 @@ from chaos.main import scale
 from chaos.scenarios import SEND_BOUND, Stage
 from rmq.server.cluster import Cluster
 
+pytestmark = pytest.mark.faults
+
 # How long the second test holds a replica back: longer than the scenario takes from
 # creating its topic to killing the master (about 4 s for 300 messages here), shorter than
 # its wait for the replicas to hold the topic (30 s).

@@ -8,11 +8,14 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 import rmq
 from rmq.server import wait_until
+
+pytestmark = pytest.mark.faults
 
 
 def test_consumer_still_extends_heartbeats_and_recovers_after_an_outage_beyond_its_retries(

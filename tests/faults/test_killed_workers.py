@@ -3,10 +3,13 @@ dead or frozen consumer held is delivered again."""
 
 from __future__ import annotations
 
+import pytest
 from fault_helpers import SIZE, kept_its_promises
 
 from chaos.main import scale
 from chaos.scenarios import frozen_consumer, worker_kills
+
+pytestmark = pytest.mark.faults
 
 
 def test_workers_killed_at_random_points_lose_nothing_and_repeat_only_what_they_held(stage):

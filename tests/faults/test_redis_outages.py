@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 from fault_helpers import SIZE, kept_its_promises
 
 import rmq
 from chaos.main import scale
 from chaos.scenarios import SEND_BOUND, network_cuts, outages, redis_restarts
 from rmq.server import wait_until
+
+pytestmark = pytest.mark.faults
 
 
 def test_redis_killed_and_restarted_under_appendfsync_always_loses_no_acknowledged_work(

@@ -16,6 +16,8 @@ from rmq.errors import NotReplicated
 from rmq.server import RedisServer, wait_until
 from tests.helpers import wait_for
 
+pytestmark = pytest.mark.faults
+
 TOPIC = "renders"
 
 

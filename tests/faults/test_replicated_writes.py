@@ -25,6 +25,8 @@ from rmq.errors import InvalidArgument, NotReplicated
 from rmq.server import RedisServer, wait_until
 from rmq.server.cluster import Cluster
 
+pytestmark = pytest.mark.faults
+
 TOPIC = "renders"
 
 

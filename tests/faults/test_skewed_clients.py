@@ -3,9 +3,12 @@ one Redis: every message is handled exactly once and on time (the clock-skew sce
 
 from __future__ import annotations
 
+import pytest
 from fault_helpers import kept_its_promises
 
 from chaos.scenarios import clock_skew
+
+pytestmark = pytest.mark.faults
 
 
 def test_clients_ten_minutes_apart_handle_everything_once_and_on_time(stage):

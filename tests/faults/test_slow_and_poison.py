@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from fault_helpers import kept_its_promises
 
 from chaos.scenarios import poison_messages, slow_handler
+
+pytestmark = pytest.mark.faults
 
 
 def test_a_live_handler_slower_than_its_lease_is_not_duplicated(stage):

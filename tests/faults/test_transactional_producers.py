@@ -13,12 +13,15 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from helpers import wait_for
 
 from chaos.fleet import CHECKOUT
 from chaos.tx_producer import MESSAGES_PER_ORDER, POINTS
 from rmq.client import Client
 from rmq.runtime.checker import CheckBack
+
+pytestmark = pytest.mark.faults
 
 ORDERS = 24
 

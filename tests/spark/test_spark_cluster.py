@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 import rmq
 import rmq.spark
+
+pytestmark = [pytest.mark.extras, pytest.mark.single_node]
 
 
 def test_data_source_runs_unchanged_on_a_redis_cluster(spark, cluster_url, tmp_path):

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from rmq.demo import app as demo
+
+pytestmark = [pytest.mark.extras, pytest.mark.single_node]
 
 
 def test_demo_renders_every_changed_product_with_its_latest_price(spark, tmp_path, capsys):

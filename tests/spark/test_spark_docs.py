@@ -4,9 +4,12 @@ suite's session. They name no URL, so they read the embedded server (of the test
 
 from __future__ import annotations
 
+import pytest
 from doc_blocks import ROOT, blocks
 
 import rmq
+
+pytestmark = [pytest.mark.extras, pytest.mark.single_node]
 
 
 def test_spark_examples_run_as_written(spark, capsys) -> None:

@@ -6,6 +6,8 @@ import pytest
 
 import rmq
 
+pytestmark = [pytest.mark.extras, pytest.mark.single_node]
+
 
 def load(spark, redis_url, topic, **options):
     reader = spark.read.format("rmq").option("topic", topic).option("url", redis_url)

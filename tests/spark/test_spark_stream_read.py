@@ -12,6 +12,8 @@ import time
 import pytest
 from helpers import wait_for
 
+pytestmark = [pytest.mark.extras, pytest.mark.single_node]
+
 
 class RecordingSink:
     """Records (body, attempts) of every row that reached it; raises on ``fail_on`` batches

@@ -12,6 +12,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from rmq.spark.options import parse
 from rmq.spark.stream_reader import TopicStreamReader
 
+pytestmark = [pytest.mark.extras, pytest.mark.single_node]
+
 
 @pytest.fixture
 def reader(client, redis_url):

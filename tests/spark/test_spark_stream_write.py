@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+pytestmark = [pytest.mark.extras, pytest.mark.single_node]
+
 
 def test_stream_write_publishes_every_micro_batch(spark, client, redis_url, tmp_path):
     """A pipeline from one topic to another: what a streaming read claims is sent on."""

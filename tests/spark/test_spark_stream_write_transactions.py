@@ -10,10 +10,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pyspark import cloudpickle
 
 from rmq.spark.source import RMQDataSource
 from rmq.spark.writers import TopicStreamWriter
+
+pytestmark = [pytest.mark.extras, pytest.mark.single_node]
 
 # The data source below travels to Spark's Python workers by value (this test module is not
 # importable there).

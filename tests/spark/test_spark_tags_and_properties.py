@@ -12,6 +12,8 @@ import rmq
 import rmq.spark
 from rmq.spark.rows import InvalidSchema
 
+pytestmark = [pytest.mark.extras, pytest.mark.single_node]
+
 
 def test_map_and_struct_properties_reach_the_groups_filters(spark, client, redis_url):
     client.create_topic("orders", slots=2)

@@ -14,8 +14,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import rmq
 import rmq.spark
+
+pytestmark = [pytest.mark.extras, pytest.mark.single_node]
 
 SOURCES = Path(rmq.__file__).resolve().parents[1]  # the rmq under test, for the driver only
 

@@ -12,6 +12,8 @@ import rmq
 import rmq.spark
 from rmq.spark.rows import InvalidSchema
 
+pytestmark = [pytest.mark.extras, pytest.mark.single_node]
+
 
 def bodies_frame(spark, rows, schema):
     return spark.createDataFrame(rows, schema).repartition(2)

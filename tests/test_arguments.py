@@ -13,6 +13,8 @@ from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # 
 import rmq
 from rmq import errors
 
+pytestmark = pytest.mark.single_node
+
 NAN, INF = float("nan"), float("inf")
 
 

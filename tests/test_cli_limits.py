@@ -10,6 +10,8 @@ from test_cli import assert_one_line_error, ok, run
 
 import rmq
 
+pytestmark = pytest.mark.single_node
+
 
 @pytest.fixture
 def client(redis_url: str):

@@ -15,6 +15,8 @@ import rmq
 from rmq import errors
 from rmq.client.clock import ServerClock
 
+pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
+
 SKEW = 10 * 60 * 1000  # ten minutes, in ms
 
 
@@ -115,6 +117,7 @@ def test_heartbeats_of_a_consumer_behind_show_it_alive_to_a_client_ahead(behind,
     assert abs(seen.last_seen - server_ms(ahead)) < 5000
 
 
+@pytest.mark.both_clients
 def test_a_client_whose_clock_reads_1970_works(make_client):
     client = make_client(clock=skewed(-time.time() * 1000 + 1000))  # 1 s after the epoch
     client.create_topic("old", retry_backoff=0)

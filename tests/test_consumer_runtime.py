@@ -18,7 +18,7 @@ from helpers import rows, states, wait_for
 
 import rmq
 
-pytestmark = pytest.mark.sync_client
+pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
 
 
 class Recorder:
@@ -244,6 +244,7 @@ def test_lease_extension_keeps_a_slow_handler_from_being_duplicated(make_client,
     assert counter(producer, "t", "retried") == 0
 
 
+@pytest.mark.both_deployments
 def test_a_consumer_recovers_the_expired_leases_of_a_dead_one(make_client, consumers):
     producer = make_client()
     producer.create_topic("t", retry_backoff=0)
@@ -255,6 +256,7 @@ def test_a_consumer_recovers_the_expired_leases_of_a_dead_one(make_client, consu
     assert handled.seen[0].attempts == 2
 
 
+@pytest.mark.both_deployments
 def test_idle_consumer_does_not_poll(make_client, consumers):
     producer = make_client()
     producer.create_topic("t")
@@ -267,6 +269,7 @@ def test_idle_consumer_does_not_poll(make_client, consumers):
     assert claims[0] - before == 0
 
 
+@pytest.mark.both_deployments
 def test_idle_consumer_wakes_at_once_on_new_work(make_client, consumers):
     producer = make_client()
     producer.create_topic("t")
@@ -284,6 +287,7 @@ def test_idle_consumer_wakes_at_once_on_new_work(make_client, consumers):
     assert claims[0] - before <= 3
 
 
+@pytest.mark.both_deployments
 def test_idle_consumer_wakes_when_a_delayed_message_falls_due(make_client, consumers):
     producer = make_client()
     producer.create_topic("t")

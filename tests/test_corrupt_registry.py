@@ -10,6 +10,8 @@ from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # 
 from rmq.errors import CorruptRegistry
 from rmq.storage.keys import TOPICS, RegistryKeys
 
+pytestmark = pytest.mark.sync_client
+
 CORRUPTIONS = {
     "not JSON": ("settings", b"{not json"),
     "not an object": ("settings", b"[1, 2]"),
@@ -70,6 +72,7 @@ def test_a_name_in_the_topic_list_that_is_no_topic_name_is_not_listed(client):
     assert client.recover() == 0
 
 
+@pytest.mark.both_clients
 def test_an_unreadable_heartbeat_hides_no_other_consumer(client):
     from rmq.storage.registry import ConsumerState
 

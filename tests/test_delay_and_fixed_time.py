@@ -12,6 +12,8 @@ from helpers import rows
 import rmq
 from rmq import errors
 
+pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
+
 
 def test_delayed_message_is_claimable_from_its_due_millisecond(client, clock):
     client.create_topic("t")
@@ -79,6 +81,7 @@ def test_delayed_messages_become_due_in_due_time_order(client, clock):
     assert [m.body for m in client.claim("t", count=3)] == [b"first", b"second", b"third"]
 
 
+@pytest.mark.both_deployments
 def test_claim_due_reports_when_the_next_delayed_message_is_due(client, clock):
     client.create_topic("t", slots=4)
     client.send("t", b"soon", delay_ms=400)
@@ -111,6 +114,8 @@ def test_fractional_delay_is_at_least_one_millisecond(client, clock):
     assert [m.body for m in client.claim("t")] == [b"tiny"]
 
 
+@pytest.mark.both_deployments
+@pytest.mark.both_clients
 def test_claim_with_wait_returns_when_a_delayed_message_falls_due(make_client):
     c = make_client()
     c.create_topic("t")

@@ -18,6 +18,8 @@ from rmq.storage.generation import TopicGone, check_stored
 from rmq.storage.keys import RegistryKeys, SlotKeys
 from rmq.storage.registry import ConsumerState
 
+pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
+
 CACHED = 3600.0  # a registry cache that would hold the deleted entry for the whole test
 
 
@@ -25,6 +27,7 @@ def topic_keys(client, topic: str) -> list[bytes]:
     return sorted(client.redis.scan_iter(match=f"rmq:{{{topic}*"))
 
 
+@pytest.mark.both_clients
 def test_sends_and_claims_from_a_stale_cache_fail_at_once_and_store_nothing(make_client):
     admin, other = make_client(), make_client(registry_ttl=CACHED)
     admin.create_topic("t", slots=4)
@@ -48,6 +51,7 @@ def test_sends_and_claims_from_a_stale_cache_fail_at_once_and_store_nothing(make
     assert rows(admin, "t") == []
 
 
+@pytest.mark.both_clients
 def test_a_topic_created_again_is_used_by_clients_that_cached_the_old_one(make_client):
     admin, other = make_client(), make_client(registry_ttl=CACHED)
     admin.create_topic("t", slots=2)
@@ -64,6 +68,7 @@ def test_a_topic_created_again_is_used_by_clients_that_cached_the_old_one(make_c
     assert other.topic("t").settings.slots == 16
 
 
+@pytest.mark.both_deployments
 def test_no_send_lands_after_delete_topic_returns(make_client):
     """The issue's race: a client sending in a loop while another deletes the topic. Every
     send that starts after delete_topic returned fails, and the topic holds nothing."""
@@ -102,6 +107,8 @@ def test_no_send_lands_after_delete_topic_returns(make_client):
     assert topic_keys(admin, "t") == []
 
 
+@pytest.mark.both_deployments
+@pytest.mark.both_clients
 def test_a_group_commit_stores_the_live_topics_and_refuses_only_the_deleted_one(make_client):
     client = make_client(kind="sync", registry_ttl=CACHED)
     client.create_topic("gone")
@@ -123,6 +130,7 @@ def test_a_group_commit_stores_the_live_topics_and_refuses_only_the_deleted_one(
     assert topic_keys(client, "gone") == []
 
 
+@pytest.mark.both_deployments
 def test_creating_a_topic_writes_one_generation_into_the_registry_and_every_slot(client):
     client.create_topic("t", slots=4)
     generation = client.topic("t", fresh=True).generation

@@ -15,6 +15,8 @@ import rmq
 from rmq import errors
 from rmq.server import free_port
 
+pytestmark = pytest.mark.single_node
+
 INPUT_ERRORS = [errors.UnknownTopic, errors.InvalidTopicName, errors.MessageTooLarge,
                 errors.InvalidPriority, errors.InvalidDelay, errors.DeliverAtInPast,
                 errors.ConflictingOptions, errors.TopicConflict]

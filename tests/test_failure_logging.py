@@ -8,7 +8,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import rmq
+
+pytestmark = pytest.mark.single_node
 
 SCRIPT = """
 import sys, time

@@ -3,10 +3,13 @@ to one consumer; with no group bound a topic has the group ``default``."""
 
 from __future__ import annotations
 
+import pytest
 from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
 from helpers import drain, states, wait_for
 
 import rmq
+
+pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
 
 
 def test_an_unbound_topic_delivers_to_the_default_group(client):
@@ -77,6 +80,7 @@ def test_a_group_bound_later_receives_only_later_messages(client):
     assert [m.body for m in drain(client, "t", "late")] == [b"after"]
 
 
+@pytest.mark.both_clients
 def test_binding_a_group_is_seen_by_other_clients_within_their_registry_ttl(make_client, clock):
     producer = make_client(clock=clock, registry_ttl=0)
     admin = make_client(clock=clock)

@@ -8,6 +8,7 @@ import itertools
 import json
 import threading
 
+import pytest
 from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
 from helpers import drain
 from hypothesis import HealthCheck, given, settings
@@ -15,6 +16,8 @@ from hypothesis import strategies as st
 from test_filter_expressions import TABLE
 
 from rmq.filters import compile_filter, evaluate
+
+pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
 
 NAMES = ("a", "b", "c", "s")
 values = st.one_of(st.integers(-3, 3), st.sampled_from([0.5, -1.5, 2.0]), st.booleans(),
@@ -79,6 +82,7 @@ def test_the_send_script_gives_each_expression_of_the_table_its_value(client):
         assert (str(n) in stored) is (expected is True), where
 
 
+@pytest.mark.both_deployments
 def test_a_rebind_under_load_never_half_filters_a_batch(make_client):
     sender = make_client(registry_ttl=0)  # every batch reads the registry afresh
     admin = make_client()

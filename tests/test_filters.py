@@ -14,6 +14,8 @@ from helpers import drain, rows, states
 import rmq
 from rmq.storage.keys import RegistryKeys
 
+pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
+
 
 def bodies(client, topic, group):
     return sorted(m.body for m in drain(client, topic, group))
@@ -34,6 +36,7 @@ def test_a_group_stores_only_the_messages_its_where_accepts(client):
     assert client.stats("t").groups["all"].counters["filtered"] == 0
 
 
+@pytest.mark.both_deployments
 def test_a_batch_is_filtered_message_by_message(client):
     client.create_topic("t", slots=4)
     client.bind("t", "odd", where="n IN (1, 3, 5, 7, 9)")
@@ -211,6 +214,8 @@ def test_filters_rmq_did_not_write_make_the_entry_corrupt(client):
         client.topic("t", fresh=True)
 
 
+@pytest.mark.both_deployments
+@pytest.mark.both_clients
 def test_single_sends_joined_by_the_group_commit_are_filtered_each(make_client):
     client = make_client(kind="sync")
     client.create_topic("t", slots=2)

@@ -11,7 +11,7 @@ from helpers import wait_for
 
 import rmq
 
-pytestmark = pytest.mark.sync_client
+pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
 
 
 def test_decorated_function_stays_callable_and_carries_its_consumer(make_client):

@@ -14,6 +14,8 @@ import rmq
 from rmq import errors
 from rmq.storage.codec import InflightRecord, parse_inflight
 
+pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
+
 
 def in_flight(client, topic: str, group: str = "default") -> dict[bytes, str | None]:
     return {r.body: r.holder for r in client.snapshot(topic, groups=[group])

@@ -28,6 +28,8 @@ from rmq.errors import (
     RMQError,
 )
 
+pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
+
 LIMIT = 2048  # the fuzzed topic's max_message_bytes
 MAX_DELAY_S = 3600.0
 FUZZ = settings(max_examples=80, deadline=None,

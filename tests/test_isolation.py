@@ -18,6 +18,8 @@ from helpers import wait_for
 import rmq
 from rmq.errors import CorruptRegistry, UnknownTopic
 
+pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
+
 KINDS = sorted(BREAKAGES)
 
 
@@ -37,6 +39,8 @@ def test_recover_of_every_topic_recovers_the_others_and_logs_the_broken_one(
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.both_deployments
+@pytest.mark.both_clients
 def test_each_topic_reads_the_others_and_names_the_broken_one_with_its_problem(
         client, client_kind, kind):
     client.create_topic("a")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
 from helpers import rows, states
 from hypothesis import example, given
@@ -15,6 +16,8 @@ from hypothesis import strategies as st
 from rmq.storage import settle
 from rmq.storage.codec import run_leases
 from rmq.storage.keys import SlotKeys
+
+pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
 
 
 def test_claimed_message_is_invisible_to_other_claims_while_leased(client, make_client, clock):
@@ -37,6 +40,7 @@ def test_ack_removes_the_message_for_good(client, clock):
     assert rows(client, "t") == []
 
 
+@pytest.mark.both_deployments
 def test_claim_can_acknowledge_the_previous_batch_in_the_same_round_trip(client, clock):
     client.create_topic("t", slots=4)
     client.send_many("t", [f"job-{i}".encode() for i in range(7)])
@@ -117,6 +121,7 @@ def test_lease_expiry_on_the_last_attempt_dead_letters_with_lease_expired(client
     assert (dead.body, dead.attempts, dead.error) == (b"job", 1, "lease expired")
 
 
+@pytest.mark.both_deployments
 def test_recover_without_a_topic_recovers_every_topic(client, clock):
     for name in ("a", "b"):
         client.create_topic(name, visibility_timeout=1)
@@ -165,6 +170,7 @@ def test_extend_keeps_a_lease_alive(client, clock):
     assert client.extend(message, 5) == [False]
 
 
+@pytest.mark.both_deployments
 def test_extend_of_many_deliveries_reports_each(client, clock):
     client.create_topic("t", slots=4, visibility_timeout=1)
     client.send_many("t", [f"m{i}" for i in range(6)])
@@ -206,6 +212,7 @@ def test_an_extended_delivery_is_recovered_when_its_own_lease_ends(client, clock
     assert client.ack([a, b]) == 0
 
 
+@pytest.mark.both_deployments
 def test_an_ack_of_a_whole_claim_drops_its_lease_at_once(client, make_client):
     client.create_topic("t", slots=1)
     client.send_many("t", [b"a", b"b", b"c"])
@@ -248,6 +255,7 @@ def test_the_runs_an_ack_names_are_exactly_the_runs_of_consecutive_ids_it_settle
     assert {n for first, last in spans for n in range(first, last + 1)} == ids
 
 
+@pytest.mark.both_deployments
 def test_an_ack_of_two_claims_and_part_of_a_third_drops_the_two_claims_leases(client,
                                                                              make_client):
     client.create_topic("t", slots=1)
@@ -275,6 +283,7 @@ def test_a_lease_left_by_partial_acks_is_dropped_once_it_expires(client, make_cl
     assert leases.zcard(key) == 0
 
 
+@pytest.mark.both_deployments
 def test_recover_finds_the_deliveries_still_held_anywhere_in_a_claims_range(client, clock):
     # recover spells out a range's ids in hundreds (includes/leases.lua): cross two of them
     client.create_topic("t", slots=1, visibility_timeout=5, retry_backoff=0)
@@ -338,6 +347,7 @@ def test_a_lease_an_earlier_version_wrote_is_still_read_and_recovered(client, ma
     assert client.recover("t") == 1
 
 
+@pytest.mark.both_deployments
 def test_ack_counts_only_deliveries_that_held_their_lease(client):
     client.create_topic("t", slots=4)
     client.send_many("t", [f"m{i}" for i in range(5)])
@@ -348,6 +358,7 @@ def test_ack_counts_only_deliveries_that_held_their_lease(client):
     assert client.stats("t").groups["default"].counters["acked"] == 5
 
 
+@pytest.mark.both_deployments
 def test_release_gives_deliveries_back_at_their_place_without_counting_an_attempt(client):
     client.create_topic("t", slots=1)
     client.send_many("t", [b"a", b"b", b"c"])
@@ -394,6 +405,8 @@ def test_claim_count_limits_the_batch(client):
     assert len(client.claim("t", count=100)) == 7
 
 
+@pytest.mark.both_deployments
+@pytest.mark.both_clients
 def test_claim_with_wait_wakes_when_a_message_is_sent(make_client):
     c = make_client()
     c.create_topic("t")
@@ -409,6 +422,8 @@ def test_claim_with_wait_wakes_when_a_message_is_sent(make_client):
     assert time.monotonic() - started < 2.0
 
 
+@pytest.mark.both_deployments
+@pytest.mark.both_clients
 def test_claim_with_wait_returns_empty_when_time_is_up(make_client):
     c = make_client()
     c.create_topic("t")

@@ -13,6 +13,8 @@ from helpers import wait_for
 import rmq
 from rmq import errors
 
+pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
+
 
 def test_a_group_without_limits_has_none(client):
     client.create_topic("renders")
@@ -20,6 +22,8 @@ def test_a_group_without_limits_has_none(client):
     assert client.limits("renders", "thumbnails") == rmq.GroupLimits()
 
 
+@pytest.mark.both_deployments
+@pytest.mark.both_clients
 def test_set_limits_stores_both_limits_of_the_group(client):
     client.create_topic("renders")
     stored = client.set_limits("renders", "gpu", max_in_flight=4, rate=(100, 60))
@@ -114,6 +118,7 @@ def _send(client, topic, n):
     client.send_many(topic, [f"m{i}" for i in range(n)])
 
 
+@pytest.mark.both_deployments
 def test_a_claim_at_the_limit_returns_fewer_or_none(client):
     client.create_topic("renders", slots=4)
     _send(client, "renders", 10)
@@ -125,6 +130,7 @@ def test_a_claim_at_the_limit_returns_fewer_or_none(client):
     assert client.stats("renders").groups["default"].ready == 6  # held back: still pending
 
 
+@pytest.mark.both_deployments
 def test_capacity_returns_on_ack_nack_and_release(client):
     client.create_topic("renders", retry_backoff=0)
     _send(client, "renders", 10)
@@ -142,6 +148,7 @@ def test_capacity_returns_on_ack_nack_and_release(client):
     assert len(client.claim("renders", count=10)) == 2
 
 
+@pytest.mark.both_deployments
 def test_capacity_returns_when_an_expired_lease_is_recovered(client, clock):
     client.create_topic("renders", visibility_timeout=5)
     _send(client, "renders", 4)
@@ -153,6 +160,7 @@ def test_capacity_returns_when_an_expired_lease_is_recovered(client, clock):
     assert len(client.claim("renders", count=4)) == 2
 
 
+@pytest.mark.both_deployments
 def test_an_extended_lease_keeps_its_capacity(client, clock):
     client.create_topic("renders", visibility_timeout=5)
     _send(client, "renders", 4)
@@ -165,6 +173,7 @@ def test_an_extended_lease_keeps_its_capacity(client, clock):
     assert client.claim("renders", count=4) == []
 
 
+@pytest.mark.both_deployments
 def test_each_group_has_its_own_limit(client):
     client.create_topic("renders")
     client.bind("renders", "gpu")
@@ -175,6 +184,7 @@ def test_each_group_has_its_own_limit(client):
     assert len(client.claim("renders", "audit", count=5)) == 5
 
 
+@pytest.mark.both_deployments
 def test_a_changed_or_removed_limit_applies_to_the_next_claim(make_client):
     client, operator = make_client(), make_client()
     client.create_topic("renders")
@@ -189,6 +199,7 @@ def test_a_changed_or_removed_limit_applies_to_the_next_claim(make_client):
 
 
 @pytest.mark.parametrize("limits", [{"max_in_flight": 3}, {"rate": (3, 60)}])
+@pytest.mark.both_deployments
 def test_a_first_limit_applies_to_the_next_claim_of_a_client_whose_cache_is_warm(
         make_client, limits):
     client, operator = make_client(registry_ttl=3600), make_client()
@@ -252,6 +263,7 @@ def test_an_ack_on_a_single_node_frees_its_permits_in_its_own_script_call(make_c
     assert len(client.claim("renders", count=20)) == 8
 
 
+@pytest.mark.both_deployments
 def test_acks_in_the_claims_round_trip_free_capacity_first(client):
     client.create_topic("renders")
     _send(client, "renders", 6)
@@ -260,6 +272,8 @@ def test_acks_in_the_claims_round_trip_free_capacity_first(client):
     assert len(client.claim("renders", count=6, ack=held)) == 2
 
 
+@pytest.mark.both_deployments
+@pytest.mark.both_clients
 def test_a_waiting_claim_at_the_limit_returns_once_an_ack_frees_capacity(make_client):
     holder, waiting = make_client("sync"), make_client()
     holder.create_topic("renders")
@@ -278,6 +292,7 @@ def test_a_waiting_claim_at_the_limit_returns_once_an_ack_frees_capacity(make_cl
     assert time.monotonic() - acked < 2  # woken by the ack, not by its lease's end (30 s)
 
 
+@pytest.mark.both_deployments
 def test_a_late_settle_of_an_earlier_topic_frees_no_capacity_of_the_topic_now(client):
     client.create_topic("renders", slots=1)
     client.set_limits("renders", max_in_flight=1)

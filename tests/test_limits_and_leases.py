@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
 
 from rmq.storage.codec import lease_until
 from rmq.storage.keys import LimitKeys, SlotKeys
+
+pytestmark = pytest.mark.sync_client
 
 
 def _leases(client: Any, topic: str, group: str, slot: int) -> dict[int, int]:

@@ -3,10 +3,13 @@ merge, the same for every send of that content, shown by everything that shows a
 
 from __future__ import annotations
 
+import pytest
 from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
 from helpers import rows
 
 import rmq
+
+pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
 
 
 def test_every_send_of_the_same_content_has_the_same_message_id(client):

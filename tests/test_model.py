@@ -806,6 +806,7 @@ def test_four_slots_agree_with_the_model(redis_url: str, client_kind: str) -> No
 @pytest.mark.model
 @pytest.mark.single_node  # the heads index is a single node's; a cluster claims as for four
 @pytest.mark.timeout(900)
+@pytest.mark.sync_client
 def test_sixty_four_slots_agree_with_the_model(redis_url: str, client_kind: str) -> None:
     """64 slots, more than queue.HEADS_MIN_SLOTS: claims through the heads index, whose
     windows start at slots 0..count+7, so most claims widen to the slots the index asks

@@ -3,7 +3,10 @@ model of SPEC §2-3, kept as plain tests of the rule each one broke."""
 
 from __future__ import annotations
 
+import pytest
 from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
+
+pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
 
 
 def test_send_merging_into_a_due_delayed_message_keeps_its_earlier_due_time(client, clock):

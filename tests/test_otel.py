@@ -19,7 +19,7 @@ from test_acl import add_user, documented_acl  # noqa: F401  (add_user: a fixtur
 
 import rmq
 
-pytestmark = pytest.mark.extras
+pytestmark = [pytest.mark.extras, pytest.mark.single_node]
 
 SETUP = """
 import asyncio, json, sys, threading
@@ -236,6 +236,7 @@ def test_a_claim_makes_a_receive_span_on_either_client(redis_url):
     assert empty["links"] == []
 
 
+@pytest.mark.both_deployments
 def test_spans_name_the_server_and_the_slot_as_the_partition(redis_url):
     spans = run(MERGED_SENDS, redis_url) + run(CLAIMS, redis_url)
     url = urlsplit(redis_url)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import pytest
 from core_fixtures import make_client_fixture  # noqa: F401
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,6 +21,8 @@ import rmq
 from rmq.errors import RMQError
 from rmq.message import Message
 from rmq.storage.registry import ConsumerState
+
+pytestmark = pytest.mark.single_node
 
 EXAMPLES = int(os.environ.get("RMQ_FUZZ_EXAMPLES") or 40)
 

@@ -11,6 +11,8 @@ from helpers import rows, states
 import rmq
 from rmq import errors
 
+pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
+
 
 def fail_until_dead(client: rmq.Client, clock, topic: str, error: str = "boom") -> list[int]:
     """Claim and nack until the message dies; the attempts of each delivery."""
@@ -58,6 +60,7 @@ def test_retry_keeps_the_messages_priority(client, clock):
         (b"urgent", 250), (b"normal", 128)]
 
 
+@pytest.mark.both_deployments
 def test_one_claim_counts_attempts_in_the_slots_that_retried_and_not_in_the_others(client,
                                                                                    clock):
     # a claim reads attempt counts only where a slot has any (one check for every slot it
@@ -102,6 +105,7 @@ def test_each_message_of_a_claim_across_runs_of_headers_names_its_own_delivery(c
     assert not [row for row in client.snapshot("t") if row.state == "in_flight"]
 
 
+@pytest.mark.both_deployments
 def test_a_claim_reports_the_next_due_time_held_by_one_slot_of_many(client, clock):
     # the next due time is looked up only when some slot has delayed messages
     client.create_topic("t", slots=8)
@@ -159,6 +163,7 @@ def test_dead_letter_carries_body_key_priority_attempts_last_error_and_times(cli
     assert dead.text == "payload"
 
 
+@pytest.mark.both_deployments
 def test_dead_letters_are_listed_oldest_death_first(client, clock):
     client.create_topic("t", max_retries=0, slots=4)
     for body in (b"one", b"two", b"three"):
@@ -180,6 +185,8 @@ def test_requeue_some_dead_letters_by_id(client, clock):
     assert {m.attempts for m in client.claim("t", count=3)} == {1}
 
 
+@pytest.mark.both_deployments
+@pytest.mark.both_clients
 def test_requeue_all_dead_letters_resets_attempts(client, clock):
     client.create_topic("t", max_retries=1, retry_backoff=0, slots=4)
     client.send_many("t", [b"a", b"b"])
@@ -211,6 +218,8 @@ def test_requeue_of_an_unknown_or_malformed_id(client):
         client.requeue_dead("t", ids=["4-1"])
 
 
+@pytest.mark.both_deployments
+@pytest.mark.both_clients
 def test_purge_dead_deletes_every_dead_letter_and_nothing_else(client):
     client.create_topic("t", max_retries=0, slots=4)
     client.send_many("t", [b"a", b"b", b"keep"])

@@ -7,12 +7,15 @@ import itertools
 import random
 import zlib
 
+import pytest
 from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
 from helpers import drain, rows, states
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rmq
+
+pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
 
 
 def counters(client: rmq.Client, topic: str, group: str = "default") -> dict[str, int]:
@@ -218,6 +221,7 @@ def test_a_message_without_key_has_key_none_and_its_slot_basis_as_key_otherwise(
     assert keys == {b"plain": None, b"based": b"shop-1"}
 
 
+@pytest.mark.both_deployments
 def test_send_many_counts_sent_and_merged(client):
     client.create_topic("t", slots=4)
     counts = client.send_many("t", [b"a", b"b", b"a", "c", b"b", b"a"])
@@ -250,6 +254,7 @@ def test_send_many_merges_with_what_is_already_pending(client):
     assert client.send_many("t", [b"a", b"z"]) == rmq.SendCounts(2, 1)
 
 
+@pytest.mark.both_deployments
 def test_send_many_of_a_large_batch_stores_every_distinct_body(client):
     client.create_topic("t", slots=4)
     items = [f"m{i % 700}" for i in range(1500)]

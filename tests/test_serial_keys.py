@@ -15,6 +15,8 @@ from helpers import wait_for
 import rmq
 from rmq import errors
 
+pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
+
 
 def bodies(messages: list[rmq.Message]) -> list[bytes]:
     return [m.body for m in messages]
@@ -38,6 +40,7 @@ def test_different_keys_are_claimed_together(client):
     assert sorted(bodies(client.claim("t", count=10))) == [b"a-0", b"b-0", b"c-0"]
 
 
+@pytest.mark.both_deployments
 def test_one_ack_across_slots_frees_the_keys_of_every_slot_it_settles(client):
     # ack checks once whether any of its slots holds key locks, then frees them slot by slot
     client.create_topic("t", serial_keys=True, slots=8)

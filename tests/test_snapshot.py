@@ -3,10 +3,15 @@
 
 from __future__ import annotations
 
+import pytest
 from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
 from helpers import rows
 
+pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
 
+
+@pytest.mark.both_deployments
+@pytest.mark.both_clients
 def test_snapshot_shows_every_state_with_its_fields(client, clock):
     client.create_topic("t", slots=1, max_retries=1, retry_backoff=0, visibility_timeout=10)
     start = clock()
@@ -56,6 +61,7 @@ def test_snapshot_changes_nothing(client):
     assert len(client.claim("t", count=100)) == 7
 
 
+@pytest.mark.both_deployments
 def test_snapshot_covers_every_group_and_can_be_narrowed(client):
     client.create_topic("t", slots=4)
     client.bind("t", "a")

@@ -19,6 +19,8 @@ import rmq
 from rmq import errors
 from rmq.runtime.holdings import Holdings
 
+pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
+
 CACHED = 3600.0  # a registry cache that would hold the deleted entry for the whole test
 BODIES = [b"a", b"b", b"c", b"d", b"e", b"f"]  # over several of the topic's 4 slots
 
@@ -117,6 +119,7 @@ def test_extending_a_deleted_topics_deliveries_extends_none_of_its_successors(
     assert set(in_flight(admin).values()) == {clock() + 600_000}
 
 
+@pytest.mark.both_clients
 def test_recover_from_a_cache_of_the_deleted_topic_uses_the_new_topics_settings(
         make_client, clock):
     """The old client's cache says max_retries 0 (dead-letter at once); the topic created
@@ -141,6 +144,7 @@ def test_recover_from_a_cache_of_the_deleted_topic_uses_the_new_topics_settings(
     assert old.topic("t").settings.max_retries == 3
 
 
+@pytest.mark.both_clients
 def test_requeue_dead_from_a_cache_of_the_deleted_topic_reaches_the_new_topic(
         make_client, clock):
     """The old client's cache says 2 slots; the topic created again has 8, whose dead

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
 
 import rmq
+
+pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
 
 
 def test_an_empty_topic_has_zero_everything(client):
@@ -23,6 +26,8 @@ def test_an_empty_topic_has_zero_everything(client):
     assert group.oldest_ready_ms == 0
 
 
+@pytest.mark.both_deployments
+@pytest.mark.both_clients
 def test_sizes_by_state_and_ready_by_priority(client, clock):
     client.create_topic("t", slots=1, max_retries=0)
     client.send_many("t", [
@@ -40,6 +45,7 @@ def test_sizes_by_state_and_ready_by_priority(client, clock):
     assert group.pending == 5
 
 
+@pytest.mark.both_deployments
 def test_slot_stats_add_up_to_the_group(client):
     client.create_topic("t", slots=8)
     results = [client.send("t", f"m{i}") for i in range(30)]
@@ -81,6 +87,7 @@ def test_a_delayed_message_counts_as_ready_once_due(client, clock):
     assert (group.delayed, group.ready) == (0, 1)
 
 
+@pytest.mark.both_deployments
 def test_next_due_per_slot(client, clock):
     client.create_topic("t", slots=1)
     client.send("t", b"x", delay_ms=700)

@@ -10,6 +10,8 @@ from helpers import rows
 import rmq
 from rmq import errors
 
+pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
+
 
 def test_create_topic_with_the_default_settings(client):
     settings = client.create_topic("prices")
@@ -99,6 +101,7 @@ def test_paused_topic_accepts_sends_but_yields_no_claims_until_resumed(client):
     assert [m.body for m in client.claim("t")] == [b"x"]
 
 
+@pytest.mark.both_clients
 def test_pause_is_seen_by_other_clients(make_client, clock):
     admin = make_client(clock=clock)
     worker = make_client(clock=clock, registry_ttl=0)
@@ -110,6 +113,7 @@ def test_pause_is_seen_by_other_clients(make_client, clock):
     assert len(worker.claim("t")) == 1
 
 
+@pytest.mark.both_deployments
 def test_delete_topic_removes_every_message_in_every_state(client, clock):
     client.create_topic("t", slots=4, max_retries=0, serial_keys=True)
     client.bind("t", "a")

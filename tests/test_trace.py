@@ -14,11 +14,14 @@ import rmq
 from rmq.errors import InvalidQuery, InvalidSetting
 from rmq.storage.keys import SlotKeys
 
+pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
+
 
 def names(events):
     return [e.event for e in events]
 
 
+@pytest.mark.both_clients
 def test_a_message_is_traced_from_its_send_to_its_ack(client):
     client.create_topic("t", slots=4, trace=True)
     sent = client.send("t", b"product:42")
@@ -129,6 +132,7 @@ def test_alter_topic_turns_the_trace_on_and_off(client):
     assert client.trace("t", body=b"after") == []
 
 
+@pytest.mark.both_deployments
 def test_delete_topic_removes_the_trace(client):
     client.create_topic("t", slots=4, trace=True)
     sent = client.send("t", b"x")
@@ -342,6 +346,7 @@ def test_delete_topic_removes_what_earlier_versions_traced_too(redis_url):
         assert client.redis.exists(*earlier) == 0
 
 
+@pytest.mark.both_deployments
 def test_a_trace_by_body_is_one_round_trip_and_by_id_two(redis_url):
     with rmq.Client(redis_url) as client:
         client.create_topic("t", slots=8, trace=True)

@@ -8,9 +8,12 @@ import select
 import subprocess
 import sys
 
+import pytest
 from helpers import wait_for
 
 import rmq
+
+pytestmark = pytest.mark.single_node
 
 HOLDER = """
 import sys, threading

@@ -16,6 +16,8 @@ import rmq
 from rmq.storage.codec import EXTENDED_PREFIX
 from rmq.storage.keys import SlotKeys
 
+pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
+
 _U32 = struct.Struct(">I")
 
 
@@ -69,6 +71,7 @@ def _assert_dead_lettered(client, topic: str, member: bytes, names: str) -> None
 
 @pytest.mark.parametrize("how", sorted(CORRUPT_MEMBERS))
 @pytest.mark.parametrize("slots", [1, 32], ids=["one-call claim", "heads index claim"])
+@pytest.mark.both_deployments
 def test_a_claim_delivers_the_good_messages_and_dead_letters_an_undecodable_one(
         client, how, slots):
     member, names = CORRUPT_MEMBERS[how]

@@ -16,7 +16,7 @@ import rmq
 from rmq.storage import history
 from rmq.storage.keys import RegistryKeys
 
-pytestmark = pytest.mark.extras
+pytestmark = [pytest.mark.extras, pytest.mark.single_node]
 
 WIDTH = 100
 
@@ -126,6 +126,7 @@ def test_the_ring_keeps_a_fixed_size_and_the_newest_samples(client: rmq.Client) 
     assert client.redis.strlen(RegistryKeys("t").history_ring("default")) == 8 * 64
 
 
+@pytest.mark.both_deployments
 def test_the_client_samples_in_five_second_buckets_of_redis_time(client: rmq.Client) -> None:
     client.create_topic("t", slots=2)
     client.bind("t", "audit")
@@ -142,6 +143,7 @@ def test_the_client_samples_in_five_second_buckets_of_redis_time(client: rmq.Cli
     assert abs(first.at - got.now) < 5000 * (1 + again)
 
 
+@pytest.mark.both_deployments
 def test_deleting_a_topic_drops_its_history(client: rmq.Client) -> None:
     client.create_topic("t")
     sample(client, "t")

@@ -85,6 +85,7 @@ def test_a_page_in_flight_shows_the_newest_lease_first(client: rmq.Client,
     {"state": "ready", "offset": -1}, {"state": "ready", "limit": 0},
     {"state": "ready", "limit": 100_000},
 ])
+@pytest.mark.single_node
 def test_a_page_out_of_range_is_a_clear_error(client: rmq.Client, bad: dict) -> None:
     client.create_topic("t", slots=4)
     with pytest.raises(InvalidQuery):

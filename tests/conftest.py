@@ -26,8 +26,9 @@ A module declares its choice with ``pytestmark`` and a test may declare its own,
 declaration winning: ``single_node`` (single node only) or ``both_deployments``;
 ``sync_client`` (``rmq.Client`` only) or ``both_clients``. Undeclared, a test runs on both
 deployments with both clients. The worker runtime's modules are ``sync_client`` (it runs on
-threads of a ``Client``); the command line, the console, the server process and Spark are
-edges over the same client and run on the single node.
+threads of a ``Client``); the command line, the console's app, the server process and Spark
+are edges over the same client and run on the single node (the console's peek and find are
+the client's own views over every slot, and run on both).
 
 ``RMQ_TEST_DEPLOYMENTS=single`` and ``RMQ_TEST_CLIENTS=sync`` narrow any run further.
 

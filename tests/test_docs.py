@@ -110,3 +110,59 @@ def test_dev_without_a_command_lists_every_command() -> None:
     assert "floors" in commands
     for command in commands:
         assert f"./dev {command}" in done.stdout, command
+
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+INDEXED_PACKAGES = ("client", "storage", "runtime")  # src/rmq/<package>/, every module
+# A module as the page names it: client/base.py, storage/lua-free paths, or rmq/errors.py
+_MODULE_PATH = re.compile(r"\b((?:client|storage|runtime)(?:/\w+)+\.py|rmq/\w+\.py)\b")
+
+
+def core_modules() -> set[str]:
+    """The modules docs/architecture.md must index, from the file system: every ``.py``
+    of the core packages (``client/base.py``) and of the package's top level
+    (``rmq/errors.py``)."""
+    package = ROOT / "src" / "rmq"
+    found = {f"rmq/{path.name}" for path in package.glob("*.py")}
+    for name in INDEXED_PACKAGES:
+        found |= {path.relative_to(package).as_posix()
+                  for path in (package / name).rglob("*.py")}
+    return found
+
+
+def test_the_architecture_page_indexes_every_core_module_and_no_other() -> None:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    indexed = set(re.findall(r"^\| `([\w/]+\.py)` \|", text, re.M))
+    named = set(_MODULE_PATH.findall(text))
+    modules = core_modules()
+    assert "client/base.py" in modules and "rmq/errors.py" in modules  # the listing works
+    missing = sorted(modules - indexed)
+    assert not missing, (
+        f"docs/architecture.md, 'Modules', lacks {missing}: add a row "
+        "| `<package>/<module>.py` | what it is | for each")
+    gone = sorted((named | indexed) - modules)
+    assert not gone, f"docs/architecture.md names modules that do not exist: {gone}"
+
+
+CHANGELOG = ROOT / "CHANGELOG.md"
+CHANGE_KINDS = {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}
+
+
+def test_the_changelog_lists_releases_newest_first_in_keep_a_changelog_sections() -> None:
+    text = CHANGELOG.read_text(encoding="utf-8")
+    headings = re.findall(r"^## (.+)$", text, re.M)
+    assert headings[0] == "Unreleased", headings[0]
+    releases = []
+    for heading in headings[1:]:
+        found = re.fullmatch(r"(\d+)\.(\d+)\.(\d+) - (\d{4}-\d{2}-\d{2})", heading)
+        assert found, f"CHANGELOG.md: {heading!r} is not 'X.Y.Z - YYYY-MM-DD'"
+        releases.append((tuple(int(n) for n in found.groups()[:3]), found.group(4)))
+    assert releases, "CHANGELOG.md has no released version"
+    versions, dates = [v for v, _ in releases], [d for _, d in releases]
+    assert versions == sorted(set(versions), reverse=True), versions
+    assert dates == sorted(dates, reverse=True), dates
+    kinds = set(re.findall(r"^### (.+)$", text, re.M))
+    assert kinds <= CHANGE_KINDS, kinds - CHANGE_KINDS
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if not target.startswith(("http://", "https://")):
+            assert (ROOT / target.split("#")[0]).exists(), f"CHANGELOG.md links {target}"

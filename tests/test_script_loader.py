@@ -3,10 +3,11 @@ library and, the same code, as plain scripts; a script's flags taken from its fi
 includes resolved recursively, each once and before the code that needs it, and every fault
 in the Lua tree (no flags, a cycle, a missing include, an include named twice) refused with
 the files named. The loader is pure logic, tested on small Lua trees written for each test;
-the shipped scripts are then checked for their header discipline, loaded into a real Redis
-both ways, and their flags checked as Redis applies them. Last, the client's use of them:
-a library lost on the server is loaded again, and a user refused functions is served by
-the scripts."""
+the shipped scripts are then checked for their header discipline (and the arguments the
+claim and transaction scripts open with for names that agree with the client's), loaded
+into a real Redis both ways, and their flags checked as Redis applies them. Last, the
+client's use of them: a library lost on the server is loaded again, and a user refused
+functions is served by the scripts."""
 
 from __future__ import annotations
 
@@ -20,7 +21,12 @@ import redis
 from core_fixtures import make_client_fixture  # noqa: F401
 
 from rmq.client.fallback import functions_refused, scripts_refused
+from rmq.settings import TopicSettings
+from rmq.storage import claim_calls
+from rmq.storage.claim_calls import PROMOTE_LIMIT, ClaimArgs, claim_args
+from rmq.storage.limits import ClaimLimit
 from rmq.storage.scripts import ScriptSourceError, load_scripts, script
+from rmq.storage.transactions import TxArgs
 
 SHIPPED = resources.files("rmq.storage").joinpath("lua")
 SCRIPT_NAMES = sorted(f.name.removesuffix(".lua") for f in SHIPPED.iterdir()
@@ -203,6 +209,74 @@ def test_every_shipped_script_header_lists_its_keys_and_arguments(name):
         used = {int(n) for n in re.findall(rf"{table}\[(\d+)\]", code)}
         documented = {int(n) for n in re.findall(rf"{table}\[(\d+)", header)}
         assert used <= documented, f"{name}.lua: {table}{sorted(used - documented)} undocumented"
+
+
+# The arguments the claim scripts and the transaction scripts open with are named on both
+# sides: the NamedTuple the client builds them with, and the include that reads them.
+ARGUMENT_INCLUDES = {"claim_args": (ClaimArgs, {"claim", "claim_heads"}),
+                     "tx_args": (TxArgs, {n for n in SCRIPT_NAMES if n.startswith("tx_")})}
+
+
+def including(include: str) -> set[str]:
+    return {name for name in SCRIPT_NAMES
+            if f'--- @include "{include}"' in SHIPPED.joinpath(f"{name}.lua").read_text("utf-8")}
+
+
+@pytest.mark.parametrize("include", sorted(ARGUMENT_INCLUDES))
+def test_an_argument_include_reads_the_arguments_in_the_order_and_names_the_client_builds_them(
+        include):
+    arguments, scripts = ARGUMENT_INCLUDES[include]
+    names = list(arguments._fields)
+    text = SHIPPED.joinpath("includes", f"{include}.lua").read_text("utf-8")
+    header, code = text.split("]]", 1)
+    documented = re.findall(r"^\s*ARGV\[(\d+)\]\s+(\w+)\s", header, re.MULTILINE)
+    assert documented == [(str(n), name) for n, name in enumerate(names, start=1)]
+    ((locals_, count),) = re.findall(r"local\s+([\w\s,]+?)\s*=\s*unpack\(ARGV, 1, (\d+)\)",
+                                     code)
+    assert re.split(r"\s*,\s*", locals_.strip()) == names and int(count) == len(names)
+    assert including(include) == scripts
+
+
+def test_a_claim_s_arguments_each_land_in_the_field_of_their_name(monkeypatch):
+    # every value distinct, so that two arguments built in each other's place cannot pass
+    monkeypatch.setattr(claim_calls, "SERIAL_SCAN", PROMOTE_LIMIT - 1)
+    args = claim_args(TopicSettings(serial_keys=True), generation="G", now=11, count=7,
+                      lease_ms=33, holder="H", group="grp", limit=ClaimLimit("W", 44), trace="T")
+    assert args._asdict() == {
+        "now": 11, "max_count": 7, "lease_ms": 33, "serial": 1, "promote_limit": PROMOTE_LIMIT,
+        "scan": PROMOTE_LIMIT - 1, "generation": "G", "holder": "H", "limit_group": "grp",
+        "limit_waiter": "W", "limit_wait_ms": 44, "trace": "T"}
+    share = args.bounded(PROMOTE_LIMIT + 5)  # a cluster's share: a serial scan as deep
+    assert (share.max_count, share.scan) == (PROMOTE_LIMIT + 5, PROMOTE_LIMIT + 5)
+    unlimited = claim_args(TopicSettings(), generation="G", now=11, count=7, lease_ms=33,
+                           holder="H", group="grp", limit=None)
+    assert (unlimited.serial, unlimited.scan, unlimited.limit_group, unlimited.limit_waiter,
+            unlimited.limit_wait_ms, unlimited.trace) == (0, 7, "", "", 0, "")
+
+
+@pytest.mark.parametrize(("include", "name"), sorted(
+    (include, name) for include, (_, scripts) in ARGUMENT_INCLUDES.items() for name in scripts))
+def test_a_script_reads_its_leading_arguments_only_through_their_include_and_names_each(
+        include, name):
+    names = ARGUMENT_INCLUDES[include][0]._fields
+    text = SHIPPED.joinpath(f"{name}.lua").read_text("utf-8")
+    header, code = text[text.index("--[["):text.index("]]")], text[text.index("]]"):]
+    # the header's line for them names the include, then each argument, in order
+    line = re.search(rf"ARGV\[1\.\.{len(names)}\]\s+(.*?)(?=\n  (?:ARGV|KEYS)\[|\n\n)", header,
+                     re.DOTALL)
+    assert line and f"includes/{include}.lua" in line.group(1), name
+    words = re.findall(r"\w+", line.group(1))
+    assert list(dict.fromkeys(w for w in words if w in names)) == list(names), name
+    assert not {int(n) for n in re.findall(r"ARGV\[(\d+)\]", code)} & set(
+        range(1, len(names) + 1)), f"{name}.lua reads ARGV[1..{len(names)}] directly"
+    # its locals: the include's names, or the first of them (after claim_args' "gone")
+    reads = re.findall(rf"local\s+([\w\s,]+?)\s*=\s*{include}\(", code)
+    assert reads, f"{name}.lua does not read them through {include}()"
+    for read in reads:
+        read_names = re.split(r"\s*,\s*", read.strip())
+        if include == "claim_args":
+            assert read_names.pop(0) == "gone", name
+        assert read_names == list(names[:len(read_names)]), name
 
 
 def fields(reply: Any) -> dict[bytes, Any]:

@@ -39,28 +39,29 @@
 --- @include "group_keys"
 --- @include "key_locks"
 --- @include "unlocked"
+--- @include "records"
 --- @include "claim_args"
 --- @include "take"
 --- @include "limit_claim"
 
-local gone, args = claim_args(KEYS[1])
+local gone, now, max_count, lease_ms, serial, promote_limit, scan, generation, holder,
+  limit_group, limit_waiter, limit_wait_ms, trace = claim_args(KEYS[1])
 if gone then
   return gone
 end
-local now, lease_until, serial = args.now, args.lease_until, args.serial
+local lease_until = now + lease_ms
 local lowest = tonumber(ARGV[13])
-local limit, count = limit_open(now, args.max_count, args.limit_group, args.limit_waiter,
-                                args.limit_wait_ms)
+local limit, count = limit_open(now, max_count, limit_group, limit_waiter, limit_wait_ms)
 local function slot_of(i) return i - 1 end  -- with limit keys: every slot, in order
 if count == 0 then
   return limit_close(limit, new_taken(serial), {-1, 0}, 2, slot_of, lease_until)
 end
 
 local slots, delayed = {}, {}
-for first = 2, #KEYS - limit_key_count(args.limit_group), claim_stride(args) do
+for first = 2, #KEYS - limit_key_count(limit_group), claim_stride(trace) do
   local k = group_keys(first + 1)
   k.seq = KEYS[first]
-  attach_trace(k, claim_trace(args, first))
+  attach_trace(k, claim_trace(trace, first))
   slots[#slots + 1] = k
   delayed[#delayed + 1] = k.delayed
 end
@@ -69,7 +70,7 @@ end
 local any_delayed = rcall("EXISTS", unpack(delayed)) > 0
 if any_delayed then
   for _, k in ipairs(slots) do
-    promote_due(k.ready, k.delayed, now, args.promote_limit, k)
+    promote_due(k.ready, k.delayed, now, promote_limit, k)
   end
 end
 
@@ -81,7 +82,7 @@ local taken = new_taken(serial)
 if serial then
   local candidates = {}
   for i, k in ipairs(slots) do
-    unlocked_heads(k, count, args.scan, function(score, member)
+    unlocked_heads(k, count, scan, function(score, member)
       candidates[#candidates + 1] = {score, i, member}
     end)
   end
@@ -165,10 +166,10 @@ end
 
 -- Then write each slot's share with a few commands (not five per message).
 local out = {-1}
-take_chosen(slots, taken, now, lease_until, args.holder_part, out)
+take_chosen(slots, taken, now, lease_until, holder_part(holder), out)
 local claimed = taken.n
-if args.trace ~= "" then
-  trace_taken(slots, out, 2, args.holder, taken.score)
+if trace ~= "" then
+  trace_taken(slots, out, 2, holder, taken.score)
   for _, k in ipairs(slots) do
     trace_save(k.trace)
   end

@@ -56,6 +56,7 @@
 --- @include "group_keys"
 --- @include "key_locks"
 --- @include "unlocked"
+--- @include "records"
 --- @include "claim_args"
 --- @include "take"
 --- @include "heap"
@@ -67,11 +68,12 @@
 
 local NEED_SYNC = 2
 
-local gone, args = claim_args(KEYS[1])
+local gone, now, max_count, lease_ms, serial, promote_limit, scan, generation, holder,
+  limit_group, limit_waiter, limit_wait_ms, trace = claim_args(KEYS[1])
 if gone then
   return gone
 end
-local now, lease_until, serial = args.now, args.lease_until, args.serial
+local lease_until = now + lease_ms
 
 local heads_ready, heads_delayed = KEYS[2], KEYS[3]
 local clock_ms = server_ms()
@@ -79,8 +81,7 @@ local synced = tonumber(rcall("GET", KEYS[4]))
 if not synced or math.abs(clock_ms - synced) >= tonumber(ARGV[13]) then
   return NEED_SYNC
 end
-local limit, count = limit_open(now, args.max_count, args.limit_group, args.limit_waiter,
-                                args.limit_wait_ms)
+local limit, count = limit_open(now, max_count, limit_group, limit_waiter, limit_wait_ms)
 local report = tonumber(ARGV[14])
 local need_max = tonumber(ARGV[15])
 local first_read = math.min(tonumber(ARGV[16]), count)
@@ -88,8 +89,8 @@ local first_read = math.min(tonumber(ARGV[16]), count)
 -- The window: slot number -> index i in KEYS order; slots[i], the slot's group key table,
 -- is built when first used (a claim opens a fraction of the slots it is passed).
 local index_of = {}
-local stride = claim_stride(args)
-for i = 1, (#KEYS - 4 - limit_key_count(args.limit_group)) / stride do
+local stride = claim_stride(trace)
+for i = 1, (#KEYS - 4 - limit_key_count(limit_group)) / stride do
   index_of[ARGV[16 + i]] = i
 end
 local slots = setmetatable({}, {__index = function(built, i)
@@ -97,7 +98,7 @@ local slots = setmetatable({}, {__index = function(built, i)
   local k = group_keys(first + 1)
   k.seq = KEYS[first]
   k.slot = ARGV[16 + i]
-  attach_trace(k, claim_trace(args, first))
+  attach_trace(k, claim_trace(trace, first))
   built[i] = k
   return k
 end})
@@ -115,7 +116,7 @@ for _, slot in ipairs(rcall("ZRANGEBYSCORE", heads_delayed, "-inf", fmt(now))) d
   local i = index_of[slot]
   if i then
     local k = slots[i]
-    promote_due(k.ready, k.delayed, now, args.promote_limit, k)
+    promote_due(k.ready, k.delayed, now, promote_limit, k)
     refresh_delayed(heads_delayed, k, slot)
     -- lower the ready entry also when another script (stats) promoted without the index
     local best = head_of(k.ready)
@@ -140,7 +141,7 @@ local function open(i)
   local s = new_stream(first_read)
   streams[i] = s
   if serial then
-    unlocked_heads(slots[i], count, args.scan, function(score, member)
+    unlocked_heads(slots[i], count, scan, function(score, member)
       s.members[#s.members + 1] = member
       s.scores[#s.scores + 1] = score
     end)
@@ -204,9 +205,9 @@ if #needed == 0 then
 end
 
 local out = {-1, needed, {}}
-take_chosen(slots, taken, now, lease_until, args.holder_part, out)
-if args.trace ~= "" then
-  trace_taken(slots, out, 4, args.holder, taken.score)
+take_chosen(slots, taken, now, lease_until, holder_part(holder), out)
+if trace ~= "" then
+  trace_taken(slots, out, 4, holder, taken.score)
   for _, k in pairs(slots) do
     trace_save(k.trace)
   end

@@ -1,7 +1,8 @@
-"""A handler's failure is visible without any logging set up: the worker runtime logs it once,
-with its traceback, the delivery id beside the message id, the attempt and the topic; a
-dead-lettering is logged at WARNING. Python's default (``logging.lastResort``) prints WARNING
-and above to stderr."""
+"""A handler's failure is visible without any logging set up (Python's default,
+``logging.lastResort``, prints WARNING and above to stderr): a failure that will be retried
+is one WARNING line naming the delivery id beside the message id, the attempt, the topic
+and the error; the last attempt's failure, which dead-letters the message, is an ERROR with
+the traceback. At DEBUG every failure carries its traceback."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ import rmq
 pytestmark = pytest.mark.single_node
 
 SCRIPT = """
-import sys, time
+import logging, sys, time
 import rmq
 
+if sys.argv[2] == "debug":
+    logging.basicConfig(level=logging.DEBUG)
 client = rmq.Client(sys.argv[1])
-client.create_topic("renders", slots=1, max_retries=1, retry_backoff=0)
+client.create_topic("renders", slots=1, max_retries=2, retry_backoff=0)
 client.send("renders", b"product:42")
 
 def render(message):
@@ -34,20 +37,35 @@ print("dead letters:", len(client.dead_letters("renders")))
 """
 
 
-def test_a_failing_handler_is_logged_with_its_traceback_without_logging_configured(redis_url):
-    done = subprocess.run([sys.executable, "-c", SCRIPT, redis_url], capture_output=True,
-                          text=True, timeout=60)
+def _run(redis_url: str, level: str) -> str:
+    done = subprocess.run([sys.executable, "-c", SCRIPT, redis_url, level],
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "dead letters: 1"
-    err = done.stderr
+    return done.stderr
+
+
+def test_a_retried_failure_is_one_warning_line_and_the_last_one_has_its_traceback(redis_url):
+    err = _run(redis_url, "default")
     message_id = rmq.message_id_of("renders", b"product:42")
-    assert err.count("handler failed on delivery") == 2  # once per failure, two attempts
-    assert (f"handler failed on delivery 0-1 (message {message_id}) of topic 'renders' "
-            "(attempt 1)") in err
-    # the second delivery's id is 3: a claim leaves one id unused after its share
-    assert (f"handler failed on delivery 0-3 (message {message_id}) of topic 'renders' "
-            "(attempt 2)") in err
-    assert err.count("Traceback (most recent call last)") == 2
-    assert err.count("ValueError: no price for product:42") == 3  # two tracebacks, one warning
-    assert (f"delivery 0-3 (message {message_id}) of topic 'renders' is dead-lettered after 2 "
-            "attempts: ValueError: no price for product:42") in err
+    assert err.count("handler failed on delivery") == 3  # once per failure, three attempts
+    lines = err.splitlines()
+    # a claim leaves one id unused after its share: deliveries 0-1, 0-3, 0-5
+    for delivery, attempt in (("0-1", 1), ("0-3", 2)):
+        line = (f"handler failed on delivery {delivery} (message {message_id}) of topic "
+                f"'renders' (attempt {attempt}), to be retried: ValueError: no price for "
+                "product:42")
+        # the whole record is one line: the consumer's id, then this
+        assert len([x for x in lines if x.endswith(": " + line)]) == 1
+    assert (f"handler failed on delivery 0-5 (message {message_id}) of topic 'renders' "
+            "(attempt 3, the last): dead-lettered after 3 attempts: ValueError: no price for "
+            "product:42") in err
+    assert err.count("Traceback (most recent call last)") == 1  # the last attempt's
+    assert err.index("(attempt 3, the last)") < err.index("Traceback")
+    assert err.count("ValueError: no price for product:42") == 4  # 3 lines, 1 traceback
+
+
+def test_at_debug_every_failure_carries_its_traceback(redis_url):
+    err = _run(redis_url, "debug")
+    assert err.count("handler failed on delivery") == 3
+    assert err.count("Traceback (most recent call last)") == 3

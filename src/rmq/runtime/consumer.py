@@ -7,7 +7,7 @@ A consumer is a few parts, each in its own module and thread:
 - the *workers* (``workers.py``: ``concurrency`` threads, or tasks on one event loop for
   ``async`` handlers) run the handler; returning acknowledges, raising retries;
 - the *settler* (``settler.py``) acknowledges finished messages in batches and reports
-  failures, logging each with its traceback;
+  failures, logging each in one line (its traceback at the last attempt);
 - the *keeper* (``keeper.py``) extends the leases of held messages, heartbeats into the
   registry, picks up the topic's settings and recovers expired leases of dead consumers;
 - the *holdings* (``holdings.py``) are what they share: the messages held and the room left.

@@ -1,10 +1,11 @@
 """Settling finished messages: acknowledgements in batches, failures one by one (retried or
-dead-lettered), each failure logged with its traceback; giving back messages a worker
-would not start because their lease (nearly) ran out; and telling the prefetch how long the
-handler runs took."""
+dead-lettered), each failure logged in one line (with its traceback at the last attempt, or
+at DEBUG); giving back messages a worker would not start because their lease (nearly) ran
+out; and telling the prefetch how long the handler runs took."""
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from functools import partial
@@ -120,15 +121,21 @@ class Settler:
         if identity not in self._failing:
             self._failing.add(identity)
             self.failed_messages += 1
-        log.error("%s: handler failed on delivery %s (message %s) of topic %r (attempt %d)",
-                  self.consumer_id, message.id, message.message_id, message.topic,
-                  message.attempts, exc_info=error)
         outcome = guarded(self.consumer_id, lambda: self.client.nack(message, error))
         if outcome == "dead":
             self._failing.discard(identity)
-            log.warning("%s: delivery %s (message %s) of topic %r is dead-lettered after %d "
-                        "attempts: %s: %s", self.consumer_id, message.id, message.message_id,
-                        message.topic, message.attempts, type(error).__name__, error)
+            log.error("%s: handler failed on delivery %s (message %s) of topic %r (attempt "
+                      "%d, the last): dead-lettered after %d attempts: %s: %s",
+                      self.consumer_id, message.id, message.message_id, message.topic,
+                      message.attempts, message.attempts, type(error).__name__, error,
+                      exc_info=error)
+            return
+        # A failure to be retried is one line: a flaky handler must not bury the log in
+        # tracebacks (the traceback comes with the last attempt's line, or at DEBUG).
+        log.warning("%s: handler failed on delivery %s (message %s) of topic %r (attempt %d), "
+                    "to be retried: %s: %s", self.consumer_id, message.id, message.message_id,
+                    message.topic, message.attempts, type(error).__name__, error,
+                    exc_info=error if log.isEnabledFor(logging.DEBUG) else None)
 
 
 def _identity(message: Message) -> int:

@@ -34,9 +34,31 @@ def test_create_topic_with_other_settings_raises_and_keeps_the_original(client):
     client.create_topic("t", max_retries=3)
     with pytest.raises(errors.TopicConflict, match="use alter_topic"):
         client.create_topic("t", max_retries=4)
-    with pytest.raises(errors.TopicConflict):
-        client.create_topic("t")  # the defaults are other settings too
     assert client.topic("t", fresh=True).settings.max_retries == 3
+
+
+def test_create_topic_again_compares_only_the_settings_it_is_given(client):
+    # the README's start-up line, after an operator turned the trace on and changed a timeout
+    client.create_topic("renders", slots=8, max_retries=16)
+    client.alter_topic("renders", trace=True, visibility_timeout=120)
+    again = client.create_topic("renders", slots=8, max_retries=16)
+    assert (again.trace, again.visibility_timeout, again.slots) == (True, 120, 8)
+    assert client.create_topic("renders") == again  # no setting given: none compared
+    assert client.topic("renders", fresh=True).settings == again  # nothing written
+
+
+def test_a_conflict_names_each_differing_setting_in_one_line(client):
+    client.create_topic("t", slots=4, max_retries=3, trace=True)
+    with pytest.raises(errors.TopicConflict) as raised:
+        client.create_topic("t", slots=8, max_retries=5, trace=True, retry_backoff=1.0)
+    assert str(raised.value) == (
+        "topic 't' exists with other settings (slots 4, not 8; max_retries 3, not 5): use "
+        "alter_topic() to change them; slots cannot change after creation")
+    assert raised.value.differences == {"slots": (4, 8), "max_retries": (3, 5)}
+    assert raised.value.fixed == ("slots",)
+    with pytest.raises(errors.TopicConflict, match=r"\(max_retries 3, not 4\): use alter_topic"
+                                                   r"\(\) to change them$"):
+        client.create_topic("t", max_retries=4)
 
 
 def test_topics_lists_every_registered_topic_sorted(client):

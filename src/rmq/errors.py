@@ -7,6 +7,8 @@ names the offending value, so one line of a log says what went wrong.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "RMQError",
     "InputError",
@@ -105,7 +107,25 @@ class InvalidMessage(InputError):
 
 
 class TopicConflict(InputError):
-    """``create_topic`` for an existing topic with different settings."""
+    """``create_topic`` for an existing topic with other values of the settings it was
+    given. ``differences`` maps each such setting to (the topic's value, the value asked
+    for); ``fixed`` names those of them that cannot change after creation; ``alter`` says
+    how to change the others, in the words of the caller's tool."""
+
+    def __init__(self, topic: str, differences: dict[str, tuple[Any, Any]],
+                 fixed: tuple[str, ...] = (), alter: str = "use alter_topic() to change them"):
+        self.topic, self.differences, self.fixed = topic, dict(differences), tuple(fixed)
+        self.alter = alter
+        listed = "; ".join(f"{name} {old}, not {new}"
+                           for name, (old, new) in self.differences.items())
+        fixes = [alter] if set(self.differences) - set(self.fixed) else []
+        if self.fixed:
+            fixes.append(f"{' and '.join(self.fixed)} cannot change after creation")
+        super().__init__(f"topic {topic!r} exists with other settings ({listed}): "
+                         f"{'; '.join(fixes)}")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled (Spark) with its arguments, not text
+        return type(self), (self.topic, self.differences, self.fixed, self.alter)
 
 
 class InvalidQuery(InputError):

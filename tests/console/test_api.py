@@ -65,8 +65,8 @@ def test_errors_name_the_fix_in_the_console_s_words_not_a_python_call(
         "unknown topic 'nope': create it on the Topics page or with POST /api/topics")
     client.create_topic("t", slots=4, max_retries=5)
     assert error_of(api.post("/api/topics", json={"name": "t", "slots": 8, "max_retries": 5}),
-                    409) == "topic 't' exists with other settings (slots 4, not 8); slots are " \
-                            "fixed at creation"
+                    409) == "topic 't' exists with other settings (slots 4, not 8): slots " \
+                            "cannot change after creation"
     assert error_of(api.post("/api/topics", json={"name": "t", "slots": 4, "max_retries": 2}),
                     409) == ("topic 't' exists with other settings (max_retries 5, not 2): "
                              "change them under Settings on its page, or with "

@@ -45,6 +45,10 @@ def _add_settings(parser: argparse.ArgumentParser) -> None:
                            help=text)
     group.add_argument("--serial-keys", action=argparse.BooleanOptionalAction, default=None,
                        help="never run two messages with the same key at once (default off)")
+    group.add_argument("--merge", choices=("body", "key"), default=None,
+                       help="what merges two pending messages: the same body, key, tag and "
+                            "properties (body, the default), or the same key, the newest "
+                            "value winning (key); fixed at creation")
     group.add_argument("--trace", action=argparse.BooleanOptionalAction, default=None,
                        help="record every state change of every message (rmq trace; "
                             "default off)")
@@ -52,7 +56,7 @@ def _add_settings(parser: argparse.ArgumentParser) -> None:
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
     names = [option[2:].replace("-", "_") for option, _, _ in _SETTINGS] + ["serial_keys",
-                                                                          "trace"]
+                                                                          "trace", "merge"]
     return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
@@ -68,14 +72,11 @@ def _report(args: argparse.Namespace, settings: TopicSettings) -> None:
 
 
 def create(args: argparse.Namespace) -> None:
-    asked = _settings(args)
     with open_client(args) as client:
         try:
-            settings = client.create_topic(args.name, **asked)
-        except TopicConflict:
-            existing = client.topic(args.name, fresh=True).settings
-            raise CommandError(_conflict(args.name, existing, TopicSettings.build(**asked))
-                               ) from None
+            settings = client.create_topic(args.name, **_settings(args))
+        except TopicConflict as exc:
+            raise CommandError(_conflict(exc)) from None
     _report(args, settings)
 
 
@@ -86,18 +87,21 @@ def _option(name: str, value: Any) -> str:
     return f"{flag} {value}"
 
 
-def _conflict(name: str, existing: TopicSettings, asked: TopicSettings) -> str:
-    """What to tell a CLI user whose ``topic create`` met the topic with other settings."""
-    old, new = existing.to_dict(), asked.to_dict()
-    changed = [key for key in new if new[key] != old[key]]
-    differences = "; ".join(f"{key} {old[key]}, not {new[key]}" for key in changed)
-    text = f"topic {name!r} exists with other settings ({differences})"
-    alter = [_option(key, new[key]) for key in changed if key != "slots"]
+def _conflict(exc: TopicConflict) -> str:
+    """What to tell a CLI user whose ``topic create`` met the topic with other values of
+    the settings given: each difference, and the command that changes them."""
+    name, differences = exc.topic, exc.differences
+    listed = "; ".join(f"{key} {old}, not {new}" for key, (old, new) in differences.items())
+    text = f"topic {name!r} exists with other settings ({listed})"
+    alter = [_option(key, new) for key, (_, new) in differences.items() if key not in exc.fixed]
     if alter:
         text += f": `rmq topic alter {name} {' '.join(alter)}` changes them"
-    if "slots" in changed:
-        text += (f"{';' if alter else ':'} slots are fixed at creation (create it with "
-                 f"--slots {old['slots']}, or delete the topic and its messages first)")
+    if exc.fixed:
+        keep = " ".join(_option(key, old) for key, (old, _) in differences.items()
+                        if key in exc.fixed)
+        text += (f"{';' if alter else ':'} {' and '.join(exc.fixed)} cannot change after "
+                 f"creation (create it with {keep}, or delete the topic and its messages "
+                 "first)")
     return text
 
 

@@ -27,7 +27,7 @@ class RegistryFlows(ClientHost):
     def _create_topic(self, name: str, settings: dict[str, Any]) -> Flow[TopicSettings]:
         check_topic_name(name)
         return (yield from self._changing(
-            name, registry.create_topic(name, TopicSettings.build(**settings))))
+            name, registry.create_topic(name, TopicSettings.build(**settings), settings)))
 
     def _alter_topic(self, name: str, changes: dict[str, Any]) -> Flow[TopicSettings]:
         check_topic_name(name)

@@ -149,8 +149,10 @@ class Client(BaseClient, TransactionMethods, ViewMethods):
     # -- registry -----------------------------------------------------------------------
 
     def create_topic(self, name: str, **settings: Any) -> TopicSettings:
-        """Register a topic (SPEC §1 settings). Idempotent for the same settings; other
-        settings for an existing topic raise TopicConflict."""
+        """Register a topic (SPEC §1 settings) and return its settings. Run again on an
+        existing topic it compares only the settings given (an application's start-up line
+        keeps working after an operator altered another one): the same values write nothing,
+        other values raise TopicConflict naming each differing setting."""
         return self._run(self._create_topic(name, settings))
 
     def alter_topic(self, name: str, **changes: Any) -> TopicSettings:

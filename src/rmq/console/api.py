@@ -16,7 +16,6 @@ from pydantic import Strict as StrictMode
 
 import rmq
 from rmq.errors import InvalidQuery, TopicConflict
-from rmq.settings import TopicSettings
 
 from . import views
 from .transactions import transactions_view
@@ -137,26 +136,13 @@ def topics(request: Request) -> dict[str, Any]:
 
 @router.post("/topics", status_code=201, summary="Create a topic")
 def create_topic(request: Request, topic: NewTopic) -> dict[str, Any]:
-    client = _client(request)
     try:
-        settings = client.create_topic(topic.name, **topic.given())
-    except TopicConflict:
-        existing = client.topic(topic.name, fresh=True).settings
-        raise TopicConflict(_conflict(topic.name, existing, topic.given())) from None
+        settings = _client(request).create_topic(topic.name, **topic.given())
+    except TopicConflict as exc:  # told in the console's words
+        raise TopicConflict(exc.topic, exc.differences, exc.fixed, alter=(
+            f"change them under Settings on its page, or with PATCH /api/topics/{exc.topic}")
+        ) from None
     return {"name": topic.name, "settings": settings.to_dict()}
-
-
-def _conflict(name: str, existing: TopicSettings, asked: dict[str, Any]) -> str:
-    """What to tell a console user whose new topic exists with other settings."""
-    old, new = existing.to_dict(), TopicSettings.build(**asked).to_dict()
-    changed = [key for key in new if new[key] != old[key]]
-    differences = "; ".join(f"{key} {old[key]}, not {new[key]}" for key in changed)
-    text = f"topic {name!r} exists with other settings ({differences})"
-    if changed != ["slots"]:
-        text += f": change them under Settings on its page, or with PATCH /api/topics/{name}"
-    if "slots" in changed:
-        text += "; slots are fixed at creation"
-    return text
 
 
 @router.get("/topics/{topic}", summary="A topic: settings, groups, backlog, slot heat")

@@ -7,11 +7,18 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..errors import CorruptRegistry, InputError, TopicConflict, UnknownTopic, WrongKeyType
+from ..errors import (
+    CorruptRegistry,
+    InputError,
+    InvalidSetting,
+    TopicConflict,
+    UnknownTopic,
+    WrongKeyType,
+)
 from ..filters import Filter
 from ..settings import (
     DEFAULT_GROUP,
@@ -231,18 +238,23 @@ def _names(name: str, stored: set[bytes], readable: bool = False) -> tuple[str, 
     return tuple(sorted(names))
 
 
-def create_topic(name: str, settings: TopicSettings) -> Op[TopicSettings]:
-    """Register ``name``; the same settings again is a no-op, different ones TopicConflict
-    (and nothing written).
+def create_topic(name: str, settings: TopicSettings,
+                 given: Collection[str] | None = None) -> Op[TopicSettings]:
+    """Register ``name``. For an existing topic only the settings ``given`` (default: all)
+    are compared: equal, it returns the topic's settings and writes nothing; other values
+    raise TopicConflict naming them (and nothing is written). A start-up line such as
+    ``create_topic("renders", slots=8)`` so keeps working once an operator altered
+    another setting.
 
     The topic's generation is written before its settings, into the registry and into every
     slot, so that whoever can read the settings can send and claim. Two creators at once
     share one generation (the first ``SET NX`` wins) and the settings decide who created
     the topic."""
     keys = RegistryKeys(name)
+    compared = [key for key in TopicSettings.names() if given is None or key in given]
     (stored,) = yield [command("GET", keys.settings)]
     if stored is not None:
-        return _same_settings(name, stored, settings)
+        return _same_settings(name, stored, settings, compared)
     drawn = secrets.token_hex(8)
     (held,) = yield [command("SET", keys.generation, drawn, "NX", "GET")]
     generation = drawn if held is None else held  # GET answers the one already there
@@ -253,17 +265,26 @@ def create_topic(name: str, settings: TopicSettings) -> Op[TopicSettings]:
     if created:
         return settings
     (stored,) = yield [command("GET", keys.settings)]
-    return _same_settings(name, stored, settings)
+    return _same_settings(name, stored, settings, compared)
 
 
-def _same_settings(name: str, stored: bytes, settings: TopicSettings) -> TopicSettings:
+def _same_settings(name: str, stored: bytes, settings: TopicSettings,
+                   compared: Collection[str]) -> TopicSettings:
     existing = _settings(name, stored)
-    if existing != settings:
-        raise TopicConflict(
-            f"topic {name!r} exists with other settings: {existing.to_json()} "
-            f"(asked for {settings.to_json()}); use alter_topic to change them"
-        )
+    old, new = existing.to_dict(), settings.to_dict()
+    differences = {key: (old[key], new[key]) for key in compared if old[key] != new[key]}
+    if differences:
+        raise TopicConflict(name, differences, tuple(
+            key for key in differences if not _alterable(existing, key, new[key])))
     return existing
+
+
+def _alterable(settings: TopicSettings, key: str, value: Any) -> bool:
+    try:
+        settings.altered(**{key: value})
+    except InvalidSetting:
+        return False
+    return True
 
 
 def alter_topic(name: str, changes: dict[str, Any]) -> Op[TopicSettings]:

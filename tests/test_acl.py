@@ -159,7 +159,7 @@ def test_operations_that_delete_keys_run_under_the_documented_acl(add_user, clie
         assert client.claim("jobs", count=2) == []
         assert client.ack([held]) == 1
         assert len(client.claim("jobs", count=2, wait=1)) == 1
-        client.set_limits("jobs")
+        client.set_limits("jobs", max_in_flight=None)
         assert client.record_history("jobs")  # samples are written in place (SETRANGE)
         client.create_topic("wide", slots=32)  # claims build the heads index afresh
         client.send_many("wide", [f"m{i}".encode() for i in range(40)])

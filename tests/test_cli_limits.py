@@ -33,12 +33,24 @@ def test_topic_limits_shows_sets_and_removes_limits(redis_url, client):
 
 
 def test_topic_limits_of_a_group_as_json(redis_url, client):
+    client.bind("renders", "gpu")
     out = ok("topic", "limits", "renders", "--group", "gpu", "--max-in-flight", "2",
              "--rate", "5/0.5", "--json", url=redis_url)
     assert json.loads(out) == {"topic": "renders", "group": "gpu", "max_in_flight": 2,
                                "rate": {"count": 5, "seconds": 0.5}}
     assert client.limits("renders", "gpu") == rmq.GroupLimits(2, (5, 0.5))
     assert client.limits("renders") == rmq.GroupLimits()
+
+
+def test_topic_limits_of_a_group_that_is_not_bound_names_the_bind_command(redis_url, client):
+    client.bind("renders", "gpu")
+    done = run("topic", "limits", "renders", "--group", "gpus", "--max-in-flight", "2",
+               url=redis_url)
+    assert_one_line_error(done, 1, (
+        "rmq topic limits: error: group 'gpus' is not bound to topic 'renders' (its groups: "
+        "gpu), so no limit of it would hold anything: bind it first with `rmq topic bind "
+        "renders gpus`"))
+    assert client.limits("renders", "gpus") == rmq.GroupLimits()
 
 
 @pytest.mark.parametrize(("option", "words"), [

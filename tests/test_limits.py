@@ -26,19 +26,45 @@ def test_a_group_without_limits_has_none(client):
 @pytest.mark.both_clients
 def test_set_limits_stores_both_limits_of_the_group(client):
     client.create_topic("renders")
+    client.bind("renders", "gpu")
     stored = client.set_limits("renders", "gpu", max_in_flight=4, rate=(100, 60))
     assert stored == rmq.GroupLimits(max_in_flight=4, rate=(100, 60))
     assert client.limits("renders", "gpu") == stored
     assert client.limits("renders") == rmq.GroupLimits()  # another group is not limited
 
 
-def test_a_limit_given_as_none_is_removed(client):
+def test_a_limit_left_out_is_kept_and_one_given_as_none_is_removed(client):
     client.create_topic("renders")
     client.set_limits("renders", max_in_flight=4, rate=(10, 1))
-    client.set_limits("renders", rate=(10, 1))
-    assert client.limits("renders") == rmq.GroupLimits(None, (10, 1))
-    client.set_limits("renders")
+    assert client.set_limits("renders", rate=(20, 1)) == rmq.GroupLimits(4, (20, 1))
+    assert client.set_limits("renders", max_in_flight=8) == rmq.GroupLimits(8, (20, 1))
+    assert client.set_limits("renders") == rmq.GroupLimits(8, (20, 1))  # nothing given
+    assert client.limits("renders") == rmq.GroupLimits(8, (20, 1))
+    client.set_limits("renders", max_in_flight=None)
+    assert client.limits("renders") == rmq.GroupLimits(None, (20, 1))
+    client.set_limits("renders", rate=None)
     assert client.limits("renders") == rmq.GroupLimits()
+
+
+def test_limits_of_a_group_that_is_not_bound_are_refused_naming_the_fix(client):
+    client.create_topic("renders")
+    client.bind("renders", "gpu")
+    with pytest.raises(errors.UnboundGroup) as refused:
+        client.set_limits("renders", "gpus", max_in_flight=4)
+    assert str(refused.value) == (
+        "group 'gpus' is not bound to topic 'renders' (its groups: gpu), so no limit of it "
+        "would hold anything: bind it first with bind('renders', 'gpus')")
+    assert isinstance(refused.value, errors.InvalidArgument)
+    with pytest.raises(errors.UnboundGroup):
+        client.set_limits("renders", max_in_flight=4)  # default is no group once one is bound
+    assert client.limits("renders", "gpus") == rmq.GroupLimits()
+    # a group unbound since keeps what it holds, and may lose its limits
+    client.set_limits("renders", "gpu", max_in_flight=2, rate=(5, 1))
+    client.unbind("renders", "gpu")
+    assert client.set_limits("renders", "gpu", max_in_flight=None) == rmq.GroupLimits(None,
+                                                                                     (5, 1))
+    assert client.set_limits("renders", "gpu", rate=None) == rmq.GroupLimits()
+    assert client.limits("renders", "gpu") == rmq.GroupLimits()
 
 
 def test_limits_are_seen_by_another_client_at_once(make_client):
@@ -194,7 +220,7 @@ def test_a_changed_or_removed_limit_applies_to_the_next_claim(make_client):
     assert len(client.claim("renders", count=10)) == 1
     operator.set_limits("renders", max_in_flight=3)
     assert len(client.claim("renders", count=10)) == 2
-    operator.set_limits("renders", rate=(100, 1))
+    operator.set_limits("renders", max_in_flight=None, rate=(100, 1))
     assert len(client.claim("renders", count=10)) == 7
 
 

@@ -7,6 +7,7 @@ names the offending value, so one line of a log says what went wrong.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
@@ -33,12 +34,14 @@ __all__ = [
     "AccessDenied",
     "ServerNotFound",
     "InvalidArgument",
+    "UnboundGroup",
     "InvalidURL",
     "InvalidClock",
     "CorruptRegistry",
     "WrongKeyType",
     "MissingExtra",
     "TransactionClosed",
+    "BatchFailed",
 ]
 
 
@@ -95,6 +98,21 @@ class ConflictingOptions(InputError):
 class InvalidArgument(InputError):
     """An argument of the wrong type or outside its range (a lease, a count, a consumer's
     concurrency, the messages to acknowledge, ...); the message names the argument."""
+
+
+class UnboundGroup(InvalidArgument):
+    """A group's limits set while the group is not bound to the topic (it receives no
+    messages, so a limit of it would hold nothing). ``fix`` says how to bind it in the
+    words of the caller's tool."""
+
+    def __init__(self, topic: str, group: str, bound: tuple[str, ...], fix: str = ""):
+        self.topic, self.group, self.bound, self.fix = topic, group, tuple(bound), fix
+        fix = fix or f"bind it first with bind({topic!r}, {group!r})"
+        super().__init__(f"group {group!r} is not bound to topic {topic!r} (its groups: "
+                         f"{', '.join(bound)}), so no limit of it would hold anything: {fix}")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled with its arguments, not its text
+        return type(self), (self.topic, self.group, self.bound, self.fix)
 
 
 class InvalidURL(InputError):
@@ -231,3 +249,15 @@ class TransactionClosed(RMQError):
         self.topic = topic
         self.transaction_id = transaction_id
         self.state = state
+
+
+class BatchFailed(RMQError):
+    """Raised by a batch handler (``Consumer(..., batch=N)``) when some of its messages
+    failed: ``failures`` maps each failed one, a :class:`~rmq.Message` of the batch or its
+    delivery id (``message.id``), to its error (an exception or a text). Those are retried
+    (an attempt each, each with its own error); the rest of the batch is acknowledged."""
+
+    def __init__(self, failures: Mapping[Any, BaseException | str]):
+        self.failures = dict(failures)
+        named = ", ".join(str(getattr(name, "id", name)) for name in self.failures)
+        super().__init__(f"{len(self.failures)} message(s) of the batch failed: {named}")

@@ -110,18 +110,36 @@ def test_pause_resume_bind_and_unbind(api: TestClient, client: rmq.Client) -> No
 def test_an_operator_sets_and_removes_a_groups_limits(api: TestClient,
                                                      client: rmq.Client) -> None:
     client.create_topic("t")
+    client.bind("t", "gpu")
     set_ = api.post("/api/topics/t/limits", json={"group": "gpu", "max_in_flight": 4,
                                                    "rate": {"count": 100, "seconds": 60}})
     assert set_.status_code == 200, set_.text
     assert set_.json()["limits"] == {"max_in_flight": 4, "rate": {"count": 100, "seconds": 60}}
     assert client.limits("t", "gpu") == rmq.GroupLimits(4, (100, 60))
-    client.bind("t", "gpu")
     groups = {g["group"]: g for g in api.get("/api/topics/t").json()["groups"]}
     assert groups["gpu"]["limits"] == {"max_in_flight": 4,
                                        "rate": {"count": 100, "seconds": 60}}
+    # a limit left out is kept; one given as null is removed
     assert api.post("/api/topics/t/limits", json={"group": "gpu"}).json()["limits"] == {
-        "max_in_flight": None, "rate": None}
+        "max_in_flight": 4, "rate": {"count": 100, "seconds": 60}}
+    assert api.post("/api/topics/t/limits", json={"group": "gpu", "max_in_flight": None}
+                    ).json()["limits"] == {"max_in_flight": None,
+                                           "rate": {"count": 100, "seconds": 60}}
+    assert api.post("/api/topics/t/limits", json={"group": "gpu", "rate": None}
+                    ).json()["limits"] == {"max_in_flight": None, "rate": None}
     assert client.limits("t", "gpu") == rmq.GroupLimits()
+
+
+def test_limits_of_a_group_that_is_not_bound_are_refused_naming_the_fix(
+        api: TestClient, client: rmq.Client) -> None:
+    client.create_topic("t")
+    client.bind("t", "gpu")
+    assert error_of(api.post("/api/topics/t/limits", json={"group": "gpus",
+                                                           "max_in_flight": 2}), 400) == (
+        "group 'gpus' is not bound to topic 't' (its groups: gpu), so no limit of it would "
+        "hold anything: bind it first under Groups on its page, or with POST "
+        "/api/topics/t/bindings")
+    assert client.limits("t", "gpus") == rmq.GroupLimits()
 
 
 @pytest.mark.parametrize(("body", "words"), [

@@ -348,23 +348,38 @@ def test_an_operator_binds_a_filtered_group_from_the_topic_page(
 
 
 def test_an_operator_sets_a_groups_limits_on_the_topic_page(
-        page: Page, console_process: Any, client: rmq.Client) -> None:
+        page: Page, console_process: Any, client: rmq.Client, tmp_path: Path) -> None:
     base = console_process("--refresh", "1")
     client.create_topic("renders")
     client.set_limits("renders", max_in_flight=4)
     page.goto(f"{base}/topics/renders")
     live(page)
     expect(page.locator("#limits-now")).to_contain_text("Limits of default: max in flight 4.")
-    page.fill("#limits-form [name=max_in_flight]", "2")
+    # the form opens with the limits as stored
+    expect(page.locator("#limits-form [name=max_in_flight]")).to_have_value("4")
+    expect(page.locator("#limits-form [name=rate_count]")).to_have_value("")
+    # a field left as it is keeps its limit
     page.fill("#limits-form [name=rate_count]", "100")
     page.fill("#limits-form [name=rate_seconds]", "60")
     page.click("#limits-form button[type=submit]")
     expect(page.locator("#limits-message")).to_contain_text(
-        "Limits of default: max in flight 2, rate 100 per 60s.")
-    assert client.limits("renders") == rmq.GroupLimits(2, (100, 60))
+        "Limits of default: max in flight 4, rate 100 per 60s.")
+    assert client.limits("renders") == rmq.GroupLimits(4, (100, 60))
+    expect(page.locator("#limits-form [name=rate_count]")).to_have_value("100")
+    page.screenshot(path=str(tmp_path / "limits-form.png"), full_page=True)
+    # a field cleared removes its limit; the page's refreshes leave a typed field alone
+    page.fill("#limits-form [name=max_in_flight]", "")
+    expect(page.locator("#live-text")).not_to_have_text(page.inner_text("#live-text"))
+    expect(page.locator("#limits-form [name=max_in_flight]")).to_have_value("")
+    page.click("#limits-form button[type=submit]")
+    expect(page.locator("#limits-message")).to_contain_text(
+        "Limits of default: rate 100 per 60s.")
+    assert client.limits("renders") == rmq.GroupLimits(None, (100, 60))
+    # a limit stored meanwhile by another operator shows in the fields not typed in
+    client.set_limits("renders", max_in_flight=7)
+    expect(page.locator("#limits-form [name=max_in_flight]")).to_have_value("7")
     page.fill("#limits-form [name=rate_count]", "0")
-    page.fill("#limits-form [name=rate_seconds]", "60")
     page.click("#limits-form button[type=submit]")
     expect(page.locator("#limits-message")).to_contain_text(
         "rate count must be an integer from 1 to 1000000, got 0")
-    assert client.limits("renders") == rmq.GroupLimits(2, (100, 60))
+    assert client.limits("renders") == rmq.GroupLimits(7, (100, 60))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..errors import RedisUnavailable, UnknownTopic
+from ..errors import RedisUnavailable, UnboundGroup, UnknownTopic
 
 __all__ = ["error_line"]
 
@@ -21,6 +21,9 @@ def error_line(exc: BaseException, args: argparse.Namespace) -> str:
             return f"unknown topic {exc.topic!r}: nothing to delete (`rmq topic list` lists " \
                    "the topics)"
         return f"unknown topic {exc.topic!r}: create it with `rmq topic create {exc.topic}`"
+    if isinstance(exc, UnboundGroup):
+        return first_line(UnboundGroup(exc.topic, exc.group, exc.bound, fix=(
+            f"bind it first with `rmq topic bind {exc.topic} {exc.group}`")))
     line = first_line(exc)
     if isinstance(exc, RedisUnavailable):
         url = getattr(args, "url", None) or os.environ.get("RMQ_REDIS_URL") or ""

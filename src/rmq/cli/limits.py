@@ -55,14 +55,11 @@ def as_json(limits: GroupLimits) -> dict[str, Any]:
 
 
 def limits(args: argparse.Namespace) -> None:
+    given = {name: getattr(args, name) for name in ("max_in_flight", "rate")
+             if getattr(args, name) is not _KEEP}  # a limit left out keeps its value
     with open_client(args) as client:
-        current = client.limits(args.name, args.group)
-        if args.max_in_flight is not _KEEP or args.rate is not _KEEP:
-            current = client.set_limits(
-                args.name, args.group,
-                max_in_flight=current.max_in_flight if args.max_in_flight is _KEEP
-                else args.max_in_flight,
-                rate=current.rate if args.rate is _KEEP else args.rate)
+        current = (client.set_limits(args.name, args.group, **given) if given
+                   else client.limits(args.name, args.group))
     if args.json:
         print_json({"topic": args.name, "group": args.group, **as_json(current)})
     else:

@@ -34,6 +34,7 @@ from .effects import AwaitCapacity
 from .error_map import map_errors
 from .executor import AsyncExecutor
 from .group_commit import AsyncGroupCommit
+from .limited import KEEP, Keep
 from .replication import GIVE_BACK_FAILED, BatchNotReplicated, Replication, claimed_in
 from .sync import Client
 from .tx_handles import AsyncTransactionMethods
@@ -229,8 +230,8 @@ class AsyncClient(BaseClient, AsyncTransactionMethods, AsyncViewMethods):
         await self._run(self._set_paused(topic, False))
 
     async def set_limits(self, topic: str, group: str = DEFAULT_GROUP, *,
-                         max_in_flight: int | None = None,
-                         rate: tuple[int, float] | None = None) -> GroupLimits:
+                         max_in_flight: int | None | Keep = KEEP,
+                         rate: tuple[int, float] | None | Keep = KEEP) -> GroupLimits:
         """See :meth:`rmq.Client.set_limits`."""
         return await self._run(self._fleet.set_limits(topic, group, max_in_flight, rate))
 

@@ -10,13 +10,14 @@ settle and waits for capacity.
 
 from __future__ import annotations
 
+import enum
 import itertools
 import os
 import secrets
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
-from ..errors import AccessDenied, UnknownTopic
+from ..errors import AccessDenied, UnboundGroup, UnknownTopic
 from ..message import Claimed, Message
 from ..settings import GroupLimits, check_group_name, check_topic_name
 from ..storage import limits as limit_ops
@@ -29,9 +30,22 @@ from .arguments import check_wait
 from .effects import AwaitCapacity, Flow
 from .host import ClientHost
 
-__all__ = ["FleetLimits", "CAPACITY_WAIT_MS"]
+__all__ = ["FleetLimits", "CAPACITY_WAIT_MS", "KEEP", "Keep"]
 
 T = TypeVar("T")
+
+
+class Keep(enum.Enum):
+    """The default of a limit left out of ``set_limits``: it keeps its stored value (None
+    removes it)."""
+
+    KEEP = "KEEP"
+
+    def __repr__(self) -> str:  # what help() shows in set_limits' signature
+        return "KEEP"
+
+
+KEEP: Final = Keep.KEEP
 
 # How long a claimer held back by its group's limits stays registered as waiting for a
 # token: the longest a consumer sleeps on the wake list before it claims again.
@@ -78,11 +92,21 @@ class FleetLimits:
 
     # -- setting and reading them -----------------------------------------------------
 
-    def set_limits(self, topic: str, group: str, max_in_flight: int | None,
-                   rate: tuple[int, float] | None) -> Flow[GroupLimits]:
-        limits = GroupLimits(max_in_flight, rate)
+    def set_limits(self, topic: str, group: str, max_in_flight: int | None | Keep,
+                   rate: tuple[int, float] | None | Keep) -> Flow[GroupLimits]:
+        """The group's limits with those given (``KEEP``: as stored, None: removed), stored
+        and returned. A group that is not bound may only lose limits (else UnboundGroup)."""
         check_group_name(group)
-        yield from self._client._topic(topic)
+        info = yield from self._client._topic(topic, fresh=True)
+        current = info.limits(group)
+        limits = GroupLimits(
+            current.max_in_flight if max_in_flight is KEEP else max_in_flight,
+            current.rate if rate is KEEP else rate)
+        if limits == current:
+            return current
+        if group not in info.groups and not all(
+                given in (KEEP, None) for given in (max_in_flight, rate)):
+            raise UnboundGroup(topic, group, info.groups)
         yield from self._client._changing(topic, registry.set_limits(topic, group, limits))
         return limits
 

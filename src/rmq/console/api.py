@@ -79,11 +79,23 @@ class Rate(Strict):
 
 
 class Limits(Strict):
-    """A group's fleet-wide limits (docs/limits.md); a limit left out or null is removed."""
+    """A group's fleet-wide limits (docs/limits.md); a limit left out keeps its value, one
+    given as null is removed."""
 
     group: str = "default"
-    max_in_flight: Int | None = Field(None, description="1-1000000 messages in flight at once")
-    rate: Rate | None = Field(None, description="at most count claimed in any seconds")
+    max_in_flight: Int | None = Field(None, description="1-1000000 messages in flight at "
+                                                        "once; null removes it")
+    rate: Rate | None = Field(None, description="at most count claimed in any seconds; null "
+                                                "removes it")
+
+    def given(self) -> dict[str, Any]:
+        """The limits the request names, as ``set_limits`` takes them."""
+        given: dict[str, Any] = {}
+        if "max_in_flight" in self.model_fields_set:
+            given["max_in_flight"] = self.max_in_flight
+        if "rate" in self.model_fields_set:
+            given["rate"] = None if self.rate is None else (self.rate.count, self.rate.seconds)
+        return given
 
 
 class Outgoing(Strict):
@@ -197,9 +209,7 @@ def bind(request: Request, topic: str, binding: Binding) -> dict[str, Any]:
 @router.post("/topics/{topic}/limits", summary="Set a group's fleet-wide limits "
              "(max in flight, rate)")
 def set_limits(request: Request, topic: str, limits: Limits) -> dict[str, Any]:
-    rate = None if limits.rate is None else (limits.rate.count, limits.rate.seconds)
-    stored = _client(request).set_limits(topic, limits.group,
-                                         max_in_flight=limits.max_in_flight, rate=rate)
+    stored = _client(request).set_limits(topic, limits.group, **limits.given())
     return {"name": topic, "group": limits.group, "limits": views.limits_view(stored)}
 
 

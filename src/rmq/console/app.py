@@ -24,6 +24,7 @@ from rmq.errors import (
     RedisUnavailable,
     RMQError,
     TopicConflict,
+    UnboundGroup,
     UnknownTopic,
     WrongKeyType,
 )
@@ -59,6 +60,10 @@ def _in_console_words(exc: RMQError, topic: str | None) -> str:
     if isinstance(exc, UnknownTopic):
         return (f"unknown topic {exc.topic!r}: create it on the Topics page or with "
                 "POST /api/topics")
+    if isinstance(exc, UnboundGroup):
+        return str(UnboundGroup(exc.topic, exc.group, exc.bound, fix=(
+            f"bind it first under Groups on its page, or with POST /api/topics/{exc.topic}/"
+            "bindings")))
     text = str(exc)
     if topic is not None and _status(exc) == 409 and f"topic {topic!r}" not in text:
         return f"topic {topic!r}: {text}"

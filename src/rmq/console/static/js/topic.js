@@ -47,8 +47,49 @@
     return parts.length ? parts.join(", ") : "none";
   }
 
+  // The limits form opens with the group's limits as stored: a field left as it is keeps
+  // its limit, a cleared one removes it. A field the operator has typed in is not redrawn
+  // by the page's refresh; the others follow what is stored.
+  const limitsForm = document.getElementById("limits-form");
+  const LIMIT_FIELDS = ["max_in_flight", "rate_count", "rate_seconds"];
+  function storedLimitFields(limits) {
+    return { max_in_flight: limits.max_in_flight === null ? "" : String(limits.max_in_flight),
+             rate_count: limits.rate === null ? "" : String(limits.rate.count),
+             rate_seconds: limits.rate === null ? "" : String(limits.rate.seconds) };
+  }
   function showLimits(g) {
-    setText("limits-now", `Limits of ${g.group}: ${describeLimits(g.limits)}. An empty field removes that limit.`);
+    setText("limits-now", `Limits of ${g.group}: ${describeLimits(g.limits)}. A field left as it is keeps its limit; a cleared one removes it.`);
+    const stored = storedLimitFields(g.limits);
+    const shown = JSON.stringify([g.group, stored]);
+    if (limitsForm.dataset.shown === shown) return;
+    const sameGroup = limitsForm.dataset.group === g.group;
+    for (const name of LIMIT_FIELDS) {
+      const input = limitsForm.elements[name];
+      if (!sameGroup || !input.dataset.edited) { input.value = stored[name]; delete input.dataset.edited; }
+      input.dataset.stored = stored[name];
+    }
+    limitsForm.dataset.group = g.group;
+    limitsForm.dataset.shown = shown;
+  }
+  for (const name of LIMIT_FIELDS) {
+    limitsForm.elements[name].addEventListener("input", (e) => { e.target.dataset.edited = "1"; });
+  }
+  // What the form changes: only the limits whose fields differ from what is stored.
+  function limitChanges() {
+    const value = (name) => limitsForm.elements[name].value.trim();
+    const changed = (name) => value(name) !== (limitsForm.elements[name].dataset.stored || "");
+    const changes = {};
+    if (changed("max_in_flight")) {
+      changes.max_in_flight = value("max_in_flight") === "" ? null : Number(value("max_in_flight"));
+    }
+    if (changed("rate_count") || changed("rate_seconds")) {
+      const [count, seconds] = [value("rate_count"), value("rate_seconds")];
+      if ((count === "") !== (seconds === "")) {
+        throw new Error("A rate needs both a count and seconds (clear both to remove the rate).");
+      }
+      changes.rate = count === "" ? null : { count: Number(count), seconds: Number(seconds) };
+    }
+    return changes;
   }
 
   function showCards(g) {
@@ -239,15 +280,13 @@
     await round();
     return `Saved: ${Object.entries(fields).map(([k, v]) => `${k} = ${v}`).join(", ")}.`;
   });
-  onSubmit(document.getElementById("limits-form"), "limits-message", async (fields) => {
+  onSubmit(limitsForm, "limits-message", async () => {
     const g = group();
-    if ((fields.rate_count === undefined) !== (fields.rate_seconds === undefined)) {
-      throw new Error("A rate needs both a count and seconds (or neither, for no rate).");
-    }
-    const rate = fields.rate_count === undefined ? null : { count: fields.rate_count, seconds: fields.rate_seconds };
-    const result = await api("POST", `${base}/limits`, { group: g ? g.group : "default",
-      max_in_flight: fields.max_in_flight === undefined ? null : fields.max_in_flight, rate });
-    document.getElementById("limits-form").reset();
+    const changes = limitChanges();
+    if (!Object.keys(changes).length) throw new Error("Nothing to change: edit a limit, or clear it to remove it.");
+    const result = await api("POST", `${base}/limits`, { group: g ? g.group : "default", ...changes });
+    delete limitsForm.dataset.shown;  // redrawn from what is stored now
+    for (const name of LIMIT_FIELDS) delete limitsForm.elements[name].dataset.edited;
     await round();
     return `Limits of ${result.group}: ${describeLimits(result.limits)}.`;
   });

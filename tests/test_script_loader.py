@@ -240,18 +240,19 @@ def test_an_argument_include_reads_the_arguments_in_the_order_and_names_the_clie
 def test_a_claim_s_arguments_each_land_in_the_field_of_their_name(monkeypatch):
     # every value distinct, so that two arguments built in each other's place cannot pass
     monkeypatch.setattr(claim_calls, "SERIAL_SCAN", PROMOTE_LIMIT - 1)
-    args = claim_args(TopicSettings(serial_keys=True), generation="G", now=11, count=7,
-                      lease_ms=33, holder="H", group="grp", limit=ClaimLimit("W", 44), trace="T")
+    args = claim_args(TopicSettings(serial_keys=True, merge="key"), generation="G", now=11,
+                      count=7, lease_ms=33, holder="H", group="grp", limit=ClaimLimit("W", 44),
+                      trace="T")
     assert args._asdict() == {
         "now": 11, "max_count": 7, "lease_ms": 33, "serial": 1, "promote_limit": PROMOTE_LIMIT,
         "scan": PROMOTE_LIMIT - 1, "generation": "G", "holder": "H", "limit_group": "grp",
-        "limit_waiter": "W", "limit_wait_ms": 44, "trace": "T"}
+        "limit_waiter": "W", "limit_wait_ms": 44, "trace": "T", "by_key": 1}
     share = args.bounded(PROMOTE_LIMIT + 5)  # a cluster's share: a serial scan as deep
     assert (share.max_count, share.scan) == (PROMOTE_LIMIT + 5, PROMOTE_LIMIT + 5)
     unlimited = claim_args(TopicSettings(), generation="G", now=11, count=7, lease_ms=33,
                            holder="H", group="grp", limit=None)
     assert (unlimited.serial, unlimited.scan, unlimited.limit_group, unlimited.limit_waiter,
-            unlimited.limit_wait_ms, unlimited.trace) == (0, 7, "", "", 0, "")
+            unlimited.limit_wait_ms, unlimited.trace, unlimited.by_key) == (0, 7, "", "", 0, "", 0)
 
 
 @pytest.mark.parametrize(("include", "name"), sorted(

@@ -10,12 +10,13 @@ from typing import Any
 from .errors import InputError, InvalidArgument, InvalidGroupName, InvalidSetting, InvalidTopicName
 
 __all__ = ["TopicSettings", "GroupLimits", "check_topic_name", "check_group_name", "check_int",
-           "check_number", "DEFAULT_GROUP", "MAX_LEASE"]
+           "check_number", "DEFAULT_GROUP", "MAX_LEASE", "MERGE_MODES"]
 
 DEFAULT_GROUP = "default"
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")
 _DAY = 86_400.0
 MAX_LEASE = 7 * _DAY  # the longest lease or visibility timeout, in seconds
+MERGE_MODES = ("body", "key")  # what makes two pending messages one (TopicSettings.merge)
 
 
 def check_topic_name(name: object) -> str:
@@ -60,6 +61,9 @@ class TopicSettings:
     trace: record every state change of every message in each group (docs/trace.md).
     trace_retention: how long a recorded event is kept, in seconds.
     trace_cap: at most this many events kept per slot (the oldest go first).
+    merge: what makes two sends one pending message (docs/semantics.md): ``"body"``, the
+        same body, key, tag and properties; ``"key"``, the same key (else slot basis, else
+        body), the newest send's body, tag and properties winning. Fixed at creation.
     """
 
     slots: int = 8
@@ -77,6 +81,7 @@ class TopicSettings:
     trace: bool = False
     trace_retention: float = _DAY
     trace_cap: int = 10_000
+    merge: str = "body"
 
     def __post_init__(self) -> None:
         check_int("slots", self.slots, 1, 1024)
@@ -98,6 +103,8 @@ class TopicSettings:
             raise InvalidSetting(f"trace must be True or False, got {self.trace!r}")
         check_number("trace_retention", self.trace_retention, 1, 30 * _DAY)
         check_int("trace_cap", self.trace_cap, 1, 10_000_000)
+        if self.merge not in MERGE_MODES:
+            raise InvalidSetting(f"merge must be \"body\" or \"key\", got {self.merge!r}")
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -114,9 +121,15 @@ class TopicSettings:
         return cls(**settings)
 
     def altered(self, **changes: Any) -> TopicSettings:
-        """A copy with ``changes``; ``slots`` cannot change once messages are stored."""
+        """A copy with ``changes``; ``slots`` and ``merge`` are fixed at creation: the
+        stored messages' places and identities follow them."""
         if "slots" in changes and changes["slots"] != self.slots:
             raise InvalidSetting("slots cannot be changed after a topic is created")
+        if "merge" in changes and changes["merge"] != self.merge:
+            raise InvalidSetting(
+                f"merge cannot be changed after a topic is created (it is {self.merge!r}): "
+                "its pending, in-flight, dead and half messages are stored under the "
+                "identity it gives them; create a new topic with the other merge")
         unknown = sorted(set(changes) - set(self.names()))
         if unknown:
             raise InvalidSetting(f"unknown topic setting(s) {', '.join(unknown)}")

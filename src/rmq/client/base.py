@@ -32,6 +32,7 @@ from ..message import Claimed, Message, MessageIds, SendCounts, SendResult, mess
 from ..settings import check_group_name, check_topic_name
 from ..storage import queue, registry, settle
 from ..storage.calls import Op
+from ..storage.codec import merge_identity
 from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, load_all, problem_of
 from ..storage.links import store_links, take_links, with_links
 from ..storage.queue import TopicGone
@@ -55,6 +56,12 @@ from .registry_flows import RegistryFlows
 from .views import ViewFlows
 
 __all__ = ["BaseClient", "Flow", "Load", "Subscribe", "Sleep", "MISSING"]
+
+
+def _identity_of(message: queue.Outgoing) -> bytes:
+    """What a message's id hashes on a topic merging by key."""
+    return merge_identity(message.member)
+
 
 T = TypeVar("T")
 log = logging.getLogger("rmq.client")
@@ -205,20 +212,23 @@ class BaseClient(RegistryFlows, ViewFlows):
             message = prepare(info.settings, now, body, *options)
             try:
                 # the call may join others sent at once (group_commit.py)
+                by_key = info.settings.merge == "key"
                 call = queue.enqueue_one(topic, info.generation, info.groups, message, now,
                                          self._heads(info), info.filter_argument,
-                                         trace_argument(topic, info.settings))
+                                         trace_argument(topic, info.settings), by_key)
                 if link is None:
                     (reply,) = yield [call]
                 else:
-                    reply = (yield [call, *store_links(topic, info.groups, [message], link)])[0]
+                    reply = (yield [call, *store_links(topic, info.groups, [message], link,
+                                                       by_key)])[0]
                 merged = queue.merged_one(topic, reply)
             except TopicGone:
                 if not first:
                     raise UnknownTopic(topic) from None
                 info = yield from self._reload_gone(topic)
                 continue
-            return SendResult(message.slot, merged, message_id_of(topic, message.member))
+            return SendResult(message.slot, merged, message_id_of(
+                topic, merge_identity(message.member) if by_key else message.member))
         raise AssertionError("unreachable: the second attempt returns or raises")
 
     def _send_many(self, topic: str, items: Iterable[Any],
@@ -229,12 +239,13 @@ class BaseClient(RegistryFlows, ViewFlows):
         def send_many(info: TopicInfo, first: bool) -> Flow[SendCounts]:
             now = yield from self._now()
             batch = prepare_batch(info.settings, now, items)
+            by_key = info.settings.merge == "key"
             merged = yield from with_links(queue.send(
                 topic, info.generation, info.groups, batch, now, self._heads(info),
-                info.filter_argument, trace_argument(topic, info.settings)),
-                topic, info.groups, batch, link)
-            return SendCounts(len(batch), sum(merged), MessageIds(topic, batch,
-                                                                   attrgetter("member")))
+                info.filter_argument, trace_argument(topic, info.settings), by_key),
+                topic, info.groups, batch, link, by_key)
+            return SendCounts(len(batch), sum(merged), MessageIds(
+                topic, batch, _identity_of if by_key else attrgetter("member")))
 
         return (yield from self._on_current(topic, send_many))
 
@@ -336,17 +347,20 @@ class BaseClient(RegistryFlows, ViewFlows):
         messages = check_messages(messages)
         if not messages:
             return 0
-        heads = []
+        heads, by_key = [], []
         for name in dict.fromkeys(m.topic for m in messages):
             try:
-                if self._heads((yield from self._topic(name))):
-                    heads.append(name)
+                info = yield from self._topic(name)
             except UnknownTopic:  # deleted: its deliveries went with it, nothing to give back
-                pass
+                continue
+            if self._heads(info):
+                heads.append(name)
+            if info.settings.merge == "key":
+                by_key.append(name)
         holding = yield from self._fleet.holding(messages)
         now = yield from self._now()
         return (yield from self._fleet.release(holding, now,
-                                               settle.release(messages, now, heads)))
+                                               settle.release(messages, now, heads, by_key)))
 
     def _extend(self, messages: Message | Sequence[Message], seconds: float) -> Flow[list[bool]]:
         batch = check_messages(messages)

@@ -168,11 +168,17 @@ def prepare(
     for what, value in (("key", key_bytes), ("slot_basis", basis)):
         if value is not None and len(value) > MAX_KEY_BYTES:
             raise InvalidMessage(f"{what} of {len(value)} bytes exceeds {MAX_KEY_BYTES} bytes")
-    if settings.serial_keys and basis is not None and key_bytes is not None and basis != key_bytes:
-        raise ConflictingOptions(
-            "on a serial_keys topic a message's key decides its slot: "
-            "slot_basis and key must be equal when both are given"
-        )
+    if basis is not None and key_bytes is not None and basis != key_bytes:
+        if settings.serial_keys:
+            raise ConflictingOptions(
+                "on a serial_keys topic a message's key decides its slot: "
+                "slot_basis and key must be equal when both are given"
+            )
+        if settings.merge == "key":
+            raise ConflictingOptions(
+                "on a topic merging by key a message's key is what it merges by and "
+                "decides its slot: slot_basis and key must be equal when both are given"
+            )
     # The key defaults to the slot basis; a key without a slot basis decides the slot, so
     # messages of one key always share a slot (what key-serial order and locks rely on).
     effective_key = key_bytes if key_bytes is not None else basis

@@ -90,7 +90,7 @@ class ViewFlows(ClientHost):
         if group == tx_ops.HALVES:
             return (yield from tx_ops.snapshot_halves(topic, slot, now))
         info = yield from self._topic(topic)  # its generation names its dead letters
-        rows = yield from snapshot_slot(topic, group, slot, now)
+        rows = yield from snapshot_slot(topic, group, slot, now, info.settings.merge == "key")
         return dead.with_dead_letter_ids(rows, info.generation)
 
     # -- history, peeks and finding messages (the console) --------------------------------
@@ -110,7 +110,8 @@ class ViewFlows(ClientHost):
         info = yield from self._topic(topic)
         now = yield from self._now()
         page = yield from peek_ops.peek(topic, check_group_name(group), state,
-                                        info.settings.slots, slot, offset, limit, now)
+                                        info.settings.slots, slot, offset, limit, now,
+                                        info.settings.merge == "key")
         return replace(page, rows=dead.with_dead_letter_ids(page.rows, info.generation))
 
     def _find_messages(self, topic: str, body: bytes | str | None, key: bytes | str | None,
@@ -120,7 +121,8 @@ class ViewFlows(ClientHost):
         rows = yield from peek_ops.find(
             topic, registry.groups_with_data(info), info.settings.slots,
             None if body is None else as_bytes("body", body),
-            None if key is None else as_bytes("key", key), every_slot, now)
+            None if key is None else as_bytes("key", key), every_slot, now,
+            info.settings.merge == "key")
         return dead.with_dead_letter_ids(rows, info.generation)
 
     def _trace(self, topic: str, message_id: str | None, body: bytes | str | None,
@@ -129,7 +131,7 @@ class ViewFlows(ClientHost):
         wanted, member, slots = trace_target(
             topic, info.settings.slots, message_id,
             None if body is None else as_bytes("body", body),
-            None if key is None else as_bytes("key", key))
+            None if key is None else as_bytes("key", key), info.settings.merge == "key")
         return (yield from read_trace(topic, wanted, member, slots,
                                       registry.groups_with_data(info),
                                       to_ms(info.settings.trace_retention),

@@ -112,7 +112,7 @@ class Claimer:
             verdict = None if limit is None else parse_verdict(reply.pop(), count)
             next_due: int | None = reply[0] if reply[0] >= 0 else None
             messages = parse_claimed(topic, generation, group, slots, reply, lease_until,
-                                     trace, undecodable=undecodable)
+                                     trace, undecodable=undecodable, by_key=bool(args.by_key))
         else:
             messages, next_due, window, verdict = yield from claim_by_heads(
                 topic, generation, group, settings.slots, count, args, lease_until,
@@ -182,7 +182,7 @@ def _claim_on_cluster(topic: str, generation: str, group: str, settings: TopicSe
     def claimed(slot: int, reply: Any) -> list[Message]:
         check_stored(topic, reply)
         return parse_claimed(topic, generation, group, [slot], reply, lease_until, trace,
-                             undecodable=undecodable)
+                             undecodable=undecodable, by_key=bool(args.by_key))
 
     outcome = yield from claim_across_slots(settings.slots, count, read_head, claim_slot,
                                             claimed, lambda reply: check_stored(topic, reply),

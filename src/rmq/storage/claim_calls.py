@@ -47,7 +47,7 @@ def limited_claim_keys(topic: str, group: str, slots: tuple[int, ...],
 
 
 class ClaimArgs(NamedTuple):
-    """ARGV[1..12] of claim.lua and claim_heads.lua. The field order is
+    """ARGV[1..13] of claim.lua and claim_heads.lua. The field order is
     ``lua/includes/claim_args.lua``'s ARGV order, and its header and locals use these
     names: the two change together (tests/test_script_loader.py checks that they agree).
     A script's own arguments follow them (``[*args, ...]``)."""
@@ -64,6 +64,7 @@ class ClaimArgs(NamedTuple):
     limit_waiter: str
     limit_wait_ms: int
     trace: str  # the topic's trace argument (``trace.trace_argument``)
+    by_key: int  # 1 if the topic merges by key (its messages are in the groups' values)
 
     def bounded(self, count: int) -> ClaimArgs:
         """The same claim, of at most ``count`` messages (a cluster's share of one slot)."""
@@ -81,7 +82,8 @@ def claim_args(settings: TopicSettings, *, generation: str, now: int, count: int
     # In the fields' order: one is built per claim, and by keyword it takes twice the time
     # (tests/test_script_loader.py checks that each argument lands in its field).
     return ClaimArgs(now, count, lease_ms, int(serial), PROMOTE_LIMIT, _scan(serial, count),
-                     generation, holder, limit_group, limit_waiter, limit_wait_ms, trace)
+                     generation, holder, limit_group, limit_waiter, limit_wait_ms, trace,
+                     int(settings.merge == "key"))
 
 
 def _scan(serial: bool, count: int) -> int:
@@ -98,11 +100,13 @@ class Undecodable(NamedTuple):
 
 def parse_claimed(topic: str, generation: str, group: str, slots: Sequence[int],
                   reply: list[Any], lease_until: int, trace: str = "", *,
-                  undecodable: list[Undecodable]) -> list[Message]:
+                  undecodable: list[Undecodable], by_key: bool = False) -> list[Message]:
     """The messages of a claim's reply (take.lua's take_chosen), after its first field, each
     carrying the generation it was claimed under (what settling it checks) and the trace
     argument its settles pass. A message that cannot be decoded is not among them: it goes
-    to ``undecodable``, for the claim to dead-letter, so it strands none of the others."""
+    to ``undecodable``, for the claim to dead-letter, so it strands none of the others.
+    ``by_key``: the topic merges by key, so a message's id hashes its identity (its key,
+    else its body) rather than all of it."""
     shares = reply[1]
     at = 2 + 2 * shares
     seqs = dict(zip(reply[2:at:2], reply[3:at:2], strict=True))  # slot index -> next id
@@ -150,4 +154,8 @@ def parse_claimed(topic: str, generation: str, group: str, slots: Sequence[int],
                 message._links = ()
                 message.__class__ = Message
                 append(message)
+    if by_key:
+        for message in out:
+            object.__setattr__(message, "_member",
+                               message.body if message.key is None else message.key)
     return out

@@ -76,7 +76,7 @@ def claim_by_heads(topic: str, generation: str, group: str, slots_in_topic: int,
             verdict = parse_verdict(reply.pop(), wanted)
         due, needed, head = reply[0], reply[1], reply[2]
         got = parse_claimed(topic, generation, group, slots, reply[2:], lease_until, trace,
-                            undecodable=undecodable)
+                            undecodable=undecodable, by_key=bool(args.by_key))
         claimed += got
         window = Window(tuple(dict.fromkeys(head)), len({m.slot for m in claimed}))
         next_due = due if due >= 0 else None

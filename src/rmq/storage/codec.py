@@ -18,6 +18,7 @@ __all__ = [
     "EPOCH_MS",
     "encode_member",
     "decode_member",
+    "merge_identity",
     "MemberParts",
     "decode_parts",
     "DECODE_ERRORS",
@@ -187,6 +188,17 @@ def decode_member(member: bytes) -> tuple[bytes, bytes | None]:
         body, key, _, _ = decode_parts(member)
         return body, key
     return member[5 + n :], member[5 : 5 + n]
+
+
+def merge_identity(member: bytes) -> bytes:
+    """What a topic merging by key merges a stored message by, and its message id hashes:
+    its key, else its body (``lua/includes/member.lua``'s ``member_key``; a member that
+    cannot be decoded is its own identity, as there)."""
+    try:
+        body, key = decode_member(member)
+    except DECODE_ERRORS:
+        return member
+    return body if key is None else key
 
 
 def ready_priority(score: float) -> int:

@@ -12,12 +12,12 @@ from ..errors import InvalidMessage
 from ..message import DeadLetter, Message, message_id_of
 from ..settings import TopicSettings
 from .calls import Op, command, script_call
-from .codec import decode_stored, parse_dead
+from .codec import decode_stored, merge_identity, parse_dead
 from .generation import check_stored
 from .heads import keeps_heads
 from .keys import SlotKeys, wake_channel
 from .scripts import script
-from .settle import settle_keys
+from .settle import by_key_arg, settle_keys
 from .snapshot import SnapshotRow
 from .trace import purge_call, trace_argument
 
@@ -41,7 +41,7 @@ def dead_letter(deliveries: Sequence[tuple[Message, str]], settings: TopicSettin
     heads = keeps_heads(settings, one_call)
     calls = [script_call(script("fail"), settle_keys(topic, slot, group, heads, trace != ""),
                          [generation, now, wake_channel(topic), slot if heads else "", trace,
-                          _NO_RETRY, 0, 0, *pairs])
+                          by_key_arg(settings), _NO_RETRY, 0, 0, *pairs])
              for (topic, generation, group, slot, trace), pairs in by_slot.items()]
     results = yield calls
     return sum(dead for _, dead in results)
@@ -74,6 +74,7 @@ def dead_letters(topic: str, group: str, settings: TopicSettings,
     results = yield [command("HGETALL", SlotKeys(topic, s).group(group).dead)
                      for s in range(settings.slots)]
     letters = []
+    by_key = settings.merge == "key"
     for slot, records in enumerate(results):
         for delivery, record in records.items():
             dead = parse_dead(record)
@@ -83,7 +84,8 @@ def dead_letters(topic: str, group: str, settings: TopicSettings,
                                       topic, group, body, key,
                                       dead.priority, dead.attempts, dead.error, dead.due_at,
                                       dead.dead_at, tag, properties,
-                                      message_id_of(topic, dead.member)))
+                                      message_id_of(topic, merge_identity(dead.member)
+                                                    if by_key else dead.member)))
     letters.sort(key=lambda d: (d.dead_at, d.id))
     return letters
 
@@ -136,7 +138,7 @@ def requeue_dead(topic: str, generation: str, group: str, settings: TopicSetting
         calls.append(script_call(script("requeue_dead"),
                                  settle_keys(topic, slot, group, heads, trace != ""),
                                  [generation, now, wake_channel(topic), slot if heads else "",
-                                  trace, *deliveries]))
+                                  trace, by_key_arg(settings), *deliveries]))
     results = yield calls
     for reply in results:
         check_stored(topic, reply)

@@ -240,13 +240,17 @@ class GroupSlotKeys:
     def counters(self) -> str:  # hash: sent, merged, acked, retried, dead
         return self._key("counters")
 
+    @property
+    def values(self) -> str:  # hash: identity -> the message as stored (merge="key" topics)
+        return self._key("values")
+
     def links(self, message_id: str) -> str:  # list: span contexts of its sends (otel)
         return self._key(f"links:{message_id}")
 
     def all(self) -> list[str]:
         return [
             self.ready, self.delayed, self.attempts, self.inflight, self.leases,
-            self.locks, self.dead, self.dead_index, self.counters,
+            self.locks, self.dead, self.dead_index, self.counters, self.values,
         ]
 
 

@@ -16,6 +16,7 @@ from typing import TypeVar, cast
 
 from ..message import Message, attach_links, message_id_of
 from .calls import Call, Op, command, together
+from .codec import merge_identity
 from .keys import SlotKeys
 from .send import Outgoing
 
@@ -28,15 +29,17 @@ LINKS_TTL_MS = 86_400_000
 
 
 def store_links(topic: str, groups: Sequence[str], batch: Sequence[Outgoing],
-                traceparent: str | None) -> list[Call]:
+                traceparent: str | None, by_key: bool = False) -> list[Call]:
     """The commands that keep ``traceparent`` for the next claim of each message of
     ``batch`` in each group (plain commands, sent in the send's round trip); none when
-    ``traceparent`` is None (no tracer provider)."""
+    ``traceparent`` is None (no tracer provider). ``by_key``: the topic merges by key, so
+    a message's id is its identity's."""
     if traceparent is None:
         return []
     calls = []
     for message in batch:
-        message_id = message_id_of(topic, message.member)
+        message_id = message_id_of(topic, merge_identity(message.member) if by_key
+                                   else message.member)
         for group in groups:
             key = SlotKeys(topic, message.slot).group(group).links(message_id)
             calls += [command("RPUSH", key, traceparent),
@@ -46,9 +49,9 @@ def store_links(topic: str, groups: Sequence[str], batch: Sequence[Outgoing],
 
 
 def with_links(send: Op[T], topic: str, groups: Sequence[str], batch: Sequence[Outgoing],
-               traceparent: str | None) -> Op[T]:
+               traceparent: str | None, by_key: bool = False) -> Op[T]:
     """``send`` of ``batch``, with ``store_links`` in its first round trip."""
-    stored = store_links(topic, groups, batch, traceparent)
+    stored = store_links(topic, groups, batch, traceparent, by_key)
     if not stored:
         return (yield from send)
 

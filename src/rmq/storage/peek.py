@@ -6,7 +6,8 @@ the page's ranges (one slot at a time, in the order each state keeps: ready in c
 order, delayed by due time, in flight newest lease first, dead by time of death); ``find``
 looks only in the slot a send of that body or key goes to (or every slot when asked).
 Like ``snapshot``, a message that changes state during the read may show twice or not at
-all.
+all. On a topic merging by key (``by_key``) a pending message is its identity in ready or
+delayed, its newest value in the group's ``values`` (docs/storage.md): both read it there.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from .codec import (
     delayed_due,
     delayed_priority,
     encode_member,
+    merge_identity,
     parse_dead,
     parse_inflight,
     ready_due,
@@ -85,7 +87,7 @@ def _check(state: str, slot: int | None, slots: int, offset: int, limit: int) ->
 
 
 def peek(topic: str, group: str, state: str, slots: int, slot: int | None, offset: int,
-         limit: int, now: int) -> Op[PeekPage]:
+         limit: int, now: int, by_key: bool = False) -> Op[PeekPage]:
     """A page of ``group``'s messages in ``state``; ``slot`` None pages through every slot."""
     known = _check(state, slot, slots, offset, limit)
     chosen = list(range(slots)) if slot is None else [slot]
@@ -104,12 +106,13 @@ def peek(topic: str, group: str, state: str, slots: int, slot: int | None, offse
         skip, want = 0, want - take
     rows: list[SnapshotRow] = []
     if ranges:
-        rows = yield from _read_ranges(topic, group, known, keys, ranges, now)
+        rows = yield from _read_ranges(topic, group, known, keys, ranges, now, by_key)
     return PeekPage(sum(sizes), offset, rows)
 
 
 def _read_inflight(topic: str, group: str, keys: dict[int, GroupSlotKeys],
-                   ranges: list[tuple[int, int, int]], now: int) -> Op[list[SnapshotRow]]:
+                   ranges: list[tuple[int, int, int]], now: int, by_key: bool
+                   ) -> Op[list[SnapshotRow]]:
     """In flight, newest lease first (then the latest claimed): a slot's ids and leases are
     read whole to order them, which costs what the slot holds in flight, not the page."""
     replies = yield [call for s, _, _ in ranges for call in
@@ -129,16 +132,17 @@ def _read_inflight(topic: str, group: str, keys: dict[int, GroupSlotKeys],
     for (s, ids, lease_of), values in zip(pages, records, strict=True):
         for delivery, value in zip(ids, values, strict=False):
             row = _row(topic, group, s, "in_flight", b"%d" % delivery, 0.0, value, now,
-                       lease_of(delivery))
+                       lease_of(delivery), by_key=by_key)
             if row is not None:
                 rows.append(row)
     return rows
 
 
 def _read_ranges(topic: str, group: str, state: State, keys: dict[int, GroupSlotKeys],
-                 ranges: list[tuple[int, int, int]], now: int) -> Op[list[SnapshotRow]]:
+                 ranges: list[tuple[int, int, int]], now: int, by_key: bool
+                 ) -> Op[list[SnapshotRow]]:
     if state == "in_flight":
-        return (yield from _read_inflight(topic, group, keys, ranges, now))
+        return (yield from _read_inflight(topic, group, keys, ranges, now, by_key))
     replies = yield [command("ZRANGE", _index(keys[s], state), first, last, "WITHSCORES")
                      for s, first, last in ranges]
     entries = [scored_pairs(reply) for reply in replies]
@@ -147,20 +151,31 @@ def _read_ranges(topic: str, group: str, state: State, keys: dict[int, GroupSlot
         names = [name for name, _ in found] or [b""]
         record = keys[s].dead if state == "dead" else keys[s].attempts
         lookups.append(command("HMGET", record, *names))
+        if by_key and state != "dead":
+            lookups.append(command("HMGET", keys[s].values, *names))
     details = yield lookups
+    if by_key and state != "dead":
+        details, stored = details[0::2], details[1::2]
+    else:
+        stored = [[None] * len(found) for found in entries]
     rows: list[SnapshotRow] = []
-    for (s, _, _), found, values in zip(ranges, entries, details, strict=True):
-        for (name, score), value in zip(found, values, strict=False):
-            row = _row(topic, group, s, state, name, score, value, now)
+    for (s, _, _), found, values, newest in zip(ranges, entries, details, stored, strict=True):
+        for (name, score), value, value_stored in zip(found, values, newest, strict=False):
+            row = _row(topic, group, s, state, name, score, value, now, by_key=by_key,
+                       stored=value_stored)
             if row is not None:
                 rows.append(row)
     return rows
 
 
 def _row(topic: str, group: str, slot: int, state: State, name: bytes, score: float,
-         value: bytes | None, now: int, lease: int | None = None) -> SnapshotRow | None:
+         value: bytes | None, now: int, lease: int | None = None, *, by_key: bool = False,
+         stored: bytes | None = None) -> SnapshotRow | None:
+    """A row of the message ``name`` (a pending member, or a delivery id) in ``state``;
+    ``value`` its attempts, in-flight or dead record; ``stored``, merging by key (``by_key``),
+    a pending identity's newest value."""
     if state in ("ready", "delayed"):
-        body, key, tag, properties = decode_parts(name)
+        body, key, tag, properties = decode_parts(stored or name)
         if state == "ready":
             due, priority = min(ready_due(score), now), ready_priority(score)
         else:
@@ -177,13 +192,15 @@ def _row(topic: str, group: str, slot: int, state: State, name: bytes, score: fl
         return SnapshotRow(topic, group, slot, state, record.priority, record.due_at,
                            record.attempts, key, body, delivery, lease,
                            holder=record.holder, tag=tag, properties=properties,
-                           message_id=message_id_of(topic, record.member))
+                           message_id=message_id_of(topic, merge_identity(record.member)
+                                                    if by_key else record.member))
     dead = parse_dead(value)
     # a message no claim could decode (dead.dead_letter) shows whole, as its body
     body, key, tag, properties = decode_stored(dead.member)
     return SnapshotRow(topic, group, slot, state, dead.priority, dead.due_at, dead.attempts,
                        key, body, delivery, dead_at=dead.dead_at, error=dead.error, tag=tag,
-                       properties=properties, message_id=message_id_of(topic, dead.member))
+                       properties=properties, message_id=message_id_of(
+                           topic, merge_identity(dead.member) if by_key else dead.member))
 
 
 # -- find -------------------------------------------------------------------------------
@@ -209,10 +226,12 @@ def _scan_all(calls: dict[Any, tuple[Any, ...]]) -> Op[dict[Any, list[tuple[byte
 
 
 def find(topic: str, groups: Sequence[str], slots: int, body: bytes | None,
-         key: bytes | None, every_slot: bool, now: int) -> Op[list[SnapshotRow]]:
+         key: bytes | None, every_slot: bool, now: int, by_key: bool = False
+         ) -> Op[list[SnapshotRow]]:
     """Every stored message with this ``body`` (and ``key``; without a key only a message
     sent without one matches) or, with no body, every message of ``key``: in the slot a send
-    of them goes to, or in ``every_slot``."""
+    of them goes to, or in ``every_slot``. ``by_key``: the topic merges by key, its pending
+    messages are found by their newest values."""
     if body is None and key is None:
         raise InvalidQuery("give a body or a key to find")
     basis = key if key is not None else body
@@ -230,6 +249,12 @@ def find(topic: str, groups: Sequence[str], slots: int, body: bytes | None,
     for group in groups:
         for s in chosen:
             k = SlotKeys(topic, s).group(group)
+            scans[(group, s, "in_flight")] = ("HSCAN", k.inflight)
+            scans[(group, s, "dead")] = ("HSCAN", k.dead)
+            if by_key:
+                # pending values, named by identity (whatever their key and body)
+                scans[(group, s, "values")] = ("HSCAN", k.values)
+                continue
             if member is None:
                 scans[(group, s, "ready")] = ("ZSCAN", k.ready, "MATCH", prefix + b"*")
                 scans[(group, s, "delayed")] = ("ZSCAN", k.delayed, "MATCH", prefix + b"*")
@@ -238,11 +263,9 @@ def find(topic: str, groups: Sequence[str], slots: int, body: bytes | None,
             extended = EXTENDED_PREFIX + b"*"
             scans[(group, s, "ready", "extended")] = ("ZSCAN", k.ready, "MATCH", extended)
             scans[(group, s, "delayed", "extended")] = ("ZSCAN", k.delayed, "MATCH", extended)
-            # HSCAN's MATCH filters field names only: records are checked here
-            scans[(group, s, "in_flight")] = ("HSCAN", k.inflight)
-            scans[(group, s, "dead")] = ("HSCAN", k.dead)
+            # (HSCAN's MATCH filters field names only: records are checked below)
     pending: list[tuple[str, int, State, bytes, float]] = []
-    if member is not None:
+    if member is not None and not by_key:
         targets = [(g, s) for g in groups for s in chosen]
         scores = yield [command(kind, getattr(SlotKeys(topic, s).group(g), state), member)
                         for g, s in targets for kind, state in
@@ -254,25 +277,39 @@ def find(topic: str, groups: Sequence[str], slots: int, body: bytes | None,
                     pending.append((g, s, state, member, float(score)))
     scanned = yield from _scan_all(scans)
     held: list[tuple[str, int, State, bytes, bytes]] = []
+    newest: dict[tuple[str, int, bytes], bytes] = {}  # merging by key: identity -> value
     for (group, s, state, *_), pairs in scanned.items():
+        if state == "values":
+            newest.update({(group, s, name): value for name, value in pairs if matches(value)})
+            continue
         if state in ("ready", "delayed"):
             pending += [(group, s, state, m, float(score)) for m, score in pairs if matches(m)]
             continue
         parse = parse_inflight if state == "in_flight" else parse_dead
         held += [(group, s, state, name, value) for name, value in pairs
                  if matches(parse(value).member)]
+    if newest:
+        where = list(newest)
+        both: tuple[State, State] = ("ready", "delayed")
+        scores = yield [command("ZSCORE", getattr(SlotKeys(topic, s).group(g), state), name)
+                        for g, s, name in where for state in both]
+        for i, (g, s, name) in enumerate(where):
+            for state, score in zip(both, scores[2 * i: 2 * i + 2], strict=True):
+                if score is not None:
+                    pending.append((g, s, state, name, float(score)))
     leased = sorted({(g, s) for g, s, state, _, _ in held if state == "in_flight"})
     extra = yield [command("HGET", SlotKeys(topic, s).group(g).attempts, m)
                    for g, s, _, m, _ in pending] + [
                   command("ZRANGE", SlotKeys(topic, s).group(g).leases, 0, -1, "WITHSCORES")
                   for g, s in leased]
-    rows = [_row(topic, g, s, state, m, score, attempts, now)
+    rows = [_row(topic, g, s, state, m, score, attempts, now, by_key=by_key,
+                 stored=newest.get((g, s, m)))
             for (g, s, state, m, score), attempts in zip(pending, extra, strict=False)]
     lease_of = {place: LeaseEnds(scored_pairs(reply))
                 for place, reply in zip(leased, extra[len(pending):], strict=True)}
     for g, s, state, name, value in held:
         lease = lease_of[(g, s)](int(name)) if state == "in_flight" else None
-        rows.append(_row(topic, g, s, state, name, 0.0, value, now, lease))
+        rows.append(_row(topic, g, s, state, name, 0.0, value, now, lease, by_key=by_key))
     order = {state: i for i, state in enumerate(STATES)}
     return sorted((r for r in rows if r is not None),
                   key=lambda r: (r.group, order[r.state], r.slot))

@@ -32,18 +32,20 @@ class Outgoing(NamedTuple):
 
 
 def send(topic: str, generation: str, groups: Sequence[str], batch: Sequence[Outgoing],
-         now: int, heads: bool, filters: str = "", trace: str = "") -> Op[list[bool]]:
+         now: int, heads: bool, filters: str = "", trace: str = "", by_key: bool = False
+         ) -> Op[list[bool]]:
     """Store ``batch`` in every group whose filters accept it; returns, per message, whether
     it stored nothing new (merged in every group that accepted it). ``filters``: the groups'
     filters (``TopicInfo.filter_argument``), one version for every call of the batch.
     ``heads``: the topic keeps a heads index (``heads.keeps_heads``), which each call
-    updates. ``trace``: the topic's trace argument (``trace.trace_argument``). Raises
+    updates. ``trace``: the topic's trace argument (``trace.trace_argument``). ``by_key``:
+    the topic merges by key (``lua/includes/pending.lua``). Raises
     TopicGone if the topic is not at ``generation`` any more; if so, no slot stored anything
     (each slot's call checks, and every slot shares the generation; a slot that stored
     before a delete reached it has its data removed by that delete)."""
     if len(batch) == 1:  # a single send, the hottest path: none of a batch's bookkeeping
         (reply,) = yield [enqueue_one(topic, generation, groups, batch[0], now, heads,
-                                      filters, trace)]
+                                      filters, trace, by_key)]
         return [merged_one(topic, reply)]
     by_slot: dict[int, list[int]] = defaultdict(list)
     for index, message in enumerate(batch):
@@ -54,7 +56,7 @@ def send(topic: str, generation: str, groups: Sequence[str], batch: Sequence[Out
         for start in range(0, len(indexes), MAX_SCRIPT_BATCH):
             chunk = indexes[start : start + MAX_SCRIPT_BATCH]
             calls.append(_enqueue_call(topic, generation, groups, slot, heads, now, filters,
-                                       trace, _runs(batch, chunk)))
+                                       trace, by_key, _runs(batch, chunk)))
             order.append(chunk)
     results = yield calls
     for reply in results:
@@ -67,17 +69,18 @@ def send(topic: str, generation: str, groups: Sequence[str], batch: Sequence[Out
 
 
 def enqueue_one(topic: str, generation: str, groups: Sequence[str], message: Outgoing,
-                now: int, heads: bool, filters: str = "", trace: str = "") -> Call:
+                now: int, heads: bool, filters: str = "", trace: str = "",
+                by_key: bool = False) -> Call:
     """A single send's enqueue.lua call: it may travel joined with others sent at once
     (``join``, which reads its arguments back by these names); ``merged_one`` reads its
     reply."""
     slot, member, priority, due = message
     enqueue, keys, channel = _single_target(topic, slot, tuple(groups), heads, trace != "")
-    # enqueue.lua's ARGV: generation, now, channel, heads_slot, filters, trace, then the
-    # message as a run of one: priority, due, n, member (a plain tuple: one is built per
+    # enqueue.lua's ARGV: generation, now, channel, heads_slot, filters, trace, by_key, then
+    # the message as a run of one: priority, due, n, member (a plain tuple: one is built per
     # single send, a NamedTuple in 5x the time)
-    return Call((generation, now, channel, slot if heads else "", filters, trace, priority,
-                 due, 1, member), enqueue, keys, True)
+    return Call((generation, now, channel, slot if heads else "", filters, trace,
+                 "1" if by_key else "", priority, due, 1, member), enqueue, keys, True)
 
 
 def merged_one(topic: str, reply: Any) -> bool:
@@ -87,12 +90,13 @@ def merged_one(topic: str, reply: Any) -> bool:
 
 
 def _enqueue_call(topic: str, generation: str, groups: Sequence[str], slot: int, heads: bool,
-                  now: int, filters: str, trace: str, runs: Sequence[Any]) -> Call:
+                  now: int, filters: str, trace: str, by_key: bool, runs: Sequence[Any]
+                  ) -> Call:
     """One enqueue.lua call into ``slot``; ``runs`` as ``_runs`` makes them."""
     return script_call(script("enqueue"),
                        _enqueue_keys(topic, slot, tuple(groups), heads, trace != ""),
                        (generation, now, wake_channel(topic), slot if heads else "", filters,
-                        trace, *runs))
+                        trace, "1" if by_key else "", *runs))
 
 
 def _runs(batch: Sequence[tuple[object, bytes, int, int]], chunk: Iterable[int]) -> list[Any]:
@@ -149,8 +153,8 @@ def join(batches: list[list[Call]]) -> Op[list[list[Any]]]:
     each sender)."""
     by_target: dict[tuple[tuple[str, ...], str, str, str], list[int]] = defaultdict(list)
     for b, (call,) in enumerate(batches):
-        # enqueue_one's arguments, by name
-        generation, _, _, _, filters, trace, _, _, _, _ = call.args
+        # enqueue_one's arguments, by name (the keys tell the topic, so its by_key too)
+        generation, _, _, _, filters, trace, _, _, _, _, _ = call.args
         # one version of the groups' filters (and of the trace) per call: a batch is never
         # half filtered
         by_target[(call.keys, generation, filters, trace)].append(b)
@@ -164,12 +168,12 @@ def join(batches: list[list[Call]]) -> Op[list[list[Any]]]:
             for b in chunk:
                 # enqueue_one's arguments, by name (the same target: all but now and the
                 # message are the same in each)
-                (generation, now, channel, heads_slot, filters, trace,
+                (generation, now, channel, heads_slot, filters, trace, by_key,
                  priority, due, _, member) = batches[b][0].args
                 messages.append((None, member, priority, due))
                 latest = now if now > latest else latest
             joined.append(script_call(script("enqueue"), batches[chunk[0]][0].keys, (
-                generation, latest, channel, heads_slot, filters, trace,
+                generation, latest, channel, heads_slot, filters, trace, by_key,
                 *_runs(messages, range(len(messages))))))
             chunks.append(chunk)
     replies = yield joined

@@ -31,7 +31,7 @@ from .scripts import script
 from .trace import trace_argument
 
 __all__ = ["ack", "with_acks", "fail", "release", "extend", "recover", "RECOVER_LIMIT",
-           "settle_keys", "retry_args"]
+           "settle_keys", "retry_args", "by_key_arg"]
 
 T = TypeVar("T")
 
@@ -40,6 +40,11 @@ RECOVER_LIMIT = 1000  # deliveries a recover call returns per slot and group, in
 
 # Deliveries of one call: (topic, generation, group, slot, trace argument).
 _Slot = tuple[str, str, str, int, str]
+
+
+def by_key_arg(settings: TopicSettings) -> str:
+    """The one-slot settling scripts' by_key argument (``lua/includes/settle_call.lua``)."""
+    return "1" if settings.merge == "key" else ""
 
 
 def retry_args(settings: TopicSettings) -> list[Any]:
@@ -51,7 +56,7 @@ def retry_args(settings: TopicSettings) -> list[Any]:
 def settle_keys(topic: str, slot: int, group: str, heads: bool,
                 traced: bool = False) -> list[str]:
     """KEYS of fail, release, recover and requeue_dead: the slot's generation and clock, the
-    9 group keys, the group's heads index when the topic keeps one, and the slot's trace
+    10 group keys, the group's heads index when the topic keeps one, and the slot's trace
     log when ``traced``."""
     slot_keys = SlotKeys(topic, slot)
     keys = [slot_keys.generation, slot_keys.clock, *slot_keys.group(group).all()]
@@ -136,22 +141,25 @@ def fail(message: Message, error: str, settings: TopicSettings, now: int,
     heads = keeps_heads(settings, one_call)
     trace = message._trace
     args = [message.generation, now, wake_channel(message.topic),
-            message.slot if heads else "", trace, *retry_args(settings), message.seq, error]
+            message.slot if heads else "", trace, by_key_arg(settings), *retry_args(settings),
+            message.seq, error]
     keys = settle_keys(message.topic, message.slot, message.group, heads, trace != "")
     (reply,) = yield [script_call(script("fail"), keys, args)]
     retried, dead = reply
     return "retried" if retried else "dead" if dead else None
 
 
-def release(messages: Iterable[Message], now: int, heads: Collection[str]) -> Op[int]:
+def release(messages: Iterable[Message], now: int, heads: Collection[str],
+            by_key: Collection[str] = ()) -> Op[int]:
     """Give unstarted deliveries back without counting an attempt; returns how many were
-    still in flight. ``heads``: the topics among theirs that keep a heads index."""
+    still in flight. ``heads``: the topics among theirs that keep a heads index; ``by_key``:
+    those that merge by key."""
     calls = []
     for (t, n, g, s, trace), ms_ in _by_slot(messages).items():
         indexed = t in heads
         calls.append(script_call(script("release"), settle_keys(t, s, g, indexed, trace != ""),
                                  [n, now, wake_channel(t), s if indexed else "", trace,
-                                  *(m.seq for m in ms_)]))
+                                  "1" if t in by_key else "", *(m.seq for m in ms_)]))
     results = yield calls
     return sum(results)
 
@@ -197,7 +205,7 @@ def recover(topic: str, generation: str, groups: Sequence[str], settings: TopicS
             calls.append(script_call(
                 script("recover"), settle_keys(topic, slot, group, heads, trace != ""),
                 [generation, now, wake_channel(topic), slot if heads else "", trace,
-                 *retry_args(settings), RECOVER_LIMIT]))
+                 by_key_arg(settings), *retry_args(settings), RECOVER_LIMIT]))
     results = yield calls
     for reply in results:
         check_stored(topic, reply)

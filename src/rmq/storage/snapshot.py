@@ -19,6 +19,7 @@ from .codec import (
     decode_stored,
     delayed_due,
     delayed_priority,
+    merge_identity,
     parse_dead,
     parse_inflight,
     ready_due,
@@ -69,21 +70,31 @@ class SnapshotRow:
         return asdict(self)
 
 
-def snapshot_slot(topic: str, group: str, slot: int, now: int) -> Op[list[SnapshotRow]]:
+def snapshot_slot(topic: str, group: str, slot: int, now: int,
+                  by_key: bool = False) -> Op[list[SnapshotRow]]:
+    """Every message of ``group`` in ``slot``. ``by_key``: the topic merges by key: a
+    pending message is named by its identity and shows its newest value (docs/storage.md,
+    "Merging by key"), and every message's id hashes its identity."""
     k = SlotKeys(topic, slot).group(group)
-    ready, delayed, inflight, leases, dead, attempts = yield [
+    ready, delayed, inflight, leases, dead, attempts, values = yield [
         command("ZRANGE", k.ready, 0, -1, "WITHSCORES"),
         command("ZRANGE", k.delayed, 0, -1, "WITHSCORES"),
         command("HGETALL", k.inflight),
         command("ZRANGE", k.leases, 0, -1, "WITHSCORES"),
         command("HGETALL", k.dead),
         command("HGETALL", k.attempts),
+        command("HGETALL", k.values),
     ]
     rows: list[SnapshotRow] = []
 
+    def message_id(member: bytes) -> str:
+        return message_id_of(topic, merge_identity(member) if by_key else member)
+
     def pending(state: State, entries: list[Any], due: Any, prio: Any) -> None:
         for member, score in scored_pairs(entries):
-            body, key, tag, properties = decode_parts(member)
+            # (merging by key the member is the identity, its message's id; a value missing
+            # there is shown as the identity itself, as a claim would hand it out)
+            body, key, tag, properties = decode_parts(values.get(member, member))
             due_at = due(score) if state == "delayed" else min(due(score), now)
             rows.append(SnapshotRow(topic, group, slot, state, prio(score), due_at,
                                     int(attempts.get(member, 0)), key, body, tag=tag,
@@ -100,7 +111,7 @@ def snapshot_slot(topic: str, group: str, slot: int, now: int) -> Op[list[Snapsh
                                 record.attempts, key, body, f"{slot}-{int(delivery)}",
                                 lease_of(int(delivery)), holder=record.holder, tag=tag,
                                 properties=properties,
-                                message_id=message_id_of(topic, record.member)))
+                                message_id=message_id(record.member)))
     for delivery, raw in dead.items():
         dead_record = parse_dead(raw)
         # a message no claim could decode (dead.dead_letter) shows whole, as its body
@@ -109,6 +120,6 @@ def snapshot_slot(topic: str, group: str, slot: int, now: int) -> Op[list[Snapsh
                                 dead_record.due_at, dead_record.attempts, key, body,
                                 f"{slot}-{int(delivery)}", dead_at=dead_record.dead_at,
                                 error=dead_record.error, tag=tag, properties=properties,
-                                message_id=message_id_of(topic, dead_record.member)))
+                                message_id=message_id(dead_record.member)))
     return rows
 

@@ -75,11 +75,13 @@ def is_message_id(text: object) -> bool:
 
 
 def trace_target(topic: str, slots: int, message_id: str | None, body: bytes | None,
-                 key: bytes | None) -> tuple[str, bytes | None, list[int]]:
+                 key: bytes | None, by_key: bool = False) -> tuple[str, bytes | None, list[int]]:
     """Which message a trace asks for (its id, and the member when the query gives it), and
     the slots to read: a ``message_id`` may be in any slot (a send's ``slot_basis`` decides,
     which the id does not hold); a ``body`` (and ``key``: without it, a message sent
     without one) is the message a send of them makes, in the slot such a send goes to.
+    On a topic merging by key (``by_key``) the message is its key's, whatever its body (a
+    ``key`` alone names it; a ``body`` alone names the message sent with no key).
     InvalidQuery when it names none or two."""
     if message_id is not None:
         if body is not None or key is not None:
@@ -87,8 +89,12 @@ def trace_target(topic: str, slots: int, message_id: str | None, body: bytes | N
         if not is_message_id(message_id):
             raise InvalidQuery(f"not a message id (16 hex digits): {message_id!r}")
         return message_id, None, list(range(slots))
+    if by_key and key is not None:
+        return message_id_of(topic, key), key, [zlib.crc32(key) & (slots - 1)]
     if body is None:
         raise InvalidQuery("give a message_id, or the body (and key) of the message to trace")
+    if by_key:
+        return message_id_of(topic, body), body, [zlib.crc32(body) & (slots - 1)]
     basis = body if key is None else key
     member = encode_member(body, key)
     return message_id_of(topic, member), member, [zlib.crc32(basis) & (slots - 1)]

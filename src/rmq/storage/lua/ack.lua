@@ -4,7 +4,7 @@
   client passes every slot it has acks for in one call; on a cluster, one slot per call.
 
   KEYS[1]      the generation of the lowest slot (includes/settle_call.lua)
-  KEYS[2..]    per slot, the 9 group keys of includes/group_keys.lua (with the trace on,
+  KEYS[2..]    per slot, the 10 group keys of includes/group_keys.lua (with the trace on,
                ARGV[3], then the slot's trace log: includes/trace.lua);
                then, on a single node for a group whose deliveries hold permits, its
                permits, waiters and wake keys (includes/ack_permits.lua)

@@ -6,9 +6,9 @@
 
   KEYS[1]      string  the slot's generation (includes/settle_call.lua)
   KEYS[2]      string  the slot clock
-  KEYS[3..11]  the 9 group keys of includes/group_keys.lua
-  KEYS[12]     with a heads index (ARGV[4]): the group's heads_ready (includes/heads.lua)
-  KEYS[13]     with a heads index: the group's heads_delayed
+  KEYS[3..12]  the 10 group keys of includes/group_keys.lua
+  KEYS[13]     with a heads index (ARGV[4]): the group's heads_ready (includes/heads.lua)
+  KEYS[14]     with a heads index: the group's heads_delayed
   KEYS[n]      with the trace on (ARGV[5]): the slot's trace log (includes/trace.lua)
   ARGV[1]      the topic's generation as the client read it from the registry ("": none)
   ARGV[2]      now, epoch ms
@@ -16,10 +16,11 @@
   ARGV[4]      heads index: this slot's number, or "" when the topic keeps none
   ARGV[5]      the topic's trace as the client read it: "" when off (each recovered
                delivery is traced as "expired")
-  ARGV[6]      max_retries
-  ARGV[7]      retry backoff before the first retry, ms
-  ARGV[8]      retry backoff cap, ms
-  ARGV[9]      at most this many deliveries' leases per call (whole leases, at least one:
+  ARGV[6]      "1" if the topic merges by key, else "" (includes/settle_call.lua)
+  ARGV[7]      max_retries
+  ARGV[8]      retry backoff before the first retry, ms
+  ARGV[9]      retry backoff cap, ms
+  ARGV[10]     at most this many deliveries' leases per call (whole leases, at least one:
                a lease covers a claim's share of the slot)
 
   Returns {retried, dead}; or, touching nothing, the integer GONE_UNKNOWN or GONE_STALE when
@@ -39,7 +40,7 @@ if gone then
   return gone
 end
 local k, now = open_slot()
-local expired = expired_deliveries(k, now, tonumber(ARGV[9]))
+local expired = expired_deliveries(k, now, tonumber(ARGV[10]))
 if #expired == 0 then
   return {0, 0}
 end
@@ -47,7 +48,7 @@ local clock = open_clock(KEYS[2], now)
 local counts = {retried = 0, dead = 0}
 for _, id in ipairs(expired) do
   local outcome = fail(k, id, "lease expired", now, clock,
-    tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), "expired")
+    tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), "expired")
   if outcome then  -- nil: a lease of its own outlived its record (settled already)
     counts[outcome] = counts[outcome] + 1
   end

@@ -5,16 +5,17 @@
 
   KEYS[1]      string  the slot's generation (includes/settle_call.lua)
   KEYS[2]      string  the slot clock
-  KEYS[3..11]  the 9 group keys of includes/group_keys.lua
-  KEYS[12]     with a heads index (ARGV[4]): the group's heads_ready (includes/heads.lua)
-  KEYS[13]     with a heads index: the group's heads_delayed
+  KEYS[3..12]  the 10 group keys of includes/group_keys.lua
+  KEYS[13]     with a heads index (ARGV[4]): the group's heads_ready (includes/heads.lua)
+  KEYS[14]     with a heads index: the group's heads_delayed
   KEYS[n]      with the trace on (ARGV[5]): the slot's trace log (includes/trace.lua)
   ARGV[1]      the generation the deliveries were claimed under ("": unchecked)
   ARGV[2]      now, epoch ms
   ARGV[3]      wake channel
   ARGV[4]      heads index: this slot's number, or "" when the topic keeps none
   ARGV[5]      the topic's trace as the client read it: "" when off
-  ARGV[6..]    delivery ids
+  ARGV[6]      "1" if the topic merges by key, else "" (includes/settle_call.lua)
+  ARGV[7..]    delivery ids
 
   Returns how many were given back: none when the topic was deleted (or deleted and created
   again) since they were claimed.

@@ -5,16 +5,17 @@
 
   KEYS[1]      string  the slot's generation (includes/settle_call.lua)
   KEYS[2]      string  the slot clock
-  KEYS[3..11]  the 9 group keys of includes/group_keys.lua
-  KEYS[12]     with a heads index (ARGV[4]): the group's heads_ready (includes/heads.lua)
-  KEYS[13]     with a heads index: the group's heads_delayed
+  KEYS[3..12]  the 10 group keys of includes/group_keys.lua
+  KEYS[13]     with a heads index (ARGV[4]): the group's heads_ready (includes/heads.lua)
+  KEYS[14]     with a heads index: the group's heads_delayed
   KEYS[n]      with the trace on (ARGV[5]): the slot's trace log (includes/trace.lua)
   ARGV[1]      the topic's generation as the client read it from the registry ("": none)
   ARGV[2]      now, epoch ms
   ARGV[3]      wake channel
   ARGV[4]      heads index: this slot's number, or "" when the topic keeps none
   ARGV[5]      the topic's trace as the client read it: "" when off
-  ARGV[6..]    dead-letter ids; none means every dead letter of the slot
+  ARGV[6]      "1" if the topic merges by key, else "" (includes/settle_call.lua)
+  ARGV[7..]    dead-letter ids; none means every dead letter of the slot
 
   Returns {requeued}: how many were requeued; or, touching nothing, the integer
   GONE_UNKNOWN or GONE_STALE when the topic is gone (the client read its settings before
@@ -26,6 +27,7 @@
 --- @include "records"
 --- @include "pending"
 --- @include "settle_call"
+--- @include "settle"
 
 local gone = settle_gone()
 if gone then
@@ -44,9 +46,9 @@ for _, id in ipairs(ids) do
     local p, _, _, _, _, member = parse_dead(record)
     rcall("HDEL", k.dead, id)
     rcall("ZREM", k.dead_index, id)
-    put_pending(k, member, p, now, now, clock, nil)
+    local name = put_back(k, member, p, now, now, clock, nil)  -- (attempts start again)
     if k.trace then
-      trace_message(k, "requeued", member, id)
+      trace_message(k, "requeued", name, id)
     end
     requeued = requeued + 1
   end

@@ -4,8 +4,8 @@
   messages first (their place does not depend on when that happens) so that "delayed" means
   due in the future.
 
-  KEYS[1..9]   the 9 group keys of includes/group_keys.lua
-  KEYS[10]     with the trace on (ARGV[2]): the slot's trace log (includes/trace.lua)
+  KEYS[1..10]  the 10 group keys of includes/group_keys.lua
+  KEYS[11]     with the trace on (ARGV[2]): the slot's trace log (includes/trace.lua)
   ARGV[1]      now, epoch ms
   ARGV[2]      the topic's trace as the client read it: "" when off (its promotions are
                recorded)
@@ -26,7 +26,7 @@
 
 local now = tonumber(ARGV[1])
 local k = group_keys(1)
-attach_trace(k, open_trace(ARGV[2], KEYS[10]))
+attach_trace(k, open_trace(ARGV[2], KEYS[1 + GROUP_KEY_COUNT]))
 promote_due(k.ready, k.delayed, now, 100000, k)
 trace_save(k.trace)
 

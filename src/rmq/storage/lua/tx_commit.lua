@@ -12,7 +12,7 @@
   KEYS[8]      zset    when ARGV[9] is "1" (a single node): the topic's closed ids, read
                        and written here (on a cluster the client writes them first:
                        tx_decide.lua)
-  KEYS[8 or 9..] per bound group, the 9 group keys of includes/group_keys.lua, followed,
+  KEYS[8 or 9..] per bound group, the 10 group keys of includes/group_keys.lua, followed,
                when ARGV[6] names the slot, by the group's heads_ready and heads_delayed
   KEYS[n]      with the trace on (ARGV[8]): the slot's trace log (includes/trace.lua)
   ARGV[1..4]   the transaction's arguments, named in includes/tx_args.lua: tx_id, now (the
@@ -25,6 +25,7 @@
                (includes/trace.lua); on, each half message committed is traced as sent or
                merged
   ARGV[9]      topic_record: "1" when KEYS[8] is the topic's closed ids, else ""
+  ARGV[10]     by_key: "1" when the topic merges by key (includes/pending.lua), else ""
 
   Returns {TX_DONE, halves, merged} when this call committed (merged: how many of them
   stored nothing new), {TX_COMMITTED or TX_ROLLED_BACK, 0, 0} when the slot closed it
@@ -48,7 +49,7 @@ if gone then
   return gone
 end
 
-local channel, heads_slot, filters, trace, topic_record = unpack(ARGV, 5, 9)
+local channel, heads_slot, filters, trace, topic_record, by_key = unpack(ARGV, 5, 10)
 local first_group = 8
 local t = tx_keys(3, nil)
 if topic_record == "1" then
@@ -88,7 +89,7 @@ local merged = 0
 local clock = open_clock(KEYS[2], now)
 local tracer, last_key = open_batch_trace(trace)
 for _, flag in ipairs(enqueue_batch(halves, 1, first_group, last_key, now, clock, heads_slot,
-                                    filters, tracer)) do
+                                    filters, tracer, by_key == "1")) do
   merged = merged + flag
 end
 trace_save(tracer)

@@ -4,11 +4,14 @@
   transaction's commit does with its half messages (tx_commit.lua), so a committed message
   is stored exactly as a sent one.
 
-  enqueue_batch(source, first_arg, first_key, last_key, now, clock, slot, filters, tracer)
-  reads runs of messages from source[first_arg..] (a table shaped as enqueue.lua's
-  ARGV[7..]: runs of priority, due, n, then n members) and the groups' keys from
-  KEYS[first_key..last_key] (the 9 group keys, plus the 2 heads index keys when `slot` is
-  not ""). `filters`: enqueue.lua's ARGV[5]; `tracer`: the slot's (trace.lua), or nil.
+  enqueue_batch(source, first_arg, first_key, last_key, now, clock, slot, filters, tracer,
+  by_key) reads runs of messages from source[first_arg..] (a table shaped as enqueue.lua's
+  runs: priority, due, n, then n members) and the groups' keys from
+  KEYS[first_key..last_key] (the 10 group keys, plus the 2 heads index keys when `slot` is
+  not ""). `filters`: enqueue.lua's filters argument; `tracer`: the slot's (trace.lua), or
+  nil; `by_key`: the topic merges by key (pending.lua): each message is placed, merged and
+  traced by its identity, and its value, the newest, kept in `values`; a message a group's
+  filter rejects withdraws its identity's pending one from that group.
   Returns one integer per message as enqueue.lua does (1: merged in every group that
   accepted it), counts sent, merged and filtered per group, and traces sent and merged. The
   caller calls trace_save(tracer) and finish(clock, channel) afterwards.
@@ -34,13 +37,23 @@ local function open_batch_trace(spec)
 end
 
 local function enqueue_batch(source, first_arg, first_key, last_key, now, clock, slot,
-                             filters_json, tracer)
+                             filters_json, tracer, by_key)
   local runs = {}
   local total = 0
   local i = first_arg
+  -- what places and names each message: itself, or merging by key its identity
+  local names = source
+  if by_key then
+    names = {}
+  end
   while i <= #source do
     local n = tonumber(source[i + 2])
     runs[#runs + 1] = {tonumber(source[i]), tonumber(source[i + 1]), i + 3, i + 2 + n, total}
+    if by_key then
+      for at = i + 3, i + 2 + n do
+        names[at] = member_key(source[at])
+      end
+    end
     total = total + n
     i = i + 3 + n
   end
@@ -86,16 +99,22 @@ local function enqueue_batch(source, first_arg, first_key, last_key, now, clock,
   -- server instructions, CHANGELOG.md).
   if total == 1 then
     local priority, due, at = runs[1][1], runs[1][2], runs[1][3]
-    local member = source[at]
+    local member = names[at]
     local merged_everywhere = UNSEEN
     for first = first_key, last_key, stride do
       local k = open_group(first)
       local accepts = group_filter(first)
       if accepts and not accepts(at) then
         rcall("HINCRBY", k.counters, "filtered", 1)
+        if by_key then
+          withdraw_pending(k, member)
+        end
       else
         rcall("HINCRBY", k.counters, "sent", 1)
         local merged, held = put_pending(k, member, priority, due, now, clock, nil)
+        if by_key then
+          put_value(k, member, source[at], merged, true)
+        end
         if merged then
           rcall("HINCRBY", k.counters, "merged", 1)
           if merged_everywhere == 2 then
@@ -141,14 +160,39 @@ local function enqueue_batch(source, first_arg, first_key, last_key, now, clock,
         local counted, from = on_send, run[3]
         on_send = function(n, was_merged, held)
           if was_merged then
-            trace_merged(k, source[from + n - 1], held)
+            trace_merged(k, names[from + n - 1], held)
           else
-            trace_sent(k, source[from + n - 1])
+            trace_sent(k, names[from + n - 1])
           end
           counted(n, was_merged)
         end
       end
-      put_pending_run(k, run[3], run[4], run[1], run[2], now, clock, on_send, accepts, source)
+      if not by_key then
+        put_pending_run(k, run[3], run[4], run[1], run[2], now, clock, on_send, accepts,
+          source)
+      elseif not accepts then
+        -- the identities merge as members do, then one HSET writes the values in send
+        -- order: a key's last value in the batch wins
+        put_pending_run(k, run[3], run[4], run[1], run[2], now, clock, on_send, nil, names)
+        local values = {}
+        for at = run[3], run[4] do
+          values[#values + 1] = names[at]
+          values[#values + 1] = source[at]
+        end
+        bulk("HSET", k.values, values)
+      else
+        -- one by one in send order: a key's value the filter rejects withdraws the one
+        -- pending before it, and a later accepted one is pending again
+        for at = run[3], run[4] do
+          if accepts(at) then
+            local merged, held = put_pending(k, names[at], run[1], run[2], now, clock, nil)
+            put_value(k, names[at], source[at], merged, true)
+            on_send(at - run[3] + 1, merged, held)
+          else
+            withdraw_pending(k, names[at])
+          end
+        end
+      end
     end
     if accepted > 0 then
       rcall("HINCRBY", k.counters, "sent", accepted)

@@ -13,8 +13,14 @@
   tracer (trace.lua), a held delayed message that a merge makes ready is traced as promoted,
   and a ready message whose score a merge changes as rescored.
 
-  Provides: open_clock, put_pending, put_pending_run, finish, and promote_due (from
-  promote.lua).  Needs: rcall, CALL (what
+  Merging by key (a topic whose `merge` setting is "key"): a pending message is its
+  identity (its key, else its body: member.lua's member_key) in ready or delayed, merged by
+  the same rules, and the group's `values` hash holds the message as stored under it; a
+  field exists exactly while its identity is pending. put_value writes a message's value
+  after put_pending placed its identity; withdraw_pending takes an identity out of pending.
+
+  Provides: open_clock, put_pending, put_pending_run, put_value, withdraw_pending, finish,
+  and promote_due (from promote.lua).  Needs: rcall, CALL (what
   one call keeps: whether to wake consumers), and the includes below.
 ]]
 --- @include "scores"
@@ -201,6 +207,28 @@ local function put_pending_run(k, first, last, priority, due, now, clock, on_sen
     seen[member] = true
   end
   write_fresh()
+end
+
+-- Merging by key, after put_pending placed `identity` (and said whether it `merged`): a
+-- send's value always replaces the pending one (`newest`: the last value wins); a message
+-- put back (a retry, a release, a requeued dead letter) keeps a pending one, which a send
+-- made since it was claimed: newer.
+local function put_value(k, identity, stored, merged, newest)
+  if newest or not merged then
+    rcall("HSET", k.values, identity, stored)
+  end
+end
+
+-- Merging by key: `identity` leaves k's group's pending (a newer value its filter rejects
+-- replaces it with nothing). True if it was pending.
+local function withdraw_pending(k, identity)
+  if rcall("HDEL", k.values, identity) == 0 then
+    return false
+  end
+  rcall("ZREM", k.ready, identity)
+  rcall("ZREM", k.delayed, identity)
+  rcall("HDEL", k.attempts, identity)
+  return true
 end
 
 -- The end of every script that puts messages into pending: keep the slot clock, and wake

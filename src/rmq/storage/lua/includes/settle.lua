@@ -7,7 +7,7 @@
   stay: one covers a claim's whole share, and recover drops it once it expires (leases.lua);
   take_inflight_many drops the lease of a share it settles whole.
 
-  Provides: take_inflight, take_inflight_many, requeue, fail, count_outcomes.
+  Provides: take_inflight, take_inflight_many, put_back, requeue, fail, count_outcomes.
   Needs: rcall, and the includes below.
 ]]
 --- @include "scores"
@@ -72,14 +72,29 @@ local function take_inflight_many(k, ids, whole, serial)
   return acked, released
 end
 
+-- A delivered message back into pending (a retry, a release, a requeued dead letter): as
+-- itself, or, when the topic merges by key (k.by_key), by its identity, keeping a value
+-- pending there (sent since it was claimed: newer; pending.lua's put_value). Returns the
+-- name it is pending under and whether it merged.
+local function put_back(k, member, p, due, now, clock, stamp)
+  if not k.by_key then
+    return member, put_pending(k, member, p, due, now, clock, stamp)
+  end
+  local identity = member_key(member)
+  local merged = put_pending(k, identity, p, due, now, clock, stamp)
+  put_value(k, identity, member, merged, false)
+  return identity, merged
+end
+
 -- Back to pending after `attempts` deliveries. A message that merges into one pending again
 -- (sent anew while it was in flight) keeps the pending one's attempt count: that is new work.
+-- Returns whether it merged, and the name it is pending under.
 local function requeue(k, member, p, attempts, due, now, clock, stamp)
-  local merged = put_pending(k, member, p, due, now, clock, stamp)
+  local name, merged = put_back(k, member, p, due, now, clock, stamp)
   if not merged and attempts > 0 then
-    rcall("HSET", k.attempts, member, attempts)
+    rcall("HSET", k.attempts, name, attempts)
   end
-  return merged
+  return merged, name
 end
 
 -- A failed delivery: retry after the backoff, or dead-letter it when the attempts are spent.
@@ -105,10 +120,10 @@ local function fail(k, id, err, now, clock, max_retries, backoff, backoff_max, e
   if backoff > 0 then
     delay = math.min(backoff * 2 ^ (a - 1), backoff_max)
   end
-  local merged = requeue(k, member, p, a, now + math.floor(delay), now, clock, nil)
+  local merged, name = requeue(k, member, p, a, now + math.floor(delay), now, clock, nil)
   if unlocked and not merged then
     -- serial topic: the key stays held for this message until it runs again (key_locks.lua)
-    rcall("HSET", k.locks, member_key(member), "r" .. member)
+    rcall("HSET", k.locks, member_key(member), "r" .. name)
   end
   return "retried"
 end

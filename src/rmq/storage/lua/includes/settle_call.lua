@@ -16,14 +16,15 @@
 
   The one-slot scripts (fail, release, recover, requeue_dead) go on with:
   KEYS[2]      string  the slot clock
-  KEYS[3..11]  the 9 group keys of includes/group_keys.lua
-  KEYS[12]     with a heads index (ARGV[4]): the group's heads_ready (includes/heads.lua)
-  KEYS[13]     with a heads index: the group's heads_delayed
+  KEYS[3..12]  the 10 group keys of includes/group_keys.lua
+  KEYS[13]     with a heads index (ARGV[4]): the group's heads_ready (includes/heads.lua)
+  KEYS[14]     with a heads index: the group's heads_delayed
   KEYS[n]      with the trace on (ARGV[5]): the slot's trace log (includes/trace.lua)
   ARGV[2]      now, epoch ms
   ARGV[3]      wake channel
   ARGV[4]      heads index: this slot's number, or "" when the topic keeps none
   ARGV[5]      the topic's trace as the client read it: "" when off
+  ARGV[6]      "1" if the topic merges by key (includes/pending.lua), else ""
   and their own arguments from ARGV[SLOT_ARGS + 1].
 
   Provides: settle_gone, SLOT_ARGS, open_slot, groups_from, argv_list, counted_list.
@@ -39,12 +40,13 @@ local function settle_gone()
   return topic_gone(KEYS[1], ARGV[1])
 end
 
-local SLOT_ARGS = 5
+local SLOT_ARGS = 6
 
--- A one-slot script's group keys (with the heads index when the topic keeps one, and its
--- tracer when the trace is on) and now.
+-- A one-slot script's group keys (with the heads index when the topic keeps one, its
+-- tracer when the trace is on, and by_key when the topic merges by key) and now.
 local function open_slot()
   local k = group_keys(3)
+  k.by_key = ARGV[6] == "1"
   if ARGV[4] ~= "" then
     attach_heads(k, KEYS[3 + GROUP_KEY_COUNT], KEYS[4 + GROUP_KEY_COUNT], ARGV[4])
   end

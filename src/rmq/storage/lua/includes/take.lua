@@ -4,9 +4,11 @@
   ids, gets one lease (scores.lua, "leases"), with a few commands per slot instead of five per
   message (claim.lua and claim_heads.lua choose, this writes).
 
-  new_taken(serial) makes the record of a claim's choice, in claim order, as columns (a
-  table per message would cost an allocation per message): taken.n messages, the nth from
-  slot index taken.slot[n], with ready score taken.score[n] and member taken.member[n].
+  new_taken(serial, by_key) makes the record of a claim's choice, in claim order, as columns
+  (a table per message would cost an allocation per message): taken.n messages, the nth
+  from slot index taken.slot[n], with ready score taken.score[n] and member taken.member[n].
+  `by_key`: the topic merges by key, so a member is a message's identity and the message
+  itself is in the group's `values` (pending.lua), which take_chosen reads and removes.
   take(taken, i, score, member) adds the next candidate in claim order, unless on a serial
   topic this call took a message of its key already.
 
@@ -28,12 +30,14 @@
 --- @include "bulk"
 --- @include "leases"
 
-local function new_taken(serial)
-  return {n = 0, slot = {}, score = {}, member = {}, serial = serial, keys = {}}
+local function new_taken(serial, by_key)
+  return {n = 0, slot = {}, score = {}, member = {}, serial = serial, keys = {},
+    by_key = by_key}
 end
 
 local function take(taken, i, score, member)
-  local key = taken.serial and member_key(member)
+  -- (merging by key, a member is the identity: the key itself)
+  local key = taken.serial and (taken.by_key and member or member_key(member))
   if key then
     if taken.keys[key] then
       return
@@ -45,7 +49,7 @@ local function take(taken, i, score, member)
 end
 
 local function take_chosen(slots, taken, now, lease_until, holder, out)
-  local serial = taken.serial
+  local serial, by_key = taken.serial, taken.by_key
   local taken_slot, taken_score, taken_member = taken.slot, taken.score, taken.member
   local chosen, order = {}, {}  -- per slot index: its members, in claim order; the indexes
   for t = 1, taken.n do
@@ -67,6 +71,7 @@ local function take_chosen(slots, taken, now, lease_until, holder, out)
   local any_counted = #order > 0 and rcall("EXISTS", unpack(counted)) > 0
   local id_text, next_id, attempts_of = {}, {}, {}  -- per slot: its share's ids as text, ...
   local records, locks = {}, {}  -- per slot: HSET arguments
+  local stored = {}  -- merging by key, per slot: identity -> the message as stored
   local leases = {}  -- per slot: the lease member of its range of delivery ids
   local o = #out + 1  -- the reply: the shares first (slot index, first delivery id)
   out[o] = #order
@@ -80,6 +85,17 @@ local function take_chosen(slots, taken, now, lease_until, holder, out)
       -- the merge took a prefix of this slot's ready zset: drop it by rank, without sending
       -- the members back into Redis
       rcall("ZREMRANGEBYRANK", k.ready, 0, #members - 1)
+    end
+    if by_key then
+      local values = bulk("HMGET", k.values, members)
+      local of = {}
+      for j, member in ipairs(members) do
+        -- (a member pending without a value cannot be sent by a client: it is claimed as
+        -- its identity, for the client to decode or dead-letter)
+        of[member] = values[j] or member
+      end
+      stored[i] = of
+      bulk("HDEL", k.values, members)
     end
     if any_counted and rcall("EXISTS", k.attempts) == 1 then
       local counts = bulk("HMGET", k.attempts, members)
@@ -109,13 +125,17 @@ local function take_chosen(slots, taken, now, lease_until, holder, out)
   local sizes = {}  -- per slot: the length of its records table
   for t = 1, taken.n do
     local i, score, member = taken_slot[t], taken_score[t], taken_member[t]
+    local identity = member
+    if by_key then
+      member = stored[i][identity]
+    end
     local j = next_id[i]
     next_id[i] = j + 1
     local id = id_text[i][j]
     local attempts = 1
     local earlier = attempts_of[i]
     if earlier then
-      attempts = (earlier[member] or 0) + 1
+      attempts = (earlier[identity] or 0) + 1
     end
     local base = score - score % SUB
     if base ~= run_base or attempts ~= run_attempts then
@@ -136,7 +156,7 @@ local function take_chosen(slots, taken, now, lease_until, holder, out)
     r[size - 1], r[size] = id, header .. member
     if serial then
       local lk = locks[i]
-      lk[#lk + 1] = member_key(member)
+      lk[#lk + 1] = by_key and identity or member_key(member)
       lk[#lk + 1] = id
     end
     out[o + 1], out[o + 2] = i, member

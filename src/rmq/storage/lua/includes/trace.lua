@@ -25,7 +25,7 @@
   trace_message(k, event, member, delivery), trace_merged(k, member, held),
   trace_rescored(k, member, held), trace_delivery(k, event, id, error),
   trace_present(k, event, ids, present) (the ids whose `present` entry is set), and
-  trace_taken(slots, out, o, consumer, scores), a claim's messages from its reply (take.lua's
+  trace_taken(slots, out, o, consumer, scores, names), a claim's messages from its reply (take.lua's
   take_chosen, written into `out` from `out[o]`). trace_save(tracer) writes a tracer's
   record at the end of the script.
 
@@ -159,8 +159,9 @@ end
 -- each one's difference from the one before: mostly a few small numbers, whose text is
 -- kept, where formatting each score cost 1 750 instructions a message), the consumer; then
 -- the messages' entries. The line's place is kept while the entries are
--- appended, and it is written once the share is complete.
-local function trace_taken(slots, out, o, consumer, scores)
+-- appended, and it is written once the share is complete. `names`: when the topic merges by
+-- key, the messages' identities in the same order (what names them), else nil.
+local function trace_taken(slots, out, o, consumer, scores, names)
   local shares, open = out[o], {}
   for s = 1, shares do
     local i = out[o + 2 * s - 1]
@@ -178,9 +179,9 @@ local function trace_taken(slots, out, o, consumer, scores)
       local c, tracer = share.n + 1, share.tracer
       share.n = c
       local np = tracer.np + 1
-      tracer.pieces[np] = entry_of(tracer, out[at + 3 + 2 * m])
-      tracer.np = np
       t = t + 1
+      tracer.pieces[np] = entry_of(tracer, names and names[t] or out[at + 3 + 2 * m])
+      tracer.np = np
       local score = scores[t]
       share.scores[c] = c == 1 and fmt(score) or int_text(score - share.last)
       share.last = score

@@ -7,7 +7,8 @@
 
   unlocked_heads(k, want, window, take) calls take(score, member) for up to `want` such
   messages in score order, and returns true if it stopped because it had found `want` (more
-  may follow).
+  may follow). When the slot's key table says `by_key` (the topic merges by key), a member
+  is the message's identity: its key itself.
 
   Provides: unlocked_heads.  Needs: rcall, includes key_locks and member.
 ]]
@@ -18,7 +19,7 @@ local function unlocked_heads(k, want, window, take)
     local head = rcall("ZRANGE", k.ready, offset, math.min(offset + page, window) - 1,
       "WITHSCORES")
     for j = 1, #head, 2 do
-      local key = member_key(head[j])
+      local key = k.by_key and head[j] or member_key(head[j])
       if not seen[key] then
         local lock = rcall("HGET", k.locks, key)
         if lock and is_retry_hold(lock) and not holds_for(lock, head[j])

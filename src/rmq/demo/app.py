@@ -5,19 +5,22 @@ changes. Prices change all the time, from many systems at once; rendering is slo
 
 1. A Spark job (``local[*]`` unless run under ``spark-submit``) generates price-change events
    in waves: many sources, Zipf-skewed products (a few products change constantly), some
-   merchants urgent. Each task writes the new prices into the price table, then the events
-   go into an RMQ topic through the ``rmq`` data source: the body is just the product id, so
-   every change of a product still waiting in the queue merges into one message, and urgent
-   merchants' products are sent with HIGH priority.
-2. Workers (``rmq.Consumer``) render each product's image with Pillow, reading the price from
-   the price table at render time, so an image always shows the latest price. Merging is what
-   makes that both correct and cheap: one render covers every change queued before it, and a
-   change that arrives while its product is being rendered queues a new render.
-3. When the queue is empty, it checks every image against the price table, prints a summary
-   and writes it as ``summary.json`` next to the images (``prices.json`` holds the table).
+   merchants urgent. Each wave gives a product one new price, which every source reports.
+   The events go into an RMQ topic through the ``rmq`` data source, each carrying its price
+   (the body) under its product's key, into a topic that merges by key: every change of a
+   product still waiting in the queue merges into one message that holds the newest price,
+   and urgent merchants' products are sent with HIGH priority.
+2. Workers (``rmq.Consumer``) render each product's image with Pillow, with the price the
+   message carries. Merging by key is what makes that both correct and cheap: one render
+   covers every change queued before it, with the newest price; a change that arrives while
+   its product is being rendered queues a new render, and the topic's serial keys run a
+   product's renders one at a time, in order, so the newest price is drawn last.
+3. When the queue is empty, it checks every image against each product's latest price,
+   prints a summary and writes it as ``summary.json`` next to the images (``prices.json``
+   holds the latest prices).
 
-The price table is a Redis hash of the demo's own, beside the topic (the topic and the table
-are removed at the end unless ``--keep``). ``python -m rmq.demo --help`` lists the options.
+The topic is removed at the end unless ``--keep``. ``python -m rmq.demo --help`` lists the
+options.
 """
 
 from __future__ import annotations
@@ -47,8 +50,7 @@ __all__ = ["main", "DemoConfig", "run"]
 
 SOURCES = ("erp", "promotions", "competitor-watch", "inventory", "flash-sale", "coupons",
            "marketplace-sync", "currency-rates")
-CHUNK = 1000  # events whose prices are written in one round trip, then sent
-EVENT_SCHEMA = "source string, body string, merchant int, priority int, cents int"
+EVENT_SCHEMA = "source string, key string, body string, merchant int, priority int, cents int"
 
 
 @dataclass(frozen=True)
@@ -81,38 +83,36 @@ def is_urgent(merchant: int, config_urgent: float, merchants: int) -> bool:
     return merchant < max(1, round(config_urgent * merchants))
 
 
-def price_changes(url: str, prices_key: str, config: DemoConfig, wave: int, index: int,
-                  ids: Iterator[int]) -> Iterator[tuple[str, str, int, int, int]]:
-    """One Spark task: a price-change event per input id, as (source, body = the product id,
-    merchant, priority, price in cents). Each chunk's new prices are stored before its events
-    leave the task, so a render triggered by one of them reads that price or a later one."""
-    from ..spark.clients import client_for
+def price_of(rank: int, wave: int, seed: int) -> int:
+    """The price (cents) product ``rank`` takes in ``wave``: every source reports the same."""
+    return int((5 + rank % 95) * 100 * (0.7 + 0.6 * random.Random(f"{seed}-{rank}-{wave}")
+                                        .random()))
 
-    redis = client_for(url).redis
+
+def price_changes(config: DemoConfig, wave: int, index: int, ids: Iterator[int]
+                  ) -> Iterator[tuple[str, str, str, int, int, int]]:
+    """One Spark task: a price-change event per input id, as (source, key = the product id,
+    body = its new price as JSON, merchant, priority, price in cents)."""
     rng = random.Random(f"{config.seed}-{wave}-{index}")
     weights = list(itertools.accumulate(1 / (r + 1) ** config.zipf
                                         for r in range(config.products)))
-    remaining = iter(ids)  # Spark may hand over a range, which islice would restart
-    for chunk in iter(lambda: list(itertools.islice(remaining, CHUNK)), []):
-        events = []
-        for _ in chunk:
-            rank = min(bisect.bisect(weights, rng.random() * weights[-1]), config.products - 1)
-            merchant = merchant_of(rank, config.merchants)
-            urgent = is_urgent(merchant, config.urgent, config.merchants)
-            cents = int((5 + rank % 95) * 100 * (0.7 + 0.6 * rng.random()))
-            events.append((rng.choice(SOURCES), product_id(rank), merchant,
-                           int(Priority.HIGH if urgent else Priority.MEDIUM), cents))
-        redis.hset(prices_key, mapping={body: cents for _, body, _, _, cents in events})
-        yield from events
+    for _ in ids:
+        rank = min(bisect.bisect(weights, rng.random() * weights[-1]), config.products - 1)
+        merchant = merchant_of(rank, config.merchants)
+        urgent = is_urgent(merchant, config.urgent, config.merchants)
+        cents = price_of(rank, wave, config.seed)
+        product = product_id(rank)
+        yield (rng.choice(SOURCES), product, json.dumps({"cents": cents, "product": product}),
+               merchant, int(Priority.HIGH if urgent else Priority.MEDIUM), cents)
 
 
 @dataclass
 class Renderer:
-    """The expensive consumer: draws a product card with its current price into a PNG whose
-    text chunks record ``product`` and ``price_cents`` (what the checks read back)."""
+    """The expensive consumer: draws a product card with the price its message carries into
+    a PNG whose text chunks record ``product`` and ``price_cents`` (what the checks read
+    back)."""
 
     client: Client
-    prices_key: str
     config: DemoConfig
     renders: Counter[str] = field(default_factory=Counter)
     waits: dict[int, list[int]] = field(default_factory=dict)
@@ -123,11 +123,8 @@ class Renderer:
         from PIL.PngImagePlugin import PngInfo
 
         waited = max(0, self.client.now() - message.due_at)
-        product = message.text
-        raw = self.client.redis.hget(self.prices_key, product)
-        if raw is None:
-            raise LookupError(f"no price for {product}")
-        cents = int(raw)
+        change = message.json()
+        product, cents = change["product"], int(change["cents"])
         rank = int(product.split("-")[1])
         merchant = merchant_of(rank, self.config.merchants)
         urgent = is_urgent(merchant, self.config.urgent, self.config.merchants)
@@ -218,12 +215,12 @@ def run(config: DemoConfig) -> dict[str, Any]:
     url = resolve(config.url)
     client = Client(url)
     topic = f"demo.renders.{time.strftime('%Y%m%d-%H%M%S')}.{secrets.token_hex(3)}"
-    prices_key = f"rmq-demo:{topic}:prices"
-    client.create_topic(topic, slots=8)
+    # the newest price of a product wins while it waits; its renders run one at a time
+    client.create_topic(topic, slots=8, merge="key", serial_keys=True)
     config.out.mkdir(parents=True, exist_ok=True)
     for old in config.out.glob("sku-*.png"):
         old.unlink()
-    renderer = Renderer(client, prices_key, config)
+    renderer = Renderer(client, config)
     consumer = Consumer(client, topic, renderer, concurrency=config.workers).start()
     done = threading.Event()
     printer = threading.Thread(target=_progress, daemon=True,
@@ -239,6 +236,7 @@ def run(config: DemoConfig) -> dict[str, Any]:
         printer.start()
         publish_started = time.monotonic()
         sent = merged = 0
+        latest: dict[str, int] = {}  # product -> its price in the last wave that changed it
         per_wave = -(-config.events // config.waves)
         for wave in range(config.waves):
             size = min(per_wave, config.events - wave * per_wave)
@@ -246,32 +244,30 @@ def run(config: DemoConfig) -> dict[str, Any]:
                 break
             ids = spark.sparkContext.range(size, numSlices=spark.sparkContext.defaultParallelism)
             changes = spark.createDataFrame(
-                ids.mapPartitionsWithIndex(partial(price_changes, url, prices_key, config, wave)),
+                ids.mapPartitionsWithIndex(partial(price_changes, config, wave)),
                 EVENT_SCHEMA, verifySchema=False)
-            counts = publish(changes.select("body", "priority"), topic, url=url)
+            counts = publish(changes.select("key", "body", "priority"), topic, url=url)
             sent, merged = sent + counts.sent, merged + counts.merged
+            # waves go out one after another: a later wave's price is the newer
+            latest.update((row["key"], row["cents"])
+                          for row in changes.select("key", "cents").distinct().collect())
         publish_seconds = time.monotonic() - publish_started
         _wait_until_drained(client, topic)
     finally:
         consumer.stop()
         done.set()
     wall = time.monotonic() - started
-    summary = _summarise(client, config, topic, prices_key, renderer, sent, merged,
-                         publish_seconds, wall)
+    summary = _summarise(config, topic, latest, renderer, sent, merged, publish_seconds, wall)
     if not config.keep:
         client.delete_topic(topic)
-        client.redis.unlink(prices_key)
     client.close()
     if owns_spark:
         spark.stop()
     return summary
 
 
-def _summarise(client: Client, config: DemoConfig, topic: str, prices_key: str,
-               renderer: Renderer, sent: int, merged: int, publish_seconds: float,
-               wall: float) -> dict[str, Any]:
-    prices = {(k.decode() if isinstance(k, bytes) else k): int(v)
-              for k, v in client.redis.hgetall(prices_key).items()}
+def _summarise(config: DemoConfig, topic: str, prices: dict[str, int], renderer: Renderer,
+               sent: int, merged: int, publish_seconds: float, wall: float) -> dict[str, Any]:
     (config.out / "prices.json").write_text(json.dumps(prices, indent=1, sort_keys=True))
     stale = sorted(p for p, cents in prices.items()
                    if not (config.out / f"{p}.png").exists()
@@ -345,8 +341,7 @@ def parse_args(argv: Sequence[str] | None) -> DemoConfig:
     p.add_argument("--master", default=None,
                    help="Spark master (default: spark-submit's, else local[*])")
     p.add_argument("--seed", type=int, default=d.seed, help="random seed of the events")
-    p.add_argument("--keep", action="store_true",
-                   help="keep the topic and the price table in Redis afterwards")
+    p.add_argument("--keep", action="store_true", help="keep the topic in Redis afterwards")
     a = p.parse_args(argv)
     for name in ("events", "products", "merchants", "waves", "workers"):
         if getattr(a, name) < 1:

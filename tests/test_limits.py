@@ -3,6 +3,7 @@ shown by stats."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -333,3 +334,48 @@ def test_a_late_settle_of_an_earlier_topic_frees_no_capacity_of_the_topic_now(cl
     client.ack(old)
     client.release([old])
     assert client.claim("renders") == []  # the new delivery still holds the one unit
+
+
+class CountingWaits(rmq.Client):
+    """A client that counts the waits for capacity of the consumers it runs."""
+
+    waits = 0
+
+    def wait_for_capacity(self, topic: str, group: str = "default",
+                          timeout: float = 10.0) -> bool:
+        held_back = super().wait_for_capacity(topic, group, timeout)
+        self.waits += held_back
+        return held_back
+
+
+def test_a_consumer_held_back_at_its_groups_limit_says_so_once_for_each_limits(
+        make_client, redis_url, caplog):
+    caplog.set_level(logging.INFO, logger="rmq.consumer")
+
+    def said() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "at its limit" in r.getMessage()]
+
+    holder = make_client(kind="sync")
+    holder.create_topic("renders")
+    holder.set_limits("renders", max_in_flight=1)
+    holder.send_many("renders", ["a", "b", "c"])
+    (held,) = holder.claim("renders", count=1)
+    with CountingWaits(redis_url) as client:
+        consumer = rmq.Consumer(client, "renders", lambda m: None, recover_interval=0.05,
+                                name="gpu-1").start()
+        try:
+            wait_for(lambda: client.waits >= 5, what="five waits at the limit")
+            assert said() == ["gpu-1: group 'default' of topic 'renders' is at its limit (max "
+                              "in flight 1): waiting for capacity, woken as it comes back "
+                              "(said once for these limits)"]
+            holder.set_limits("renders", rate=(100, 1))  # other limits: said again, once
+            wait_for(lambda: len(said()) == 2, what="the new limits said")
+            assert said()[1].endswith("at its limit (max in flight 1, rate 100 per 1s): "
+                                      "waiting for capacity, woken as it comes back (said "
+                                      "once for these limits)")
+            waits = client.waits
+            wait_for(lambda: client.waits >= waits + 5, what="five more waits")
+            assert len(said()) == 2
+        finally:
+            consumer.stop(grace=1)
+    holder.ack([held])

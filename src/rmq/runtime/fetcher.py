@@ -10,6 +10,7 @@ import threading
 import time
 
 from ..errors import RMQError, UnknownTopic
+from ..settings import GroupLimits
 from .holdings import Holdings
 from .prefetch import Prefetch
 from .protocol import QueueClient
@@ -30,6 +31,7 @@ class Fetcher:
         self.holdings, self.prefetch, self.workers = holdings, prefetch, workers
         self.running, self.stopped = running, stopped
         self.consumer_id, self.lease, self.idle_wake = consumer_id, lease, idle_wake
+        self._said_at: GroupLimits | None = None  # the limits it last said it waits at
         self.thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -71,7 +73,9 @@ class Fetcher:
                     self.holdings.add(messages, self.client.now())
                     self.workers.submit(messages)
                     continue
-                if not self.client.wait_for_capacity(self.topic, self.group, self.idle_wake):
+                if self.client.wait_for_capacity(self.topic, self.group, self.idle_wake):
+                    self._waited_at_limit(limits)
+                else:
                     waiter.wait(self._idle_timeout(next_due))
             except UnknownTopic:
                 if gone:
@@ -89,6 +93,19 @@ class Fetcher:
             except Exception:
                 log.exception("%s: unexpected fetch error, retrying", self.consumer_id)
                 self.stopped.wait(1.0)
+
+    def _waited_at_limit(self, limits: GroupLimits) -> None:
+        # Said once for each limits it meets, not at every wait: a pool of workers is at its
+        # group's limit most of the time, and must not fill the log with it.
+        if limits == self._said_at:
+            return
+        self._said_at = limits
+        held = [f"max in flight {limits.max_in_flight}"] if limits.max_in_flight else []
+        if limits.rate is not None:
+            held.append(f"rate {limits.rate[0]} per {limits.rate[1]:g}s")
+        log.info("%s: group %r of topic %r is at its limit (%s): waiting for capacity, woken "
+                 "as it comes back (said once for these limits)", self.consumer_id,
+                 self.group, self.topic, ", ".join(held) or "none now")
 
     def _idle_timeout(self, next_due: int | None) -> float:
         # Sleep until the next delayed message is due, but wake for recovery regardless.

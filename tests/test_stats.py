@@ -7,8 +7,11 @@ import json
 
 import pytest
 from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
+from helpers import wait_for
 
 import rmq
+from rmq.storage.handler_times import BOUNDS, HandlerTimes
+from rmq.storage.registry import ConsumerState
 
 pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
 
@@ -127,3 +130,79 @@ def test_stats_change_nothing(client, clock):
     client.stats("t")
     assert [m.body for m in client.claim("t", count=5)] == [b"a", b"b"]
     assert isinstance(before, rmq.TopicStats)
+
+
+# -- the signals an autoscaler and a dashboard read (SPEC §16) ------------------------------
+
+
+@pytest.mark.both_deployments
+def test_in_flight_deliveries_whose_lease_ran_out_count_as_expired_until_recovered(
+        client, clock):
+    client.create_topic("t", slots=2, visibility_timeout=10, retry_backoff=0)
+    client.send_many("t", [f"m{i}" for i in range(6)])
+    claimed = client.claim("t", count=6)
+    assert client.extend(claimed[:1], 60) == [True]  # its own lease outlives its share's
+    group = client.stats("t").groups["default"]
+    assert (group.in_flight, group.expired) == (6, 0)
+    clock.advance(11_000)
+    group = client.stats("t").groups["default"]
+    assert (group.in_flight, group.expired) == (6, 5)
+    assert sum(s.expired for s in group.slots) == 5
+    assert client.stats("t").to_dict()["groups"]["default"]["expired"] == 5
+    assert client.recover("t") == 5
+    group = client.stats("t").groups["default"]
+    assert (group.in_flight, group.expired, group.ready) == (1, 0, 5)
+    clock.advance(60_000)
+    assert client.stats("t").groups["default"].expired == 1
+
+
+@pytest.mark.both_deployments
+def test_a_limited_group_reports_the_units_of_its_max_in_flight_in_use(client, clock):
+    client.create_topic("t", slots=2, visibility_timeout=10)
+    client.send_many("t", [f"m{i}" for i in range(8)])
+    assert client.stats("t").groups["default"].limit_in_use is None  # no max_in_flight
+    client.set_limits("t", max_in_flight=4)
+    held = client.claim("t", count=8)
+    assert len(held) == 4
+    group = client.stats("t").groups["default"]
+    assert (group.limit_in_use, group.limits.max_in_flight, group.in_flight) == (4, 4, 4)
+    client.ack(held[:1])
+    assert client.stats("t").groups["default"].limit_in_use == 3
+    clock.advance(11_000)  # a dead consumer's units come back with its leases' end
+    group = client.stats("t").groups["default"]
+    assert (group.limit_in_use, group.in_flight, group.expired) == (0, 3, 3)
+
+
+def test_stats_add_up_the_handler_times_the_groups_consumers_report(client):
+    client.create_topic("t")
+    client.bind("t", "gpu")
+    client.bind("t", "audit")
+    fast = HandlerTimes((3, 1) + (0,) * (len(BOUNDS) - 1), 0.02)
+    slow = HandlerTimes((0,) * (len(BOUNDS) - 1) + (2, 0), 700.0)
+    for name, group, times in (("a", "gpu", fast), ("b", "gpu", slow), ("c", "audit", fast)):
+        client.heartbeat(ConsumerState(name, "t", group, "host", 1, client.now(), 4, 0,
+                                       times.count, 0, times))
+    groups = client.stats("t").groups
+    gpu = groups["gpu"].handler_times
+    assert gpu is not None and gpu.count == 6 and gpu.seconds == pytest.approx(700.02)
+    assert gpu.cumulative()[0] == (0.005, 3) and gpu.cumulative()[-1] == (float("inf"), 6)
+    assert (gpu.quantile(0.5), gpu.quantile(0.6), gpu.quantile(0.99)) == (0.005, 0.01, 600.0)
+    assert groups["audit"].handler_times == fast
+    assert groups["default"].handler_times is None  # no consumer reported any
+
+
+@pytest.mark.sync_client
+def test_a_consumer_reports_its_handler_times_in_its_heartbeats(make_client):
+    client = make_client()
+    client.create_topic("t")
+    client.send_many("t", [f"m{i}" for i in range(5)])
+    consumer = rmq.Consumer(client, "t", lambda m: None, heartbeat_interval=0.05).start()
+    try:
+        wait_for(lambda: (client.stats("t").groups["default"].handler_times
+                          or HandlerTimes()).count == 5, what="5 runs in a heartbeat")
+    finally:
+        consumer.stop(grace=1)
+    (info,) = [c for c in client.consumers("t") if c.id == consumer.id] or [None]
+    assert info is None  # a stopped consumer leaves the registry
+    times = client.stats("t").groups["default"].handler_times
+    assert times is None  # and its handler times with it

@@ -9,6 +9,8 @@ from helpers import rows
 
 import rmq
 from rmq import errors
+from rmq.storage.keys import RegistryKeys
+from rmq.storage.registry import ConsumerState
 
 pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
 
@@ -186,3 +188,16 @@ def test_delete_topic_also_removes_what_an_unbound_group_still_holds(client):
     client.create_topic("t")
     client.bind("t", "gone")
     assert client.claim("t", "gone") == []
+
+
+def test_a_dead_consumer_is_listed_for_ten_minutes_with_its_last_numbers_then_dropped(
+        client, clock):
+    client.create_topic("t")
+    client.heartbeat(ConsumerState("gone", "t", "default", "host", 1, client.now(), 4, 2, 10,
+                                   1))
+    clock.advance(599_000)
+    (gone,) = client.consumers("t")
+    assert (gone.alive, gone.in_flight, gone.handled) == (False, 2, 10)  # its last heartbeat
+    clock.advance(2_000)
+    assert client.consumers("t") == []
+    assert client.redis.hlen(RegistryKeys("t").consumers) == 0  # the record is gone too

@@ -153,7 +153,7 @@ class Consumer:
     def _state(self) -> ConsumerState:
         return ConsumerState(self.id, self.topic, self.group, socket.gethostname(), os.getpid(),
                              self._started_at, self.concurrency, len(self._holdings),
-                             self.handled, self.failed)
+                             self.handled, self.failed, self._settler.times.times)
 
     def start(self) -> Consumer:
         """Bind the group, register, and start the threads; returns at once."""

@@ -12,6 +12,7 @@ from functools import partial
 from typing import Any
 
 from ..message import Message
+from ..storage.handler_times import HandlerClock
 from .holdings import Holdings
 from .prefetch import Prefetch
 from .protocol import QueueClient
@@ -37,6 +38,7 @@ class Settler:
         self.handled = 0
         self.failed = 0
         self.failed_messages = 0
+        self.times = HandlerClock()  # how long the handler runs took (heartbeats report it)
         # Messages that failed here and are not settled yet (acked or dead-lettered), as
         # hashes of what identifies a message across deliveries (a retry has a new id):
         # its slot, body and key. A retry of one of them is not a new failed message.
@@ -63,7 +65,7 @@ class Settler:
         self._finished.put(_STOP)
 
     def _settle_loop(self) -> None:
-        finished = self._finished
+        finished, observe = self._finished, self.times.observe
         while True:
             batch = [finished.get()]
             while len(batch) < MAX_BATCH:
@@ -93,6 +95,7 @@ class Settler:
                     failures.append((message, error))
                 ran += seconds
                 runs += 1
+                observe(seconds)
             self.prefetch.handled(ran, runs)
             # Forget them before settling: the keeper must not extend (and then report as
             # lost) a lease this ack is ending, and the fetcher may claim again meanwhile.

@@ -86,7 +86,7 @@ def record(topic: str, groups: Sequence[str], slots: int, paused: bool, now: int
                                           [width_ms])]
     if not claimed:
         return False
-    stats = yield from collect(topic, groups, slots, paused, now)
+    stats = yield from collect(topic, groups, slots, paused, now, signals=False)
     offset = (int(at) // width_ms) % size * RECORD.size
     yield [command("SETRANGE", keys.history_ring(group), offset,
                    _pack(int(at), stats.groups[group])) for group in groups]

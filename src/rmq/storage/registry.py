@@ -29,6 +29,7 @@ from ..settings import (
 )
 from .bindings import filter_argument, group_filters
 from .calls import Op, command
+from .handler_times import HandlerTimes
 from .keys import TOPICS, HeadsKeys, LimitKeys, RegistryKeys, SlotKeys
 from .transactions import topic_keys as transaction_keys
 
@@ -46,6 +47,7 @@ __all__ = [
     "heartbeat",
     "forget_consumer",
     "list_consumers",
+    "FORGET_AFTER_MS",
 ]
 
 
@@ -87,7 +89,8 @@ class ConsumerState:
 
     ``concurrency``: handlers it runs at once; ``in_flight``: messages it holds (claimed and
     not yet settled); ``handled`` and ``failed``: handler runs that succeeded and failed
-    since it started at ``started_at`` (epoch ms).
+    since it started at ``started_at`` (epoch ms); ``handler_times``: how long those runs
+    took.
     """
 
     id: str
@@ -100,12 +103,15 @@ class ConsumerState:
     in_flight: int
     handled: int
     failed: int
+    handler_times: HandlerTimes = HandlerTimes()
 
 
 @dataclass(frozen=True, slots=True)
 class ConsumerInfo:
     """A consumer's last heartbeat (see :class:`ConsumerState`), seen at ``last_seen`` (epoch
-    ms); ``alive`` is false once heartbeats stop arriving."""
+    ms); ``alive`` is false once heartbeats stop arriving, and a dead consumer's numbers are
+    those of its last heartbeat. ``handler_times`` is None for a consumer that reported
+    none (an earlier version)."""
 
     id: str
     topic: str
@@ -119,6 +125,7 @@ class ConsumerInfo:
     handled: int
     failed: int
     alive: bool
+    handler_times: HandlerTimes | None = None
 
 
 def load_info(name: str, salvage: bool = False) -> Op[TopicInfo]:
@@ -364,7 +371,8 @@ def heartbeat(state: ConsumerState, now: int) -> Op[None]:
     goes first and the settings are read after it, in one pipeline; ``delete_topic`` removes
     the settings before the consumers hash, so a record written after that hash was removed
     finds the settings gone and is removed again."""
-    record = {**asdict(state), "last_seen": now}
+    record = {**asdict(state), "last_seen": now,
+              "handler_times": state.handler_times.to_json()}
     del record["id"], record["topic"]
     keys = RegistryKeys(state.topic)
     _, exists = yield [command("HSET", keys.consumers, state.id, json.dumps(record)),
@@ -377,8 +385,13 @@ def forget_consumer(name: str, consumer_id: str) -> Op[None]:
     yield [command("HDEL", RegistryKeys(name).consumers, consumer_id)]
 
 
+# A consumer silent this long is dropped from the registry: a crashed one shows as dead for
+# that long, then lists no more (docs/console.md, "Consumers").
+FORGET_AFTER_MS = 600_000
+
+
 def list_consumers(name: str, now: int, dead_after_ms: int,
-                   forget_after_ms: int = 3_600_000) -> Op[list[ConsumerInfo]]:
+                   forget_after_ms: int = FORGET_AFTER_MS) -> Op[list[ConsumerInfo]]:
     """Consumers of the topic as of ``now`` (epoch ms); silent ones longer than
     ``forget_after_ms`` are dropped."""
     key = RegistryKeys(name).consumers
@@ -393,7 +406,8 @@ def list_consumers(name: str, now: int, dead_after_ms: int,
                 host=record["host"], pid=record["pid"], started_at=record["started_at"],
                 last_seen=record["last_seen"], concurrency=record.get("concurrency", 0),
                 in_flight=record.get("in_flight", 0), handled=record.get("handled", 0),
-                failed=record.get("failed", 0), alive=age <= dead_after_ms)
+                failed=record.get("failed", 0), alive=age <= dead_after_ms,
+                handler_times=HandlerTimes.from_json(record.get("handler_times")))
         except (ValueError, TypeError, KeyError, AttributeError):
             continue  # not a heartbeat RMQ wrote: one unreadable record hides no other
         if age > forget_after_ms:

@@ -36,6 +36,9 @@ class AsyncBridge:
         attribute = getattr(self.inner, name)
         if name == "transaction":  # an AsyncTransaction, its methods blocking
             return lambda *args, **kwargs: BlockingTransaction(self, attribute(*args, **kwargs))
+        if name == "ready_watch":  # an AsyncReadyWatch, its methods blocking
+            return lambda *args, **kwargs: BlockingTransaction(
+                self, self._wait(attribute(*args, **kwargs)))
         if inspect.iscoroutinefunction(attribute):
             return lambda *args, **kwargs: self._wait(attribute(*args, **kwargs))
         if inspect.isasyncgenfunction(attribute):

@@ -3,6 +3,8 @@ runs every decorated consumer until stopped."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
 
 import pytest
@@ -83,3 +85,48 @@ def test_a_raising_decorated_handler_retries(make_client):
     finally:
         flaky.consumer.stop(grace=1)
     assert attempts == [1, 2, 3]
+
+
+def test_a_decorated_batch_handler_gets_lists_of_its_batch(make_client):
+    producer = make_client()
+    worker = make_client()
+    producer.create_topic("t")
+    producer.send_many("t", [f"m{i}" for i in range(7)])
+    batches: list[int] = []
+
+    @worker.handler("t", batch=4, batch_wait_ms=10, concurrency=1, heartbeat_interval=60)
+    def render(messages: list[rmq.Message]) -> None:
+        batches.append(len(messages))
+
+    assert (render.consumer.batch, render.consumer.batch_wait_ms) == (4, 10)
+    render.consumer.start()
+    try:
+        wait_for(lambda: producer.stats("t").groups["default"].counters["acked"] == 7,
+                 what="7 acked")
+    finally:
+        render.consumer.stop(grace=1)
+    assert sorted(batches) == [3, 4]
+
+
+def test_an_async_clients_decorated_batch_handler_gets_lists_of_its_batch(redis_url):
+    async def main() -> list[list[bytes]]:
+        async with rmq.AsyncClient(redis_url) as client:
+            await client.create_topic("t")
+            loop = asyncio.get_running_loop()
+            seen: asyncio.Queue[list[bytes]] = asyncio.Queue()
+
+            @client.handler("t", batch=3, concurrency=1, heartbeat_interval=60)
+            async def render(messages: list[rmq.Message]) -> None:
+                loop.call_soon_threadsafe(seen.put_nowait, sorted(m.body for m in messages))
+
+            await client.send_many("t", [b"a", b"b", b"c"])
+            running = asyncio.create_task(client.run())
+            batch = await seen.get()
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+            stats = (await client.stats("t")).groups["default"]
+            assert (stats.in_flight, stats.counters["acked"]) == (0, 3)
+            return [batch]
+
+    assert asyncio.run(main()) == [[b"a", b"b", b"c"]]

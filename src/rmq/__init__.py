@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 
 from .client import Client, ServerClock, system_clock
 from .client.tx_handles import AsyncTransaction, Transaction
-from .errors import RMQError
+from .errors import BatchFailed, RMQError
 from .message import DeadLetter, Message, Priority, SendCounts, SendResult, message_id_of
 from .settings import GroupLimits, TopicSettings
 from .storage.history import HistorySample, TopicHistory
@@ -25,6 +25,7 @@ __all__ = [
     "Client",
     "AsyncClient",
     "AsyncTransaction",
+    "BatchFailed",
     "Consumer",
     "ConsumerInfo",
     "DeadLetter",

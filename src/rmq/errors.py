@@ -7,6 +7,7 @@ names the offending value, so one line of a log says what went wrong.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "WrongKeyType",
     "MissingExtra",
     "TransactionClosed",
+    "BatchFailed",
 ]
 
 
@@ -247,3 +249,17 @@ class TransactionClosed(RMQError):
         self.topic = topic
         self.transaction_id = transaction_id
         self.state = state
+
+
+class BatchFailed(RMQError):
+    """Raised by a batch handler (``Consumer(..., batch=N)``) when some of its messages
+    failed: ``failures`` maps each failed one (a :class:`~rmq.Message` of the batch, its
+    delivery id ``message.id`` or its ``message_id``) to its error (an exception, or a text
+    recorded as it is). Those are retried (an attempt each, each with its own error); the
+    rest of the batch is acknowledged. One that names no message of the batch makes the
+    whole batch fail, as any other exception does."""
+
+    def __init__(self, failures: Mapping[Any, BaseException | str]):
+        self.failures = dict(failures)
+        named = ", ".join(str(getattr(name, "id", name)) for name in self.failures)
+        super().__init__(f"{len(self.failures)} message(s) of the batch failed: {named}")

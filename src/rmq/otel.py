@@ -44,7 +44,8 @@ except ImportError:  # the otel extra is not installed: no spans, nothing stored
     _trace = None  # type: ignore[assignment]
 
 __all__ = ["MAX_LINKS", "SYSTEM", "tracer", "server", "error_type", "producer_span", "sent",
-           "sent_many", "traceparent", "links", "receive_span", "received", "consumer_span"]
+           "sent_many", "traceparent", "links", "receive_span", "received", "consumer_span",
+           "batch_span"]
 
 MAX_LINKS = 32  # producer spans a consumer span links to at most (the latest sends)
 SYSTEM = "rmq"
@@ -199,3 +200,23 @@ def consumer_span(active: Any, message: Message, url: str | None
         "rmq.delivery.attempt": message.attempts, **server(url)}
     return _span(active, f"process {message.topic}", SpanKind.CONSUMER, attributes,
                  links(links_of(message)))
+
+
+def batch_span(active: Any, messages: Sequence[Message], url: str | None
+               ) -> AbstractContextManager[Any]:
+    """The span of one batch handler call on ``messages`` (one group's), with
+    ``messaging.batch.message_count``, linked to each message's latest send (carrying its
+    message id, as :func:`received` does); an exception the handler raises is recorded on
+    it. Which messages a ``BatchFailed`` named is each message's trace (docs/trace.md)."""
+    first = messages[0]
+    attributes = {
+        "messaging.system": SYSTEM, "messaging.destination.name": first.topic,
+        "messaging.consumer.group.name": first.group,
+        "messaging.operation.name": "process", "messaging.operation.type": "process",
+        "messaging.batch.message_count": len(messages), **server(url)}
+    found = []
+    for message in messages:
+        latest = links(links_of(message)[-1:])
+        if latest:
+            found.append(Link(latest[0].context, {"messaging.message.id": message.message_id}))
+    return _span(active, f"process {first.topic}", SpanKind.CONSUMER, attributes, found)

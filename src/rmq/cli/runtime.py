@@ -1,4 +1,5 @@
-"""``rmq worker module:function TOPIC``: a handler run over a topic until SIGTERM."""
+"""``rmq worker module:function TOPIC``: a handler run over a topic until SIGTERM, on each
+message or (``--batch N``) on lists of up to N."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .common import CommandError, at_least_one, open_client, seconds
+from .common import CommandError, at_least_one, at_least_zero, open_client, seconds
 
 __all__ = ["add_parsers", "load_handler"]
 
 REPORT_EVERY = 10.0  # seconds between a worker's progress lines
 MOST_HELD = 10_000  # messages one claim can take (Client.claim's count)
+MOST_BATCH_WAIT_MS = 3_600_000  # an hour: the Consumer's batch_wait_ms at most
 
 
 def load_handler(target: str) -> Callable[..., Any]:
@@ -45,6 +47,7 @@ def worker(args: argparse.Namespace) -> None:
         raise CommandError(f"this worker would hold {args.prefetch} messages at once "
                            f"(--prefetch); one claim takes at most {MOST_HELD}: give a "
                            "smaller --prefetch, or none (adaptive)")
+    _check_batch(args)
     handler = load_handler(args.target)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -52,10 +55,13 @@ def worker(args: argparse.Namespace) -> None:
         client.topic(args.topic, fresh=True)
         consumer = Consumer(client, args.topic, handler, group=args.group,
                             concurrency=args.concurrency, prefetch=args.prefetch,
-                            lease=args.lease, grace=args.grace)
+                            lease=args.lease, grace=args.grace, batch=args.batch,
+                            batch_wait_ms=args.batch_wait_ms or 0)
+        batches = "" if args.batch is None else (
+            f", batches of up to {args.batch} (waiting up to {args.batch_wait_ms or 0} ms)")
         print(f"worker {consumer.id}: {args.target} on {args.topic!r}, group {args.group!r}, "
-              f"concurrency {args.concurrency}; Ctrl-C or SIGTERM stops it", file=sys.stderr,
-              flush=True)
+              f"concurrency {args.concurrency}{batches}; Ctrl-C or SIGTERM stops it",
+              file=sys.stderr, flush=True)
         stopped = threading.Event()
         reporter = threading.Thread(target=_report, args=(consumer, stopped), daemon=True)
         reporter.start()
@@ -64,6 +70,24 @@ def worker(args: argparse.Namespace) -> None:
         finally:
             stopped.set()
     print(f"worker stopped: {_counts(consumer)}", file=sys.stderr, flush=True)
+
+
+def _check_batch(args: argparse.Namespace) -> None:
+    """The batch options together, in the command's words."""
+    if args.batch is None:
+        if args.batch_wait_ms is not None:
+            raise CommandError("--batch-wait-ms applies to batch handlers: give --batch N too")
+        return
+    if args.batch > MOST_HELD:
+        raise CommandError(f"--batch {args.batch}: one claim takes at most {MOST_HELD} "
+                           "messages; give a smaller --batch")
+    if args.prefetch is not None:
+        raise CommandError("--prefetch does not apply with --batch: a batch worker holds the "
+                           "batches its handlers run (--concurrency), and one more being "
+                           "claimed unless the group has a limit in flight")
+    if args.batch_wait_ms is not None and args.batch_wait_ms > MOST_BATCH_WAIT_MS:
+        raise CommandError(f"--batch-wait-ms {args.batch_wait_ms}: at most "
+                           f"{MOST_BATCH_WAIT_MS} (an hour)")
 
 
 def _counts(consumer: Any) -> str:
@@ -87,17 +111,26 @@ def add_parsers(commands: Any) -> None:
     p = commands.add_parser("worker", help="run a handler over a topic's messages",
                             description="Import module:function and run it for each message "
                                         "of TOPIC until SIGINT/SIGTERM; returning acknowledges, "
-                                        "raising retries. Unstarted messages are given back "
-                                        "at once on shutdown.")
+                                        "raising retries. With --batch N it is called with a "
+                                        "list of up to N messages, and raising "
+                                        "rmq.BatchFailed retries only those it names. "
+                                        "Unstarted messages are given back at once on "
+                                        "shutdown.")
     p.add_argument("target", metavar="module:function")
     p.add_argument("topic", metavar="TOPIC")
     p.add_argument("--group", default="default", help="consumer group (default: default)")
     p.add_argument("--concurrency", type=at_least_one, default=8, metavar="N",
-                   help="handlers running at once (default 8)")
+                   help="handlers running at once (default 8); with --batch, batches")
     p.add_argument("--prefetch", type=at_least_one, metavar="N",
                    help="messages held at once, running or waiting (default: adaptive, about "
                         "concurrency + 1 for a slow handler, claims of up to 500 for a "
                         "fast one)")
+    p.add_argument("--batch", type=at_least_one, metavar="N",
+                   help="call the handler with a list of up to N messages of the group")
+    p.add_argument("--batch-wait-ms", type=at_least_zero, metavar="MS",
+                   help="with --batch: once a message is ready, wait up to MS more for the "
+                        "batch to fill while its messages stay pending (default 0; a "
+                        "message at HIGH priority or above is taken at once)")
     p.add_argument("--lease", type=seconds(0.01, 7 * 86400), metavar="SECONDS",
                    help="lease of each claim (default: the topic's visibility timeout)")
     p.add_argument("--grace", type=seconds(0.0), default=30.0, metavar="SECONDS",

@@ -22,7 +22,13 @@ from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
 from ..properties import PropertyValue
 from ..runtime import Consumer, start_each
 from ..runtime.checker import CheckBack
-from ..settings import DEFAULT_GROUP, GroupLimits, TopicSettings, check_topic_name
+from ..settings import (
+    DEFAULT_GROUP,
+    GroupLimits,
+    TopicSettings,
+    check_group_name,
+    check_topic_name,
+)
 from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, problem_of
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from .async_views import AsyncViewMethods
@@ -35,6 +41,7 @@ from .error_map import map_errors
 from .executor import AsyncExecutor
 from .group_commit import AsyncGroupCommit
 from .limited import KEEP, Keep
+from .ready_watch import AsyncReadyWatch
 from .replication import GIVE_BACK_FAILED, BatchNotReplicated, Replication, claimed_in
 from .sync import Client
 from .tx_handles import AsyncTransactionMethods
@@ -325,6 +332,13 @@ class AsyncClient(BaseClient, AsyncTransactionMethods, AsyncViewMethods):
         except RMQError as exc:  # NotReplicated: released on the primary all the same
             if not isinstance(exc, NotReplicated):
                 log.warning("%s: %s", GIVE_BACK_FAILED, exc)
+
+    async def ready_watch(self, topic: str, group: str = DEFAULT_GROUP) -> AsyncReadyWatch:
+        """See :meth:`rmq.Client.ready_watch`; its ``wait`` sleeps on the topic's wake
+        channel and its timeout (client/ready_watch.py)."""
+        check_topic_name(topic)
+        check_group_name(group)
+        return AsyncReadyWatch(self, topic, group)
 
     async def waiter(self, topic: str) -> AsyncWaiter:
         """See :meth:`rmq.Client.waiter` (one subscription per topic)."""

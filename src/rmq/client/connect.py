@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import warnings
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 import redis.asyncio as aredis
@@ -22,7 +23,7 @@ from .packing import Packer, pack_async, packs_alike
 from .retry import async_retry_policy, retry_policy
 from .urls import redacted, resolve_url
 
-__all__ = ["connect", "open_async", "open_async_node", "AsyncRedis"]
+__all__ = ["connect", "open_async", "open_async_node", "connect_node", "AsyncRedis"]
 
 AsyncRedis = aredis.Redis | aredis.RedisCluster
 
@@ -113,6 +114,24 @@ def open_async_node(url: str, **kwargs: Any) -> aredis.Redis:
     node: what a pub/sub subscription needs (redis-py before 8 has no cluster pub/sub for
     asyncio; a cluster forwards every PUBLISH to every node, so any node will do)."""
     return aredis.Redis.from_url(url, **_options(url, kwargs, async_retry_policy()))
+
+
+def connect_node(url: str, host: str | None = None, port: int | None = None,
+                 **kwargs: Any) -> redis.Redis:
+    """A client of one connection to one server, speaking RESP2 with no health checks:
+    ``url``'s server, or the node ``host:port`` with ``url``'s scheme, user and options (a
+    node of its cluster). What a connection needs that keeps state of its own on the server
+    (a pub/sub subscription read by hand, ``CLIENT TRACKING``): one that redis-py neither
+    shares, swaps nor pings behind its back."""
+    if host is not None:
+        parts = urlsplit(url)
+        user = parts.netloc.rpartition("@")[0]
+        where = f"[{host}]" if ":" in host else host
+        url = urlunsplit(parts._replace(netloc=f"{user}@{where}:{port}" if user
+                                        else f"{where}:{port}"))
+    options = _options(url, kwargs, retry_policy())
+    options.update(protocol=2, health_check_interval=0, single_connection_client=True)
+    return redis.Redis.from_url(url, **options)
 
 
 _warned: set[tuple[str, str]] = set()

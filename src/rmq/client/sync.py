@@ -18,7 +18,13 @@ from ..errors import NotReplicated, RMQError, UnknownTopic
 from ..message import Claimed, DeadLetter, Message, SendCounts, SendResult
 from ..properties import PropertyValue
 from ..runtime import Consumer, run_all
-from ..settings import DEFAULT_GROUP, GroupLimits, TopicSettings, check_topic_name
+from ..settings import (
+    DEFAULT_GROUP,
+    GroupLimits,
+    TopicSettings,
+    check_group_name,
+    check_topic_name,
+)
 from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, problem_of
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from .base import MISSING, BaseClient, Flow, Load, Sleep, Subscribe, log
@@ -30,6 +36,7 @@ from .error_map import map_errors
 from .executor import Executor
 from .group_commit import GroupCommit
 from .limited import KEEP, Keep
+from .ready_watch import ReadyWatch
 from .replication import GIVE_BACK_FAILED, BatchNotReplicated, Replication, claimed_in
 from .sync_views import ViewMethods
 from .tx_handles import TransactionMethods
@@ -71,6 +78,7 @@ class Client(BaseClient, TransactionMethods, ViewMethods):
         self.replication = Replication.of(replicas, replica_timeout, replica_fsync,
                                           redis_options.get("socket_timeout"))
         self.url = resolve_url(url)  # what None resolved to: hand it to other processes
+        self.redis_options = redis_options  # what connections of its own take (ready_watch)
         self.redis = connect(self.url, **redis_options)
         self._connected(isinstance(self.redis, redis.RedisCluster))
         self._execute = (ClusterExecutor(self.redis, self.replication)
@@ -344,6 +352,14 @@ class Client(BaseClient, TransactionMethods, ViewMethods):
             if topic not in self._waiters:
                 self._waiters[topic] = Waiter(self.redis, topic)
             return self._waiters[topic]
+
+    def ready_watch(self, topic: str, group: str = DEFAULT_GROUP) -> ReadyWatch:
+        """What a batch consumer reads while its batch fills: ``look`` says what the group
+        could claim now, ``wait`` sleeps until that may have changed (client/ready_watch.py).
+        Close it when done."""
+        check_topic_name(topic)
+        check_group_name(group)
+        return ReadyWatch(self, topic, group)
 
     def ack(self, messages: Message | Sequence[Message]) -> int:
         """Acknowledge: the messages are done and removed. Returns how many still held their

@@ -12,6 +12,10 @@ A consumer is a few parts, each in its own module and thread:
   registry, picks up the topic's settings and recovers expired leases of dead consumers;
 - the *holdings* (``holdings.py``) are what they share: the messages held and the room left.
 
+A batch consumer (``batch=N``, ``batches.py``) claims up to N messages at a time and hands
+them to one handler call (``batch_workers.py``); its settler, keeper and holdings are the
+same, each message settled, extended and given back on its own.
+
 Shutdown (``stop``, SIGINT, SIGTERM): stop claiming, give unstarted messages back at once
 without counting an attempt, let running handlers finish within ``grace`` seconds.
 """
@@ -24,7 +28,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from ..errors import InvalidArgument, NotReplicated
 from ..message import Message
@@ -37,6 +41,8 @@ from ..settings import (
     check_topic_name,
 )
 from ..storage.registry import ConsumerState
+from .batch_workers import BatchWorkers, batch_workers_for
+from .batches import BatchRoom, Gather, check_batch_options
 from .fetcher import Fetcher
 from .holdings import Holdings
 from .keeper import Keeper
@@ -45,7 +51,7 @@ from .protocol import QueueClient
 from .settler import Settler
 from .signals import run_all
 from .threads import guarded, log
-from .workers import Starts, workers_for
+from .workers import Starts, Workers, workers_for
 
 __all__ = ["Consumer"]
 
@@ -72,7 +78,8 @@ def _check_options(handler: object, concurrency: object, prefetch: object, lease
 
 
 class Consumer:
-    """Runs ``handler(message)`` for each message of ``topic`` in ``group``.
+    """Runs ``handler(message)`` for each message of ``topic`` in ``group``, or with
+    ``batch=N`` ``handler(messages)`` on lists of up to N of them.
 
     concurrency: handlers running at once (threads, or asyncio tasks for async handlers).
     prefetch: messages held at once, running or waiting (at least ``concurrency``). Default:
@@ -86,19 +93,33 @@ class Consumer:
     recover_interval: how often expired leases of other (dead) consumers are recovered.
     heartbeat_interval: how often this consumer reports itself to the registry.
     name: this consumer's id in the registry (default: host-pid-random).
+    batch: hand the handler a list of up to this many messages (1-10 000) at a time.
+        Returning acknowledges them all; raising retries them all (an attempt each);
+        raising ``rmq.BatchFailed({message: error, ...})`` retries those it names and
+        acknowledges the rest. ``concurrency`` then counts batches handled at once, and the
+        consumer holds one batch more, being claimed, unless the group has a
+        ``max_in_flight`` or ``max_batches``; ``prefetch`` does not apply.
+    batch_wait_ms: with a batch, once a message is ready, wait up to this many ms more for
+        the batch to fill while its messages stay pending in Redis (merging with duplicates
+        sent meanwhile), then take what is there; a message at ``Priority.HIGH`` or above is
+        taken at once. Default 0: take what is ready.
     """
 
-    def __init__(self, client: QueueClient, topic: str, handler: Callable[[Message], Any], *,
+    def __init__(self, client: QueueClient, topic: str,
+                 handler: Callable[[Message], Any] | Callable[[list[Message]], Any], *,
                  group: str = DEFAULT_GROUP, concurrency: int = 8, prefetch: int | None = None,
                  lease: float | None = None, grace: float = 30.0, recover_interval: float = 3.0,
-                 heartbeat_interval: float = 2.0, name: str | None = None):
+                 heartbeat_interval: float = 2.0, name: str | None = None,
+                 batch: int | None = None, batch_wait_ms: int = 0):
         _check_options(handler, concurrency, prefetch, lease, grace, recover_interval,
                        heartbeat_interval, name)
+        check_batch_options(batch, batch_wait_ms, prefetch, MAX_HELD)
         self.client = client
         self.topic = check_topic_name(topic)
         self.group = check_group_name(group)
         self.handler = handler
         self.concurrency = concurrency
+        self.batch, self.batch_wait_ms = batch, batch_wait_ms
         self._prefetch = Prefetch(concurrency, prefetch)
         self.lease = lease
         self.grace = grace
@@ -110,14 +131,25 @@ class Consumer:
         self._settler = Settler(client, self._holdings, self._prefetch, self.id, topic)
         # the clock itself, not client.now(): workers read it once a message
         starts = Starts(self._holdings, client.clock, self._settler.give_back)
-        self._workers = workers_for(handler, concurrency, starts, self._settler.finished, topic,
-                                    client.url)
+        self._batches = None if batch is None else BatchRoom(concurrency, batch)
+        self._workers: Workers | BatchWorkers
+        if self._batches is None:
+            self._workers = workers_for(cast(Callable[[Message], Any], handler), concurrency,
+                                        starts, self._settler.finished, topic, client.url)
+        else:
+            self._workers = batch_workers_for(cast(Callable[[list[Message]], Any], handler),
+                                              concurrency, starts,
+                                              self._settler.finished, topic, client.url,
+                                              self._batches)
+        gather = (Gather(client, self.topic, self.group, batch, batch_wait_ms, recover_interval)
+                  if batch is not None and batch_wait_ms > 0 else None)
         self._keeper = Keeper(client, topic, self._holdings, self.id, self._state,
                               self._stopped, lease=lease, heartbeat_interval=heartbeat_interval,
                               recover_interval=recover_interval)
         self._fetcher = Fetcher(client, topic, self.group, self._holdings, self._prefetch,
                                 self._workers, self._running, self._stopped,
-                                consumer_id=self.id, lease=lease, idle_wake=recover_interval)
+                                consumer_id=self.id, lease=lease, idle_wake=recover_interval,
+                                batches=self._batches, gather=gather)
 
     @property
     def handled(self) -> int:
@@ -138,7 +170,10 @@ class Consumer:
     @property
     def prefetch(self) -> int:
         """The most this consumer holds at once now (running or waiting): the ``prefetch``
-        given (at least ``concurrency``), or the adaptive limit as last measured."""
+        given (at least ``concurrency``), or the adaptive limit as last measured; a batch
+        consumer's batches at most, full."""
+        if self._batches is not None:
+            return self._batches.limit * self._batches.size
         return self._prefetch.limit
 
     @property

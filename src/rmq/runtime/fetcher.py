@@ -2,7 +2,11 @@
 hand the messages to the workers, and otherwise sleep on the topic's wake-up channel until
 work arrives or the next delayed message is due (an idle consumer does not poll). A claim
 held back by the group's limits sleeps on the group's wake list instead, until capacity is
-given back to it (docs/limits.md). Each claim's round trip is timed for the prefetch."""
+given back to it (docs/limits.md). Each claim's round trip is timed for the prefetch.
+
+A batch consumer (``batches.py``) claims a batch at a time instead, while its ``BatchRoom``
+has room, and with a ``batch_wait_ms`` first lets its ``Gather`` wait for the batch to fill
+in Redis."""
 
 from __future__ import annotations
 
@@ -11,6 +15,8 @@ import time
 
 from ..errors import RMQError, UnknownTopic
 from ..settings import GroupLimits
+from .batch_workers import BatchWorkers
+from .batches import BatchRoom, Gather
 from .holdings import Holdings
 from .prefetch import Prefetch
 from .protocol import QueueClient
@@ -21,17 +27,21 @@ __all__ = ["Fetcher"]
 
 
 class Fetcher:
-    """Claims into ``holdings`` while ``running`` is set; ``lease`` as the consumer's."""
+    """Claims into ``holdings`` while ``running`` is set; ``lease`` as the consumer's.
+    ``batches``: a batch consumer's room, which then sizes the claims instead of
+    ``prefetch``; ``gather``: its wait for a batch to fill."""
 
     def __init__(self, client: QueueClient, topic: str, group: str, holdings: Holdings,
-                 prefetch: Prefetch, workers: Workers, running: threading.Event,
+                 prefetch: Prefetch, workers: Workers | BatchWorkers, running: threading.Event,
                  stopped: threading.Event, *, consumer_id: str, lease: float | None,
-                 idle_wake: float):
+                 idle_wake: float, batches: BatchRoom | None = None,
+                 gather: Gather | None = None):
         self.client, self.topic, self.group = client, topic, group
         self.holdings, self.prefetch, self.workers = holdings, prefetch, workers
         self.running, self.stopped = running, stopped
         self.consumer_id, self.lease, self.idle_wake = consumer_id, lease, idle_wake
         self._said_at: GroupLimits | None = None  # the limits it last said it waits at
+        self.batches, self.gather = batches, gather
         self.thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -40,22 +50,38 @@ class Fetcher:
     def wake(self) -> None:
         """Wake the fetcher wherever it sleeps, to see that the consumer stops."""
         self.holdings.wake_all()
+        if self.batches is not None:
+            self.batches.wake_all()
         # It may be asleep on the wake channel.
         guarded(self.consumer_id, lambda: self.client.wake(self.topic))
 
     def _fetch_loop(self) -> None:
+        try:
+            self._fetch()
+        finally:
+            if self.gather is not None:
+                self.gather.close()
+
+    def _fetch(self) -> None:
         waiter = None
         gone = False  # the topic was found deleted (said once, not every second)
         while self.running.is_set():
             try:
                 waiter = waiter or self.client.waiter(self.topic)
                 limits = self.client.topic(self.topic).limits(self.group)
-                self.prefetch.capped = limits.max_in_flight is not None
-                wanted = self.holdings.room(self.prefetch, self.running)
+                capped = limits.max_in_flight is not None
+                self.prefetch.capped = capped
+                if self.batches is None:
+                    wanted = self.holdings.room(self.prefetch, self.running)
+                else:
+                    self.batches.capped = capped
+                    wanted = self.batches.room(self.running)
                 if not self.running.is_set():
                     break
                 if self.client.topic(self.topic).paused:
                     waiter.wait(1.0)
+                    continue
+                if self.gather is not None and not self.gather.ready():
                     continue
                 waiter.drain()
                 asked = time.perf_counter()
@@ -71,6 +97,8 @@ class Fetcher:
                     break
                 if messages:
                     self.holdings.add(messages, self.client.now())
+                    if self.batches is not None:
+                        self.batches.taken()
                     self.workers.submit(messages)
                     continue
                 if self.client.wait_for_capacity(self.topic, self.group, self.idle_wake):

@@ -11,9 +11,10 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from ..message import Claimed, Message
+from ..storage.ready_look import ReadyLook
 from ..storage.registry import ConsumerState, TopicInfo
 
-__all__ = ["QueueClient", "WakeUps"]
+__all__ = ["QueueClient", "WakeUps", "ReadyWatching"]
 
 
 class WakeUps(Protocol):
@@ -22,6 +23,16 @@ class WakeUps(Protocol):
     def wait(self, timeout: float) -> bool: ...
 
     def drain(self) -> None: ...
+
+
+class ReadyWatching(Protocol):
+    """What a batch consumer watches while its batch fills (``Client.ready_watch``)."""
+
+    def look(self, count: int, urgent: int = ...) -> ReadyLook: ...
+
+    def wait(self, timeout: float) -> bool: ...
+
+    def close(self) -> None: ...
 
 
 class QueueClient(Protocol):
@@ -42,6 +53,8 @@ class QueueClient(Protocol):
                   holder: str | None = ...) -> Claimed: ...
 
     def waiter(self, topic: str) -> WakeUps: ...
+
+    def ready_watch(self, topic: str, group: str = ...) -> ReadyWatching: ...
 
     def wait_for_capacity(self, topic: str, group: str = ..., timeout: float = ...) -> bool: ...
 

@@ -78,7 +78,7 @@ class Settler:
             done: list[Message] = []
             succeeded: list[Message] = []
             unstarted: list[Message] = []
-            failures: list[tuple[Message, BaseException]] = []
+            failures: list[tuple[Message, BaseException | str]] = []
             ran, runs = 0.0, 0
             for item in batch:
                 if item is _STOP:
@@ -118,7 +118,7 @@ class Settler:
                     ", ".join(f"{m.id} (message {m.message_id})" for m in messages))
         guarded(self.consumer_id, lambda: self.client.release(messages))
 
-    def _fail(self, message: Message, error: BaseException) -> None:
+    def _fail(self, message: Message, error: BaseException | str) -> None:
         self.failed += 1
         identity = _identity(message)
         if identity not in self._failing:
@@ -128,17 +128,24 @@ class Settler:
         if outcome == "dead":
             self._failing.discard(identity)
             log.error("%s: handler failed on delivery %s (message %s) of topic %r (attempt "
-                      "%d, the last): dead-lettered after %d attempts: %s: %s",
+                      "%d, the last): dead-lettered after %d attempts: %s",
                       self.consumer_id, message.id, message.message_id, message.topic,
-                      message.attempts, message.attempts, type(error).__name__, error,
-                      exc_info=error)
+                      message.attempts, message.attempts, _described(error),
+                      exc_info=error if isinstance(error, BaseException) else None)
             return
         # A failure to be retried is one line: a flaky handler must not bury the log in
         # tracebacks (the traceback comes with the last attempt's line, or at DEBUG).
         log.warning("%s: handler failed on delivery %s (message %s) of topic %r (attempt %d), "
-                    "to be retried: %s: %s", self.consumer_id, message.id, message.message_id,
-                    message.topic, message.attempts, type(error).__name__, error,
-                    exc_info=error if log.isEnabledFor(logging.DEBUG) else None)
+                    "to be retried: %s", self.consumer_id, message.id, message.message_id,
+                    message.topic, message.attempts, _described(error),
+                    exc_info=error if isinstance(error, BaseException)
+                    and log.isEnabledFor(logging.DEBUG) else None)
+
+
+def _described(error: BaseException | str) -> str:
+    """A failure as its log line says it: a batch handler's text (``BatchFailed``) as it
+    is, an exception as ``Type: message`` (what ``nack`` records of each)."""
+    return error if isinstance(error, str) else f"{type(error).__name__}: {error}"
 
 
 def _identity(message: Message) -> int:

@@ -25,8 +25,9 @@ from .threads import spawn
 
 __all__ = ["Workers", "ThreadWorkers", "AsyncioWorkers", "Starts", "workers_for"]
 
-# what a worker reports of a run: (message, error or None, seconds)
-Finished = Callable[[tuple[Message, BaseException | None, float]], None]
+# what a worker reports of a run: (message, error or None, seconds); a batch handler's
+# BatchFailed may give a message's error as a text
+Finished = Callable[[tuple[Message, BaseException | str | None, float]], None]
 _STOP: Any = object()
 
 

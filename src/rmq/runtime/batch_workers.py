@@ -1,0 +1,175 @@
+"""Running a batch handler (``batches.py``): ``concurrency`` threads for a plain function, or
+as many tasks on one event loop (in a thread of its own) for an ``async`` one, each taking
+one claimed batch at a time. As ``workers.py`` does for single messages, a worker starts only
+the messages of its batch still held whose lease has not (nearly) run out (the others go to
+``give_back`` or are already another consumer's), and reports each message's outcome to
+``finished`` (``batches.outcomes``), the run's time shared among them; then the batch's room
+is free (``BatchRoom.finished``). With a tracer provider configured (``rmq/otel.py``), each
+call runs in one consumer span linked to the batch's messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .. import otel
+from ..message import Message
+from .batches import BatchRoom, outcomes
+from .threads import spawn
+from .workers import Finished, Starts
+
+__all__ = ["BatchThreadWorkers", "BatchAsyncioWorkers", "batch_workers_for"]
+
+_STOP: Any = object()
+
+
+def _report(batch: list[Message], error: BaseException | None, seconds: float,
+            finished: Finished) -> None:
+    share = seconds / len(batch)
+    for message, outcome in outcomes(batch, error):
+        finished((message, outcome, share))
+
+
+class BatchThreadWorkers:
+    """Threads running a plain batch handler."""
+
+    def __init__(self, handler: Callable[[list[Message]], Any], concurrency: int,
+                 starts: Starts, finished: Finished, topic: str, url: str, room: BatchRoom):
+        self.handler, self.concurrency, self.starts = handler, concurrency, starts
+        self.finished, self.topic, self.url, self.room = finished, topic, url, room
+        self._waiting: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        self.threads = [spawn(f"worker-{i}", self.topic, self._work)
+                        for i in range(self.concurrency)]
+
+    def submit(self, messages: list[Message]) -> None:
+        """``messages``: one batch."""
+        self._waiting.put(messages)
+
+    def take_unstarted(self) -> list[Message]:
+        unstarted: list[Message] = []
+        batches = 0
+        while True:
+            try:
+                item = self._waiting.get_nowait()
+            except queue.Empty:
+                break
+            if item is not _STOP:
+                unstarted += item
+                batches += 1
+        self.room.finished(batches)
+        return unstarted
+
+    def stop(self) -> None:
+        for _ in self.threads:
+            self._waiting.put(_STOP)
+
+    def _work(self) -> None:
+        allowed, handler = self.starts.allowed, self.handler
+        while True:
+            batch = self._waiting.get()
+            if batch is _STOP:
+                return
+            run = [message for message in batch if allowed(message)]
+            if run:
+                began = time.perf_counter()
+                error: BaseException | None = None
+                try:
+                    active = otel.tracer()
+                    if active is None:
+                        handler(run)
+                    else:
+                        with otel.batch_span(active, run, self.url):
+                            handler(run)
+                except Exception as exc:  # noqa: BLE001 - any handler failure is a retry
+                    error = exc
+                _report(run, error, time.perf_counter() - began, self.finished)
+            self.room.finished()
+
+
+class BatchAsyncioWorkers:
+    """Tasks on one event loop, in a thread of its own, running an ``async`` batch handler."""
+
+    _loop: asyncio.AbstractEventLoop  # made by start()
+
+    def __init__(self, handler: Callable[[list[Message]], Any], concurrency: int,
+                 starts: Starts, finished: Finished, topic: str, url: str, room: BatchRoom):
+        self.handler, self.concurrency, self.starts = handler, concurrency, starts
+        self.finished, self.topic, self.url, self.room = finished, topic, url, room
+        self._waiting: asyncio.Queue[list[Message]] = asyncio.Queue()
+        self.threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self.threads = [spawn("async-workers", self.topic, self._serve)]
+
+    def submit(self, messages: list[Message]) -> None:
+        """``messages``: one batch."""
+        self._loop.call_soon_threadsafe(self._waiting.put_nowait, messages)
+
+    def take_unstarted(self) -> list[Message]:
+        drained: list[list[Message]] = []
+
+        def take() -> None:
+            while not self._waiting.empty():
+                drained.append(self._waiting.get_nowait())
+            done.set()
+
+        done = threading.Event()
+        self._loop.call_soon_threadsafe(take)
+        done.wait(timeout=5)
+        self.room.finished(len(drained))
+        return [message for batch in drained for message in batch]
+
+    def stop(self) -> None:
+        """The loop stops; tasks still inside the handler are cancelled."""
+        self._loop.call_soon_threadsafe(self._loop.stop)
+
+    def _serve(self) -> None:
+        loop = self._loop
+        asyncio.set_event_loop(loop)
+
+        async def work() -> None:
+            while True:
+                batch = await self._waiting.get()
+                run = [message for message in batch if self.starts.allowed(message)]
+                if run:
+                    began = time.perf_counter()
+                    error: BaseException | None = None
+                    try:
+                        active = otel.tracer()
+                        if active is None:
+                            await self.handler(run)
+                        else:
+                            with otel.batch_span(active, run, self.url):
+                                await self.handler(run)
+                    except Exception as exc:  # noqa: BLE001 - any handler failure is a retry
+                        error = exc
+                    _report(run, error, time.perf_counter() - began, self.finished)
+                self.room.finished()
+
+        tasks = [loop.create_task(work()) for _ in range(self.concurrency)]
+        loop.run_forever()
+        for task in tasks:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        loop.close()
+
+
+BatchWorkers = BatchThreadWorkers | BatchAsyncioWorkers
+
+
+def batch_workers_for(handler: Callable[[list[Message]], Any], concurrency: int,
+                      starts: Starts, finished: Finished, topic: str, url: str,
+                      room: BatchRoom) -> BatchWorkers:
+    """Tasks on an event loop for an ``async`` handler, threads for a plain one."""
+    kind = BatchAsyncioWorkers if inspect.iscoroutinefunction(handler) else BatchThreadWorkers
+    return kind(handler, concurrency, starts, finished, topic, url, room)

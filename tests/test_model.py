@@ -10,7 +10,10 @@ The model (``Model``) is a reference implementation of the contract, not of the 
 
 * pending messages are keyed by (body, key) per group; a send of a pending one merges into
   it, keeping the earliest due time and the highest priority (and its attempt count);
-  in-flight messages do not absorb sends;
+  in-flight messages do not absorb sends; on a topic merging by key (SPEC §14, drawn for
+  some examples) pending messages are keyed by identity (key, else body), a send's value
+  replaces the pending one and a message put back (retry, release, recovery, requeue)
+  gives way to a pending one;
 * ``claim`` takes due messages, highest priority first, then earliest due, then send order
   within a slot; a delivery counts an attempt and holds a lease until acked, nacked,
   released, or recovered after it expired;
@@ -138,6 +141,7 @@ class Model:
     backoff_ms: int
     backoff_max_ms: int
     visibility_ms: int
+    by_key: bool = False  # the topic merges by key
     pending: dict[Member, Pending] = field(default_factory=dict)
     inflight: dict[tuple[int, int], InFlight] = field(default_factory=dict)  # (slot, id)
     dead: dict[str, Dead] = field(default_factory=dict)
@@ -151,15 +155,23 @@ class Model:
         self.seq += 1
         return self.seq
 
+    def ident(self, body: bytes, key: bytes | None) -> Member:
+        """What a message merges by: (body, key), or merging by key its identity."""
+        return ((body if key is None else key), b"identity") if self.by_key else (body, key)
+
     def put(self, body: bytes, key: bytes | None, priority: int, due: int, now: int,
-            attempts: int, seq: int | None) -> bool:
+            attempts: int, seq: int | None, newest: bool = False) -> bool:
         """Into pending with the merge rules; True if it merged. ``seq`` is the send order
-        to use if the message is ready now and takes a place of its own."""
-        held = self.pending.get((body, key))
+        to use if the message is ready now and takes a place of its own. ``newest``: a
+        send, whose value replaces a pending one's when merging by key."""
+        name = self.ident(body, key)
+        held = self.pending.get(name)
         if held is None:
-            self.pending[(body, key)] = Pending(body, key, self.slot_of(body, key), priority,
-                                                due, attempts, seq if due <= now else None)
+            self.pending[name] = Pending(body, key, self.slot_of(body, key), priority,
+                                         due, attempts, seq if due <= now else None)
             return False
+        if newest:
+            held.body, held.key = body, key
         held.priority = max(held.priority, priority)
         if due < held.due:
             held.due = due
@@ -171,7 +183,7 @@ class Model:
         return True
 
     def send(self, body: bytes, key: bytes | None, priority: int, due: int, now: int) -> bool:
-        merged = self.put(body, key, priority, due, now, 0, self.next_seq())
+        merged = self.put(body, key, priority, due, now, 0, self.next_seq(), newest=True)
         self.counters["sent"] += 1
         self.counters["merged"] += merged
         return merged
@@ -282,15 +294,17 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
     @initialize(max_retries=st.integers(0, 3),
                 backoff=st.sampled_from([0, 0.005, 0.05]),
                 backoff_max=st.sampled_from([0.012, 0.1, 1.0]),
-                visibility=st.sampled_from([1.0, 3.0]))
+                visibility=st.sampled_from([1.0, 3.0]),
+                merge=st.sampled_from(["body", "body", "key"]))
     def create(self, max_retries: int, backoff: float, backoff_max: float,
-               visibility: float) -> None:
+               visibility: float, merge: str) -> None:
         self.client.create_topic(self.topic, slots=self.SLOTS, max_retries=max_retries,
                                  retry_backoff=backoff, retry_backoff_max=backoff_max,
-                                 visibility_timeout=visibility,
+                                 visibility_timeout=visibility, merge=merge,
                                  check_interval=CHECK_INTERVAL_MS / 1000, max_checks=MAX_CHECKS)
         self.model = Model(self.SLOTS, max_retries, round(backoff * 1000),
-                           round(backoff_max * 1000), round(visibility * 1000))
+                           round(backoff_max * 1000), round(visibility * 1000),
+                           by_key=merge == "key")
         self.live = True
         self.generation = self.client.topic(self.topic).generation
 
@@ -307,7 +321,7 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
         self.forget_transactions()
         m = self.m
         self.model = Model(m.slots, m.max_retries, m.backoff_ms, m.backoff_max_ms,
-                           m.visibility_ms)
+                           m.visibility_ms, by_key=m.by_key)
         self.unsatisfied.clear()
         self.ever_sent.clear()
         self.ever_gone.clear()
@@ -316,12 +330,13 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
     @rule(max_retries=st.integers(0, 3),
           backoff=st.sampled_from([0, 0.005, 0.05]),
           backoff_max=st.sampled_from([0.012, 0.1, 1.0]),
-          visibility=st.sampled_from([1.0, 3.0]))
+          visibility=st.sampled_from([1.0, 3.0]),
+          merge=st.sampled_from(["body", "key"]))
     def create_topic_again(self, max_retries: int, backoff: float, backoff_max: float,
-                           visibility: float) -> None:
+                           visibility: float, merge: str) -> None:
         """Under the same name, maybe other settings: a new generation, starting empty."""
         old = self.generation
-        self.create(max_retries, backoff, backoff_max, visibility)
+        self.create(max_retries, backoff, backoff_max, visibility, merge)
         assert self.generation != old
 
     def teardown(self) -> None:
@@ -358,8 +373,8 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
         body, key = args["body"], args.get("key")
         priority = args.get("priority", MEDIUM)
         due = now + args["delay_ms"] if "delay_ms" in args else args.get("deliver_at", now)
-        self.unsatisfied[(body, key)] += 1
-        self.ever_sent.add((body, key))
+        self.unsatisfied[self.m.ident(body, key)] += 1
+        self.ever_sent.add(self.m.ident(body, key))
         return self.m.send(body, key, priority, due, now)
 
     @precondition(lambda self: self.live)
@@ -424,7 +439,7 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
         cluster = self.client.is_cluster
         runs: dict[tuple[int, int], Pending] = {}  # (slot, priority) -> its first claimed
         for message in messages:
-            entry = self.m.pending.get((message.body, message.key))
+            entry = self.m.pending.get(self.m.ident(message.body, message.key))
             assert entry is not None and entry.due <= now, (
                 f"claimed {message.body!r}/{message.key!r} which the model does not have ready;"
                 f" claimed {got}, model ready {expected}")
@@ -441,12 +456,12 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
             assert message.lease_until == now + lease_ms
             remaining.remove(entry)
             runs.setdefault((entry.slot, entry.priority), entry)
-            del self.m.pending[(message.body, message.key)]
+            del self.m.pending[self.m.ident(message.body, message.key)]
             where = self.in_flight_key(message)
             assert where not in self.m.inflight, f"delivery id {where} handed out twice"
             self.m.inflight[where] = InFlight(message, entry.priority, entry.attempts + 1,
                                               entry.due, now + lease_ms)
-            self.unsatisfied[(message.body, message.key)] = 0
+            self.unsatisfied[self.m.ident(message.body, message.key)] = 0
             self.handed.append(message)
         # A cluster claim takes a priority slot by slot, the slot with the oldest message
         # first (docs/semantics.md): each slot's run starts no later than anything left.
@@ -469,7 +484,7 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
         for message in batch:
             if self.m.inflight.pop(self.in_flight_key(message), None) is not None:
                 expected += 1
-                self.ever_gone.add((message.body, message.key))
+                self.ever_gone.add(self.m.ident(message.body, message.key))
         self.m.counters["acked"] += expected
         assert acked == expected
 
@@ -607,7 +622,7 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
     @rule()
     def purge_dead(self) -> None:
         assert self.client.purge_dead(self.topic, GROUP) == len(self.m.dead)
-        self.ever_gone |= {(d.body, d.key) for d in self.m.dead.values()}
+        self.ever_gone |= {self.m.ident(d.body, d.key) for d in self.m.dead.values()}
         self.m.dead.clear()
 
     # -- time ----------------------------------------------------------------------------
@@ -697,11 +712,11 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
 
         # SPEC §2: every send of X is followed by a processing of X that starts after it, so
         # while a send has not been followed by a claim, X must be pending.
-        pending = {(r.body, r.key) for r in rows if r.state in ("ready", "delayed")}
+        pending = {self.m.ident(r.body, r.key) for r in rows if r.state in ("ready", "delayed")}
         waiting = {member for member, n in self.unsatisfied.items() if n}
         assert waiting <= pending, f"sent, not claimed since, not pending: {waiting - pending}"
         # Nothing lost: every body sent was acknowledged (or purged) or is still held.
-        held = {(r.body, r.key) for r in rows}
+        held = {self.m.ident(r.body, r.key) for r in rows}
         assert self.ever_sent <= held | self.ever_gone
 
     def dead_letters_agree(self) -> None:
@@ -745,7 +760,7 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
                 assert self.client.ack(done) == len(done)
                 for message in done:
                     del self.m.inflight[self.in_flight_key(message)]
-                    self.ever_gone.add((message.body, message.key))
+                    self.ever_gone.add(self.m.ident(message.body, message.key))
                 self.m.counters["acked"] += len(done)
                 self.agrees_with_model()
             if not self.m.pending and not self.m.inflight:

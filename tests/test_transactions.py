@@ -388,7 +388,8 @@ def test_a_commit_cut_off_midway_is_finished_by_a_retry_or_the_check_back(client
         info = client.topic("t")
         # the commit reached one slot only, then its process died
         client._run(tx_ops.close("t", info.generation, info.groups, tx_id, [0], True,
-                                 clock.now, info.settings.tx_retention, False))
+                                 clock.now, info.settings.tx_retention, False,
+                                 topic_record=False, by_key=False))
     assert {t.id: t.closing for t in client.open_transactions("t")} == {
         "retried": "committed", "checked": "committed"}
     assert client.transaction("t", id="retried").commit().sent > 0
@@ -433,7 +434,8 @@ def test_a_rollback_cut_off_midway_is_finished_by_the_check_back(client, clock):
     client.transaction("t", id="undone").send_many([f"m{i}" for i in range(40)])
     info = client.topic("t")
     client._run(tx_ops.close("t", info.generation, info.groups, "undone", [0, 1], False,
-                             clock.now, info.settings.tx_retention, False))
+                             clock.now, info.settings.tx_retention, False,
+                             topic_record=False, by_key=False))
     (found,) = client.open_transactions("t")
     assert found.closing == "rolled_back"
 

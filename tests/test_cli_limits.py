@@ -37,7 +37,7 @@ def test_topic_limits_of_a_group_as_json(redis_url, client):
     out = ok("topic", "limits", "renders", "--group", "gpu", "--max-in-flight", "2",
              "--rate", "5/0.5", "--json", url=redis_url)
     assert json.loads(out) == {"topic": "renders", "group": "gpu", "max_in_flight": 2,
-                               "rate": {"count": 5, "seconds": 0.5}}
+                               "rate": {"count": 5, "seconds": 0.5}, "max_batches": None}
     assert client.limits("renders", "gpu") == rmq.GroupLimits(2, (5, 0.5))
     assert client.limits("renders") == rmq.GroupLimits()
 
@@ -58,6 +58,8 @@ def test_topic_limits_of_a_group_that_is_not_bound_names_the_bind_command(redis_
     (["--max-in-flight", "lots"], "expected a whole number or 'none', got 'lots'"),
     (["--rate", "100"], "expected COUNT/SECONDS (e.g. 100/60) or 'none', got '100'"),
     (["--rate", "100/0"], "rate seconds must be a number from 0.001 to 86400, got 0.0"),
+    (["--max-batches", "0"], "max_batches must be an integer from 1 to 1000000, got 0"),
+    (["--max-batches", "four"], "expected a whole number or 'none', got 'four'"),
 ])
 def test_topic_limits_refuses_bad_values_in_one_line_and_writes_nothing(redis_url, client,
                                                                         option, words):
@@ -74,8 +76,24 @@ def test_topic_show_and_stats_show_the_limits(redis_url, client):
     assert "limits of default: max in flight 4, rate 100 per 60s" in shown
     data = json.loads(ok("topic", "show", "renders", "--json", url=redis_url))
     assert data["limits"] == {"default": {"max_in_flight": 4,
-                                          "rate": {"count": 100, "seconds": 60}}}
+                                          "rate": {"count": 100, "seconds": 60},
+                                          "max_batches": None}}
     stats = ok("stats", "renders", url=redis_url)
     assert "limits (default): max in flight 4, rate 100 per 60s" in stats
     data = json.loads(ok("stats", "renders", "--json", url=redis_url))
-    assert data["groups"]["default"]["limits"] == {"max_in_flight": 4, "rate": [100, 60]}
+    assert data["groups"]["default"]["limits"] == {"max_in_flight": 4, "rate": [100, 60],
+                                                   "max_batches": None}
+
+
+def test_topic_limits_sets_shows_and_removes_max_batches(redis_url, client):
+    out = ok("topic", "limits", "renders", "--max-batches", "4", url=redis_url)
+    assert out.strip() == "limits of group 'default' of topic 'renders': max batches 4"
+    out = ok("topic", "limits", "renders", "--max-in-flight", "128", "--json", url=redis_url)
+    assert json.loads(out)["max_batches"] == 4  # left out: kept
+    assert client.limits("renders") == rmq.GroupLimits(128, None, 4)
+    assert "limits of default: max in flight 128, max batches 4" in ok(
+        "topic", "show", "renders", url=redis_url)
+    assert "limits (default): max in flight 128, max batches 4" in ok(
+        "stats", "renders", url=redis_url)
+    ok("topic", "limits", "renders", "--max-batches", "none", url=redis_url)
+    assert client.limits("renders") == rmq.GroupLimits(128)

@@ -127,7 +127,8 @@ def test_stats_show_each_groups_limits(client):
     stats = client.stats("renders")
     assert stats.groups["gpu"].limits == rmq.GroupLimits(4, (100, 60))
     assert stats.groups["audit"].limits == rmq.GroupLimits()
-    assert stats.to_dict()["groups"]["gpu"]["limits"] == {"max_in_flight": 4, "rate": (100, 60)}
+    assert stats.to_dict()["groups"]["gpu"]["limits"] == {"max_in_flight": 4, "rate": (100, 60),
+                                                          "max_batches": None}
 
 
 def test_deleting_a_topic_removes_its_limits(client):

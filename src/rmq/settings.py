@@ -158,12 +158,17 @@ class GroupLimits:
         (1 to 1 000 000), or None for no such limit.
     rate: ``(count, seconds)``: at most ``count`` of the group's messages claimed in any
         ``seconds`` (count 1 to 1 000 000, seconds 0.001 to 86 400), or None.
+    max_batches: at most this many of the group's claims in flight at any moment (1 to
+        1 000 000), or None: a claim, a batch consumer's batch or a ``claim(count)`` alike,
+        is in flight while any message it took is; what a pool of N GPUs rendering in
+        batches holds to N.
 
     A bad value raises :class:`~rmq.errors.InvalidArgument` naming it.
     """
 
     max_in_flight: int | None = None
     rate: tuple[int, float] | None = None
+    max_batches: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_in_flight is not None:
@@ -177,24 +182,36 @@ class GroupLimits:
             check_int("rate count", count, 1, MAX_LIMIT, InvalidArgument)
             check_number("rate seconds", seconds, MIN_RATE_SECONDS, _DAY, InvalidArgument)
             object.__setattr__(self, "rate", (count, seconds))
+        if self.max_batches is not None:
+            check_int("max_batches", self.max_batches, 1, MAX_LIMIT, InvalidArgument)
 
     @property
     def unlimited(self) -> bool:
-        """True when neither limit is set."""
-        return self.max_in_flight is None and self.rate is None
+        """True when no limit is set."""
+        return self.max_in_flight is None and self.rate is None and self.max_batches is None
+
+    @property
+    def holds_permits(self) -> bool:
+        """Whether the group's deliveries hold permits, which settling them frees: under a
+        max_in_flight or a max_batches (a claim is in flight while one of its permits is)."""
+        return self.max_in_flight is not None or self.max_batches is not None
 
     def to_json(self) -> str:
-        return json.dumps({"max_in_flight": self.max_in_flight,
-                           "rate": None if self.rate is None else list(self.rate)},
-                          separators=(",", ":"))
+        stored: dict[str, Any] = {"max_in_flight": self.max_in_flight,
+                                  "rate": None if self.rate is None else list(self.rate)}
+        if self.max_batches is not None:  # absent otherwise: what clients before it read
+            stored["max_batches"] = self.max_batches
+        return json.dumps(stored, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> GroupLimits:
         stored = json.loads(text)
-        if not isinstance(stored, dict) or set(stored) != {"max_in_flight", "rate"}:
+        if not isinstance(stored, dict) or not {"max_in_flight", "rate"} <= set(stored) <= {
+                "max_in_flight", "rate", "max_batches"}:
             raise ValueError(f"not a group's limits: {text!r}")
         rate = stored["rate"]
-        return cls(stored["max_in_flight"], None if rate is None else tuple(rate))
+        return cls(stored["max_in_flight"], None if rate is None else tuple(rate),
+                   stored.get("max_batches"))
 
 
 def check_int(name: str, value: object, low: int, high: int,

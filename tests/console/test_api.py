@@ -114,19 +114,26 @@ def test_an_operator_sets_and_removes_a_groups_limits(api: TestClient,
     set_ = api.post("/api/topics/t/limits", json={"group": "gpu", "max_in_flight": 4,
                                                    "rate": {"count": 100, "seconds": 60}})
     assert set_.status_code == 200, set_.text
-    assert set_.json()["limits"] == {"max_in_flight": 4, "rate": {"count": 100, "seconds": 60}}
+    assert set_.json()["limits"] == {"max_in_flight": 4, "rate": {"count": 100, "seconds": 60},
+                                     "max_batches": None}
     assert client.limits("t", "gpu") == rmq.GroupLimits(4, (100, 60))
     groups = {g["group"]: g for g in api.get("/api/topics/t").json()["groups"]}
     assert groups["gpu"]["limits"] == {"max_in_flight": 4,
-                                       "rate": {"count": 100, "seconds": 60}}
+                                       "rate": {"count": 100, "seconds": 60},
+                                       "max_batches": None}
     # a limit left out is kept; one given as null is removed
-    assert api.post("/api/topics/t/limits", json={"group": "gpu"}).json()["limits"] == {
-        "max_in_flight": 4, "rate": {"count": 100, "seconds": 60}}
+    assert api.post("/api/topics/t/limits", json={"group": "gpu", "max_batches": 2}
+                    ).json()["limits"] == {"max_in_flight": 4,
+                                           "rate": {"count": 100, "seconds": 60},
+                                           "max_batches": 2}
     assert api.post("/api/topics/t/limits", json={"group": "gpu", "max_in_flight": None}
                     ).json()["limits"] == {"max_in_flight": None,
-                                           "rate": {"count": 100, "seconds": 60}}
-    assert api.post("/api/topics/t/limits", json={"group": "gpu", "rate": None}
-                    ).json()["limits"] == {"max_in_flight": None, "rate": None}
+                                           "rate": {"count": 100, "seconds": 60},
+                                           "max_batches": 2}
+    assert api.post("/api/topics/t/limits", json={"group": "gpu", "rate": None,
+                                                   "max_batches": None}
+                    ).json()["limits"] == {"max_in_flight": None, "rate": None,
+                                           "max_batches": None}
     assert client.limits("t", "gpu") == rmq.GroupLimits()
 
 

@@ -383,3 +383,10 @@ def test_an_operator_sets_a_groups_limits_on_the_topic_page(
     expect(page.locator("#limits-message")).to_contain_text(
         "rate count must be an integer from 1 to 1000000, got 0")
     assert client.limits("renders") == rmq.GroupLimits(7, (100, 60))
+    # the batches a pool of GPUs runs at once
+    page.fill("#limits-form [name=rate_count]", "100")
+    page.fill("#limits-form [name=max_batches]", "4")
+    page.click("#limits-form button[type=submit]")
+    expect(page.locator("#limits-message")).to_contain_text(
+        "Limits of default: max in flight 7, rate 100 per 60s, max batches 4.")
+    assert client.limits("renders") == rmq.GroupLimits(7, (100, 60), 4)

@@ -1,5 +1,5 @@
-"""``rmq topic limits TOPIC [--group G] [--max-in-flight N|none] [--rate C/S|none]``: show or
-set a group's fleet-wide limits (docs/limits.md)."""
+"""``rmq topic limits TOPIC [--group G] [--max-in-flight N|none] [--rate C/S|none]
+[--max-batches N|none]``: show or set a group's fleet-wide limits (docs/limits.md)."""
 
 from __future__ import annotations
 
@@ -22,10 +22,12 @@ def describe(limits: GroupLimits) -> str:
     if limits.rate is not None:
         count, seconds = limits.rate
         parts.append(f"rate {count} per {seconds:g}s")
+    if limits.max_batches is not None:
+        parts.append(f"max batches {limits.max_batches}")
     return ", ".join(parts) or "none"
 
 
-def _max_in_flight(text: str) -> int | None:
+def _count_or_none(text: str) -> int | None:
     if text.lower() == "none":
         return None
     try:
@@ -51,11 +53,12 @@ def _rate(text: str) -> tuple[int, float] | None:
 def as_json(limits: GroupLimits) -> dict[str, Any]:
     return {"max_in_flight": limits.max_in_flight,
             "rate": None if limits.rate is None else
-            {"count": limits.rate[0], "seconds": limits.rate[1]}}
+            {"count": limits.rate[0], "seconds": limits.rate[1]},
+            "max_batches": limits.max_batches}
 
 
 def limits(args: argparse.Namespace) -> None:
-    given = {name: getattr(args, name) for name in ("max_in_flight", "rate")
+    given = {name: getattr(args, name) for name in ("max_in_flight", "rate", "max_batches")
              if getattr(args, name) is not _KEEP}  # a limit left out keeps its value
     with open_client(args) as client:
         current = (client.set_limits(args.name, args.group, **given) if given
@@ -69,11 +72,16 @@ def limits(args: argparse.Namespace) -> None:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group", default=DEFAULT_GROUP,
                         help=f"the consumer group (default {DEFAULT_GROUP!r})")
-    parser.add_argument("--max-in-flight", type=_max_in_flight, default=_KEEP,
+    parser.add_argument("--max-in-flight", type=_count_or_none, default=_KEEP,
                         metavar="N|none",
                         help="at most N of the group's messages in flight at once, across "
                              "every consumer (1 to 1000000); 'none' removes the limit")
     parser.add_argument("--rate", type=_rate, default=_KEEP, metavar="C/S|none",
                         help="at most C of the group's messages claimed in any S seconds "
                              "(C 1 to 1000000, S 0.001 to 86400); 'none' removes the limit")
+    parser.add_argument("--max-batches", type=_count_or_none, default=_KEEP,
+                        metavar="N|none",
+                        help="at most N of the group's claims in flight at once, across every "
+                             "consumer: a batch consumer's batch (or any claim) takes one, "
+                             "whatever its size (1 to 1000000); 'none' removes the limit")
     parser.add_argument("--json", action="store_true", help="print JSON")

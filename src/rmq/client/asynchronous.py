@@ -238,9 +238,11 @@ class AsyncClient(BaseClient, AsyncTransactionMethods, AsyncViewMethods):
 
     async def set_limits(self, topic: str, group: str = DEFAULT_GROUP, *,
                          max_in_flight: int | None | Keep = KEEP,
-                         rate: tuple[int, float] | None | Keep = KEEP) -> GroupLimits:
+                         rate: tuple[int, float] | None | Keep = KEEP,
+                         max_batches: int | None | Keep = KEEP) -> GroupLimits:
         """See :meth:`rmq.Client.set_limits`."""
-        return await self._run(self._fleet.set_limits(topic, group, max_in_flight, rate))
+        return await self._run(self._fleet.set_limits(topic, group, max_in_flight, rate,
+                                                      max_batches))
 
     async def limits(self, topic: str, group: str = DEFAULT_GROUP) -> GroupLimits:
         """See :meth:`rmq.Client.limits`."""

@@ -73,11 +73,11 @@ class FleetLimits:
     Around a claim: ``claim_limit`` (what the claim passes), ``claimed`` (what it found),
     ``refused`` (a user refused only the limits' keys), ``held_back`` and
     ``wait_for_capacity`` (a waiting claim held back). Around a settle: ``holding`` (which
-    of its deliveries hold a permit of their group's max_in_flight), then ``ack``,
-    ``with_acks``, ``nack``, ``release`` or ``extend``, which return the settle's operation:
-    the plain one when none holds a permit, adding no layer to it; else one that frees or
-    moves the permits with it, on a single node in the settle's own script call, on a
-    cluster beside it.
+    of its deliveries hold a permit of their group's max_in_flight or max_batches), then
+    ``ack``, ``with_acks``, ``nack``, ``release`` or ``extend``, which return the settle's
+    operation: the plain one when none holds a permit, adding no layer to it; else one that
+    frees or moves the permits with it, on a single node in the settle's own script call,
+    on a cluster beside it.
     """
 
     def __init__(self, client: ClientHost):
@@ -93,7 +93,8 @@ class FleetLimits:
     # -- setting and reading them -----------------------------------------------------
 
     def set_limits(self, topic: str, group: str, max_in_flight: int | None | Keep,
-                   rate: tuple[int, float] | None | Keep) -> Flow[GroupLimits]:
+                   rate: tuple[int, float] | None | Keep,
+                   max_batches: int | None | Keep = KEEP) -> Flow[GroupLimits]:
         """The group's limits with those given (``KEEP``: as stored, None: removed), stored
         and returned. A group that is not bound may only lose limits (else UnboundGroup)."""
         check_group_name(group)
@@ -101,11 +102,12 @@ class FleetLimits:
         current = info.limits(group)
         limits = GroupLimits(
             current.max_in_flight if max_in_flight is KEEP else max_in_flight,
-            current.rate if rate is KEEP else rate)
+            current.rate if rate is KEEP else rate,
+            current.max_batches if max_batches is KEEP else max_batches)
         if limits == current:
             return current
         if group not in info.groups and not all(
-                given in (KEEP, None) for given in (max_in_flight, rate)):
+                given in (KEEP, None) for given in (max_in_flight, rate, max_batches)):
             raise UnboundGroup(topic, group, info.groups)
         yield from self._client._changing(topic, registry.set_limits(topic, group, limits))
         return limits
@@ -136,8 +138,7 @@ class FleetLimits:
             self._held_back.pop(key, None)
             return Claimed(claim.messages, claim.next_due)
         cached = info.limits(group)
-        if verdict.limited == cached.unlimited or verdict.permits != (
-                cached.max_in_flight is not None):
+        if verdict.limited == cached.unlimited or verdict.permits != cached.holds_permits:
             self._client._drop_cached(info.name)
         if not claim.messages and verdict.granted == 0:
             self._held_back[key] = verdict.wake_at
@@ -184,7 +185,8 @@ class FleetLimits:
     # -- around a settle --------------------------------------------------------------
 
     def holding(self, messages: Sequence[Message]) -> Flow[list[Message]]:
-        """Those of ``messages`` whose group has a max_in_flight: they hold permits to free.
+        """Those of ``messages`` whose group has a max_in_flight or a max_batches: they hold
+        permits to free.
         The registry entry comes from the cache. A delivery of an earlier creation of its
         topic holds none (its id may be a delivery's of the topic as it is now)."""
         if not messages:
@@ -199,7 +201,7 @@ class FleetLimits:
             # expire with its leases.
             except (UnknownTopic, *TOPIC_PROBLEMS):
                 info = None
-            limited_now = info is not None and info.limits(group).max_in_flight is not None
+            limited_now = info is not None and info.limits(group).holds_permits
             current[(topic, group)] = info.generation if info is not None and limited_now \
                 else None
         if len(current) == 1:  # (most batches: one group's; every message is looked at once)
@@ -240,9 +242,10 @@ class FleetLimits:
     def nack(self, message: Message, info: TopicInfo, now: int,
              fail: Op[str | None]) -> Op[str | None]:
         """``fail`` (the nack of ``message``, whose topic's entry is ``info``), its permit
-        freed beside it when its group has a max_in_flight. (Read from ``info``, not the
+        freed beside it when its group has a max_in_flight or a max_batches. (Read from
+        ``info``, not the
         cache: the nack read it, afresh when the delivery is of another creation.)"""
-        if (info.limits(message.group).max_in_flight is None
+        if (not info.limits(message.group).holds_permits
                 or message.generation != info.generation):  # no permit of the topic now
             return fail
         return _first(together([fail, limit_ops.free([message], now)]))

@@ -224,14 +224,19 @@ class Client(BaseClient, TransactionMethods, ViewMethods):
 
     def set_limits(self, topic: str, group: str = DEFAULT_GROUP, *,
                    max_in_flight: int | None | Keep = KEEP,
-                   rate: tuple[int, float] | None | Keep = KEEP) -> GroupLimits:
+                   rate: tuple[int, float] | None | Keep = KEEP,
+                   max_batches: int | None | Keep = KEEP) -> GroupLimits:
         """Set the group's fleet-wide limits, held by all its consumers together (SPEC §10):
         at most ``max_in_flight`` of its messages in flight at once, at most ``rate=(count,
-        seconds)`` of them claimed in any ``seconds``. A limit left out keeps its value; one
-        given as None is removed. Bad values raise InvalidArgument, and limits of a group
-        that is not bound to the topic UnboundGroup (removing them is allowed); either
-        writes nothing. Returns the limits now stored."""
-        return self._run(self._fleet.set_limits(topic, group, max_in_flight, rate))
+        seconds)`` of them claimed in any ``seconds``, at most ``max_batches`` of its claims
+        in flight at once (a claim, a batch consumer's batch, holds one unit while any
+        message it took is in flight: a pool of 4 GPUs rendering batches is
+        ``max_batches=4``). A limit left out keeps its value; one given as None is removed.
+        Bad values raise InvalidArgument, and limits of a group that is not bound to the
+        topic UnboundGroup (removing them is allowed); either writes nothing. Returns the
+        limits now stored."""
+        return self._run(self._fleet.set_limits(topic, group, max_in_flight, rate,
+                                                max_batches))
 
     def limits(self, topic: str, group: str = DEFAULT_GROUP) -> GroupLimits:
         """The group's fleet-wide limits as stored now (see :meth:`set_limits`)."""

@@ -87,6 +87,9 @@ class Limits(Strict):
                                                         "once; null removes it")
     rate: Rate | None = Field(None, description="at most count claimed in any seconds; null "
                                                 "removes it")
+    max_batches: Int | None = Field(None, description="1-1000000 claims (a batch consumer's "
+                                                      "batches) in flight at once; null "
+                                                      "removes it")
 
     def given(self) -> dict[str, Any]:
         """The limits the request names, as ``set_limits`` takes them."""
@@ -95,6 +98,8 @@ class Limits(Strict):
             given["max_in_flight"] = self.max_in_flight
         if "rate" in self.model_fields_set:
             given["rate"] = None if self.rate is None else (self.rate.count, self.rate.seconds)
+        if "max_batches" in self.model_fields_set:
+            given["max_batches"] = self.max_batches
         return given
 
 

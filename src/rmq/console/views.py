@@ -62,7 +62,8 @@ def limits_view(limits: rmq.GroupLimits) -> dict[str, Any]:
     """A group's limits as the API gives them (and takes them: api.Limits)."""
     rate = None if limits.rate is None else {"count": limits.rate[0],
                                              "seconds": limits.rate[1]}
-    return {"max_in_flight": limits.max_in_flight, "rate": rate}
+    return {"max_in_flight": limits.max_in_flight, "rate": rate,
+            "max_batches": limits.max_batches}
 
 
 def _topic_view(client: rmq.Client, info: rmq.TopicInfo) -> tuple[rmq.TopicStats,

@@ -69,7 +69,7 @@ class Fetcher:
             try:
                 waiter = waiter or self.client.waiter(self.topic)
                 limits = self.client.topic(self.topic).limits(self.group)
-                capped = limits.max_in_flight is not None
+                capped = limits.holds_permits
                 self.prefetch.capped = capped
                 if self.batches is None:
                     wanted = self.holdings.room(self.prefetch, self.running)
@@ -131,6 +131,8 @@ class Fetcher:
         held = [f"max in flight {limits.max_in_flight}"] if limits.max_in_flight else []
         if limits.rate is not None:
             held.append(f"rate {limits.rate[0]} per {limits.rate[1]:g}s")
+        if limits.max_batches is not None:
+            held.append(f"max batches {limits.max_batches}")
         log.info("%s: group %r of topic %r is at its limit (%s): waiting for capacity, woken "
                  "as it comes back (said once for these limits)", self.consumer_id,
                  self.group, self.topic, ", ".join(held) or "none now")

@@ -44,7 +44,8 @@ another consumer may be idle. Where handlers are slow (``R x H`` < 1: a claim co
 before a worker would finish one message) a message held waiting saves its workers less
 than one round trip per run: an adaptive prefetch then holds no more than its workers run
 (``capped``, which the fetcher sets from the registry entry). Fast handlers keep their
-batches, without which a claim's round trip would idle the workers.
+batches, without which a claim's round trip would idle the workers. A ``max_batches``
+counts claims, and a message held waiting is a claim held: the same holds for it.
 
 Until the first handler returns nothing is known, and the consumer holds ``concurrency``.
 The estimates are moving averages (``_WEIGHT`` per update), so a slow claim now and then or
@@ -79,7 +80,7 @@ class Prefetch:
         self._claim_seconds: float | None = None  # mean round trip of one claim
         self._largest_batch = MAX_BATCH  # PRIORITY_BATCH once priorities overtake
         self._lowest_claimed: int | None = None  # the lowest priority of the last claim
-        self.capped = False  # the group has a max_in_flight: hold what the workers run
+        self.capped = False  # a max_in_flight or max_batches: hold what the workers run
 
     @property
     def most(self) -> int:
@@ -115,7 +116,8 @@ class Prefetch:
         return self.concurrency + math.ceil(2 * self._in_one_claim())
 
     def _runs_only(self) -> bool:
-        """Hold only what the workers run (module doc: a group with a max_in_flight)."""
+        """Hold only what the workers run (module doc: a group with a max_in_flight, or a
+        max_batches)."""
         return self.capped and self.fixed is None and self._in_one_claim() < 1
 
     def wanted(self, held: int) -> int:

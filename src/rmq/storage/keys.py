@@ -125,8 +125,12 @@ class LimitKeys:
     def wake(self) -> str:  # list: one token per unit of capacity given back to a waiter
         return self._key("wake")
 
+    @property
+    def batches(self) -> str:  # hash: a claim's name -> the ids whose permits it holds
+        return self._key("batches")
+
     def all(self) -> list[str]:
-        return [self.permits, self.rate, self.waiters, self.wake]
+        return [self.permits, self.rate, self.waiters, self.wake, self.batches]
 
 
 @dataclass(frozen=True, slots=True)

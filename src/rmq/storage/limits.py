@@ -11,6 +11,12 @@ holds them with placeholder permits), the claim takes at most that many messages
 ``settle`` turns the placeholders into the deliveries' permits and gives back what the
 claim did not take (``storage/claim.py``).
 
+Under a ``max_batches`` a claim takes one unit whatever its count, and holds it while one of
+its deliveries holds its permit (every delivery of such a group holds one): the claim names
+its deliveries in the group's batches hash, which the next claim reads
+(``lua/includes/limit_grant.lua``), so settling and extending need nothing more than the
+permits' own.
+
 A permit's score is its delivery's lease deadline, so a crashed consumer's capacity returns
 when its leases expire; settling a delivery returns it at once (on a single node an ack in
 its own call: ``settle.ack``; otherwise ``free``), with one token per unit on the wake list
@@ -45,7 +51,8 @@ class ClaimLimit(NamedTuple):
 
 class Verdict(NamedTuple):
     """What a claim found of its group's limits: whether it has any (``limited``), whether
-    its deliveries hold permits that settling frees (``permits``: a max_in_flight), the
+    its deliveries hold permits that settling frees (``permits``: a max_in_flight or a
+    max_batches), the
     units it could take (``granted``) and, when fewer than it asked for, when more may be
     granted with no settle in between (``wake_at``, epoch ms, or None)."""
 
@@ -57,9 +64,9 @@ class Verdict(NamedTuple):
 
 @lru_cache(maxsize=4096)
 def claim_limit_keys(topic: str, group: str) -> tuple[str, ...]:
-    """The 4 keys a single node's claim script takes last (limit_claim.lua)."""
+    """The 5 keys a single node's claim script takes last (limit_claim.lua)."""
     keys = LimitKeys(topic, group)
-    return (keys.limits, keys.permits, keys.rate, keys.waiters)
+    return (keys.limits, keys.permits, keys.rate, keys.waiters, keys.batches)
 
 
 def parse_verdict(tail: Any, granted: int) -> Verdict:
@@ -74,7 +81,8 @@ def parse_verdict(tail: Any, granted: int) -> Verdict:
 
 class Reservation(NamedTuple):
     """What ``limit_reserve.lua`` granted under ``token``: ``units`` the claim may take;
-    ``held``: whether placeholder permits hold them (a max_in_flight is set)."""
+    ``held``: whether placeholder permits hold them (a max_in_flight or a max_batches is
+    set)."""
 
     token: str
     units: int
@@ -88,7 +96,7 @@ def reserve_call(topic: str, group: str, wanted: int, now: int, lease_ms: int, t
     as waiting (for up to ``limit.wait_ms``) when held back."""
     keys = LimitKeys(topic, group)
     return script_call(script("limit_reserve"),
-                       [keys.limits, keys.permits, keys.rate, keys.waiters],
+                       [keys.limits, keys.permits, keys.rate, keys.waiters, keys.batches],
                        [group, wanted, now, now + lease_ms, token, limit.waiter, limit.wait_ms])
 
 
@@ -99,7 +107,7 @@ def settle(topic: str, group: str, reservation: Reservation, now: int, lease_unt
     keys = LimitKeys(topic, group)
     (given_back,) = yield [script_call(
         script("limit_settle"),
-        [keys.permits, keys.rate, keys.waiters, keys.wake],
+        [keys.permits, keys.rate, keys.waiters, keys.wake, keys.batches],
         [now, reservation.token, reservation.units, lease_until, int(reservation.held),
          *(m.id for m in claimed)])]
     return int(given_back)

@@ -8,11 +8,11 @@
   KEYS[1]      the generation of the first slot claimed from (includes/generation.lua)
   KEYS[2..]    per slot, 11 keys: the slot's delivery-id counter, then the 10 group keys
                (with the trace on, 12: then the slot's trace log, includes/trace.lua);
-               on a single node, then the group's 4 limit keys (includes/limit_claim.lua)
+               on a single node, then the group's 5 limit keys (includes/limit_claim.lua)
   ARGV[1..13]  the claim's arguments, named in includes/claim_args.lua: now, max_count,
                lease_ms, serial, promote_limit, scan, generation, holder (kept in each
                in-flight record), limit_group, limit_waiter, limit_wait_ms (the group's
-               limits: a single node passes them with the 4 limit keys last in KEYS and
+               limits: a single node passes them with the 5 limit keys last in KEYS and
                every slot of the topic in slot order; a cluster passes limit_group "" and
                no such keys), trace, by_key
   ARGV[14]     lowest: optional, the lowest priority to claim (a cluster claim's bound to

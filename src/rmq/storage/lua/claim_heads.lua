@@ -26,7 +26,7 @@
   KEYS[4]      string heads_synced: when the index was last built, epoch ms of Redis's clock
   KEYS[5..]    per slot of the window, 11 keys: the slot's delivery-id counter, then the 10
                group keys (with the trace on, 12: then the slot's trace log);
-               then the group's 4 limit keys (includes/limit_claim.lua)
+               then the group's 5 limit keys (includes/limit_claim.lua)
   ARGV[1..13]  the claim's arguments, named in includes/claim_args.lua, as claim.lua's:
                now, max_count, lease_ms, serial, promote_limit, scan, generation, holder,
                limit_group, limit_waiter, limit_wait_ms (the group's limits,

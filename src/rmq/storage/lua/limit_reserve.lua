@@ -9,6 +9,7 @@
   KEYS[2]      permits: zset, delivery id (or placeholder "token:i") -> deadline, epoch ms
   KEYS[3]      rate log: zset, "token:count" -> Redis TIME of the claim, ms
   KEYS[4]      waiters: zset, waiter id -> deadline of its wait, epoch ms
+  KEYS[5]      batches: hash, a claim in flight -> its ids (includes/limit_grant.lua)
   ARGV[1]      group
   ARGV[2]      units wanted
   ARGV[3]      now, epoch ms (the claim's, that its leases start from)
@@ -21,7 +22,9 @@
   settle), else {granted, wake_at, permits}: the units the claim may take; when fewer than
   wanted, the epoch ms (the claim's clock) at which more may be granted without any settle
   (the earliest permit deadline, or the rate's next free unit), -1 if none is known; and 1
-  if the group has a max_in_flight (the granted units hold placeholder permits), else 0.
+  if the group has a max_in_flight or a max_batches (the granted units hold placeholder
+  permits; under a max_batches the claim is in flight in the batches hash as its token,
+  until limit_settle.lua names it by its deliveries), else 0.
 
   Flags: allow-oom, so that a consumer can still drain an out-of-memory Redis (a permit
   costs a few bytes per message in flight).
@@ -38,8 +41,9 @@ local limits = cjson.decode(stored)
 local now = tonumber(ARGV[3])
 local time = rcall("TIME")
 local clock = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local granted, wake_at = limit_grant(limits, KEYS[2], KEYS[3], wanted, now, clock)
-local permits = limits.max_in_flight ~= cjson.null and 1 or 0
+local granted, wake_at = limit_grant(limits, KEYS[2], KEYS[3], KEYS[5], wanted, now, clock)
+local batched = limits.max_batches and limits.max_batches ~= cjson.null
+local permits = (limits.max_in_flight ~= cjson.null or batched) and 1 or 0
 if granted > 0 then
   if permits == 1 then
     local placeholders = {}
@@ -48,6 +52,9 @@ if granted > 0 then
       placeholders[#placeholders + 1] = ARGV[5] .. ":" .. i
     end
     bulk("ZADD", KEYS[2], placeholders)
+    if batched then
+      limit_batch(KEYS[5], ARGV[5], ARGV[5] .. ":1")
+    end
   end
   if limits.rate ~= cjson.null then
     rcall("ZADD", KEYS[3], clock, ARGV[5] .. ":" .. granted)

@@ -1,13 +1,15 @@
 #!lua flags=allow-oom
 --[[
   After a limited group's claim: its placeholder permits become the claimed deliveries'
-  permits (each with its lease deadline), its rate log entry counts what it took, and the
-  units it reserved but did not take are given back to waiting consumers.
+  permits (each with its lease deadline), its rate log entry counts what it took, its entry
+  in the batches hash (a max_batches) names its deliveries (or goes, if it took none), and
+  the units it reserved but did not take are given back to waiting consumers.
 
   KEYS[1]      permits: zset, delivery id (or placeholder "token:i") -> deadline, epoch ms
   KEYS[2]      rate log: zset, "token:count" -> Redis TIME of the claim, ms
   KEYS[3]      waiters: zset, waiter id -> deadline of its wait, epoch ms
   KEYS[4]      wake list: list of tokens, one per unit of capacity given back to a waiter
+  KEYS[5]      batches: hash, a claim in flight -> its ids (includes/limit_grant.lua)
   ARGV[1]      now, epoch ms
   ARGV[2]      token of the claim
   ARGV[3]      units reserved
@@ -34,6 +36,9 @@ if ARGV[5] == "1" then
     permits[#permits + 1] = ARGV[i]
   end
   if taken > 0 then bulk("ZADD", KEYS[1], permits) end
+  if rcall("HDEL", KEYS[5], ARGV[2]) == 1 and taken > 0 then
+    rcall("HSET", KEYS[5], ARGV[6], table.concat(ARGV, " ", 6))
+  end
 end
 local logged = ARGV[2] .. ":" .. reserved
 local at = rcall("ZSCORE", KEYS[2], logged)

@@ -44,6 +44,7 @@
     const parts = [];
     if (limits.max_in_flight !== null) parts.push(`max in flight ${fmt.n(limits.max_in_flight)}`);
     if (limits.rate !== null) parts.push(`rate ${fmt.n(limits.rate.count)} per ${limits.rate.seconds}s`);
+    if (limits.max_batches !== null) parts.push(`max batches ${fmt.n(limits.max_batches)}`);
     return parts.length ? parts.join(", ") : "none";
   }
 
@@ -51,11 +52,12 @@
   // its limit, a cleared one removes it. A field the operator has typed in is not redrawn
   // by the page's refresh; the others follow what is stored.
   const limitsForm = document.getElementById("limits-form");
-  const LIMIT_FIELDS = ["max_in_flight", "rate_count", "rate_seconds"];
+  const LIMIT_FIELDS = ["max_in_flight", "rate_count", "rate_seconds", "max_batches"];
   function storedLimitFields(limits) {
     return { max_in_flight: limits.max_in_flight === null ? "" : String(limits.max_in_flight),
              rate_count: limits.rate === null ? "" : String(limits.rate.count),
-             rate_seconds: limits.rate === null ? "" : String(limits.rate.seconds) };
+             rate_seconds: limits.rate === null ? "" : String(limits.rate.seconds),
+             max_batches: limits.max_batches === null ? "" : String(limits.max_batches) };
   }
   function showLimits(g) {
     setText("limits-now", `Limits of ${g.group}: ${describeLimits(g.limits)}. A field left as it is keeps its limit; a cleared one removes it.`);
@@ -88,6 +90,9 @@
         throw new Error("A rate needs both a count and seconds (clear both to remove the rate).");
       }
       changes.rate = count === "" ? null : { count: Number(count), seconds: Number(seconds) };
+    }
+    if (changed("max_batches")) {
+      changes.max_batches = value("max_batches") === "" ? null : Number(value("max_batches"));
     }
     return changes;
   }

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+from rmq.runtime.batches import BatchRoom
 from rmq.runtime.prefetch import Prefetch
 
 __all__ = ["Worker", "Fleet", "Handled", "stopping_fleets"]
@@ -119,9 +120,11 @@ class Fleet:
             process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err,
                                        stdin=subprocess.DEVNULL, env=_worker_environment())
         concurrency = int(options.get("concurrency") or 4)
-        given = options.get("prefetch")
-        # the most the worker's Consumer may hold: its prefetch, or the adaptive default's cap
-        most = Prefetch(concurrency, None if given is None else int(given)).most
+        given, batch = options.get("prefetch"), options.get("batch")
+        # the most the worker's Consumer may hold: its prefetch, or the adaptive default's
+        # cap; a batch consumer's, a batch per worker and one being claimed, each full
+        most = (Prefetch(concurrency, None if given is None else int(given)).most
+                if batch is None else BatchRoom(concurrency, int(batch)).limit * int(batch))
         worker = Worker(process, log, stderr, most)
         self.workers.append(worker)
         self._wait_ready(worker)

@@ -135,19 +135,27 @@ def _timed(condition: Callable[[], Any], timeout: float, what: str) -> float | N
 
 @stopping_fleets
 def worker_kills(stage: Stage, size: int = 2000, kills: int = 5, workers: int = 3,
-                 work_ms: float = 20.0) -> Outcome:
+                 work_ms: float = 20.0, batch: int | None = None,
+                 batch_wait_ms: int = 0, max_batches: int | None = None) -> Outcome:
     """Consumer processes SIGKILLed at random points of the run, each replaced at once.
     Nothing may be lost; duplicates may not exceed what the killed workers held (their
     prefetch, plus the batch whose acknowledgement was on its way: at most twice the prefetch)
     at the moment they died. ``work_ms`` (each handling's duration) sets the pace:
-    the run must outlast the kills for them to land mid-run."""
-    started, topic = time.monotonic(), "chaos-kills"
+    the run must outlast the kills for them to land mid-run. With ``batch`` the workers
+    run batch handlers of that many (``batch_wait_ms`` as their wait to fill one), each
+    holding at most its batches, full; ``max_batches`` limits the group's batches in flight,
+    whose units a killed worker gives back with its leases."""
+    started, topic = time.monotonic(), "chaos-kills" if batch is None else "chaos-batch-kills"
     client = Client(stage.url, registry_ttl=0.5)
     client.create_topic(topic, slots=stage.slots, visibility_timeout=LEASE, retry_backoff=0)
+    if max_batches is not None:
+        client.set_limits(topic, max_batches=max_batches)
     # A fixed prefetch keeps the bound tight: the adaptive default holds about concurrency + 1
     # at this pace, but may hold up to concurrency + 1000 for a fast handler.
-    fleet = Fleet(stage.workdir / "kills", stage.url, topic, concurrency=4, prefetch=8,
-                  work_ms=work_ms)
+    fleet = Fleet(stage.workdir / ("kills" if batch is None else "batch-kills"), stage.url,
+                  topic, concurrency=4, prefetch=8 if batch is None else None,
+                  work_ms=work_ms, batch=batch,
+                  batch_wait_ms=None if batch is None else batch_wait_ms)
     for _ in range(workers):
         fleet.spawn()
     sent = _bodies("kill", size)
@@ -172,7 +180,8 @@ def worker_kills(stage: Stage, size: int = 2000, kills: int = 5, workers: int = 
                                "in_flight_at_kills": in_flight_at_kill,
                                "redelivered": sum(1 for a in attempts if max(a) > 1),
                                "duplicate_bound": bound}
-    outcome = _close_out("worker-kills", started, client, topic, fleet, sent, figures, problems)
+    outcome = _close_out("worker-kills" if batch is None else "batch-worker-kills", started,
+                         client, topic, fleet, sent, figures, problems)
     if outcome.ledger.duplicates > bound:
         outcome.problems.append(f"{outcome.ledger.duplicates} duplicates exceed the bound "
                                 f"{bound} (what the killed workers held)")

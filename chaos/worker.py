@@ -6,7 +6,9 @@ on; ``late`` is how many ms after its due time the handler started, by the clien
 with a single unbuffered ``write``: a line is on its way to disk before the
 handler returns, so a SIGKILL right after still leaves the record, and the ledger counts
 the message as handled even though its acknowledgement never reached Redis. Bodies must not
-contain whitespace. It prints ``ready`` once consuming, and stops gracefully on SIGTERM.
+contain whitespace. With ``--batch N`` it runs a batch handler instead, which takes
+``--work-ms`` per message of its batch and writes the batch's lines with one ``write``. It
+prints ``ready`` once consuming, and stops gracefully on SIGTERM.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import threading
 import time
 
 from rmq.client import Client, ServerClock
+from rmq.errors import BatchFailed
 from rmq.message import Message
 from rmq.runtime import Consumer
 
@@ -46,6 +49,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--grace", type=float, default=5.0)
     parser.add_argument("--slow", default="", help="bodies starting with this take --slow-ms")
     parser.add_argument("--slow-ms", type=float, default=0.0)
+    parser.add_argument("--batch", type=int, default=None, help="a batch handler of N")
+    parser.add_argument("--batch-wait-ms", type=int, default=0)
     parser.add_argument("--clock-skew-ms", type=float, default=0.0,
                         help="count the server's time from this host's wall clock moved by "
                              "this much (the client must behave the same)")
@@ -78,10 +83,23 @@ def main(argv: list[str] | None = None) -> int:
         if failing:
             raise PoisonError(f"cannot handle {message.body!r}")
 
-    consumer = Consumer(client, args.topic, handle, group=args.group,
-                        concurrency=args.concurrency, prefetch=args.prefetch, lease=args.lease,
-                        grace=args.grace, recover_interval=args.recover_interval,
-                        heartbeat_interval=0.5)
+    def handle_batch(messages: list[Message]) -> None:
+        lates = [client.now() - message.due_at for message in messages]
+        if work:
+            time.sleep(work * len(messages))  # the simulated work of the batch
+        poisoned = {id(m) for m in messages if poison and m.body.startswith(poison)}
+        os.write(log_fd, b"".join(
+            b"%s %s %d %d\n" % (b"fail" if id(m) in poisoned else b"ok", m.body, m.attempts,
+                                 late) for m, late in zip(messages, lates, strict=True)))
+        if poisoned:
+            raise BatchFailed({m: PoisonError(f"cannot handle {m.body!r}")
+                               for m in messages if id(m) in poisoned})
+
+    consumer = Consumer(client, args.topic, handle if args.batch is None else handle_batch,
+                        group=args.group, concurrency=args.concurrency,
+                        prefetch=args.prefetch, lease=args.lease, grace=args.grace,
+                        recover_interval=args.recover_interval, heartbeat_interval=0.5,
+                        batch=args.batch, batch_wait_ms=args.batch_wait_ms)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

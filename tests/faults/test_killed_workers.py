@@ -28,3 +28,16 @@ def test_a_frozen_consumer_is_redelivered_after_its_lease_and_not_before(stage):
     assert outcome.figures["held_when_frozen"] > 0
     assert outcome.figures["first_redelivery_s"] <= 1.5 + 10
     assert outcome.ledger.acknowledged == 12
+
+
+@pytest.mark.parametrize("max_batches", [None, 6])
+def test_batch_workers_killed_at_random_points_lose_nothing_and_repeat_only_what_they_held(
+        stage, max_batches):
+    knobs = scale(SIZE)
+    outcome = worker_kills(stage, size=SIZE, kills=knobs["kills"], work_ms=knobs["work_ms"],
+                           batch=8, batch_wait_ms=5, max_batches=max_batches)
+    assert kept_its_promises(outcome), outcome.report()
+    ledger = outcome.ledger
+    assert (ledger.sent, ledger.acknowledged, ledger.missing) == (SIZE, SIZE, 0)
+    assert ledger.duplicates <= outcome.figures["duplicate_bound"]
+    assert outcome.figures["redelivered"] > 0, "no kill caught a worker holding a batch"

@@ -19,6 +19,7 @@ from helpers import wait_for
 
 import rmq
 from rmq.server import free_port
+from rmq.storage.registry import ConsumerState
 
 pytestmark = pytest.mark.single_node
 
@@ -266,7 +267,7 @@ def test_stats_names_priority_levels_and_shows_no_oldest_age_when_nothing_is_rea
         "stats", "t", url=redis_url)
     client.claim("t", count=4)
     row = ok("stats", "t", url=redis_url).splitlines()[2].split()
-    assert row[:6] == ["default", "0", "0", "4", "0", "–"]
+    assert row[:7] == ["default", "0", "0", "4", "0", "0", "–"]
     assert "0ms" not in ok("stats", "t", "--slots", url=redis_url)
 
 
@@ -448,3 +449,53 @@ def test_send_file_with_a_bad_line_names_it_and_sends_nothing(redis_url, client,
     assert_one_line_error(run("send", "t", "--file", str(path), "--json", url=redis_url), 1,
                           words)
     assert client.stats("t").groups["default"].counters["sent"] == 0
+
+
+def test_stats_show_filtered_transactions_in_flight_of_the_limit_and_expired_apart(
+        redis_url: str, client: rmq.Client) -> None:
+    client.create_topic("t", slots=2)
+    client.bind("t", "gpu")
+    client.bind("t", "audit", where="region = 'eu'")
+    client.set_limits("t", "gpu", max_in_flight=4)
+    client.send_many("t", [{"body": f"m{i}", "properties": {"region": "eu" if i < 4 else "us"}}
+                           for i in range(6)])
+    client.claim("t", "gpu", count=3)
+    client.claim("t", "audit", count=2, lease=0.05)  # left to expire: a dead consumer's
+    client.transaction("t", id="order-17").send("ship 17")  # left open
+    wait_for(lambda: client.stats("t").groups["audit"].expired == 2, 10, "two leases to end")
+    text = ok("stats", "t", url=redis_url)
+    lines = text.splitlines()
+    assert lines[1].split() == ["group", "ready", "delayed", "in", "flight", "expired", "dead",
+                                "oldest", "ready", "sent", "merged", "merge", "%", "filtered",
+                                "acked", "retried", "dead-lettered"]
+    rows = {line.split()[0]: line.split() for line in lines[2:] if line.split()}
+    assert "default" not in rows  # not bound, and nothing in it
+    assert rows["gpu"][1:6] == ["3", "0", "3/4", "0", "0"]
+    assert rows["audit"][1:6] == ["2", "0", "0", "2", "0"]
+    assert rows["audit"][10] == "2"  # filtered: the two messages from "us"
+    assert "limits (gpu): max in flight 4" in text
+    assert ("transactions: 1 open holding 1 half messages; slot commits 0, rollbacks 0; 0 "
+            "abandoned") in text
+    data = json.loads(ok("stats", "t", "--json", url=redis_url))
+    assert (data["groups"]["gpu"]["limit_in_use"], data["groups"]["audit"]["expired"]) == (3, 2)
+    assert data["transactions"]["open"] == 1
+
+
+def test_consumers_show_concurrency_mark_a_dead_ones_numbers_and_name_idle_groups(
+        redis_url: str, client: rmq.Client) -> None:
+    client.create_topic("t")
+    client.bind("t", "gpu")
+    client.bind("t", "audit")
+    with rmq.Client(redis_url, clock=lambda: time.time_ns() // 1_000_000 - 60_000) as behind:
+        behind.heartbeat(ConsumerState("crashed", "t", "gpu", "h2", 7, behind.now(), 2, 3, 40,
+                                       1))
+    client.heartbeat(ConsumerState("gpu-1", "t", "gpu", "h1", 5, client.now(), 4, 1, 12, 0))
+    lines = ok("consumers", "t", url=redis_url).splitlines()
+    assert lines[0].split() == ["id", "group", "host", "pid", "state", "concurrency", "in",
+                                "flight", "handled", "failed", "last", "seen"]
+    rows = {line.split()[0]: line.split() for line in lines[1:3]}
+    assert rows["gpu-1"][1:8] == ["gpu", "h1", "5", "alive", "4", "1", "12"]
+    assert rows["crashed"][4:9] == ["dead", "2", "3*", "40*", "1*"]
+    assert lines[3] == ("a dead consumer's numbers (*) are those of its last heartbeat; it is "
+                        "no longer listed 10 minutes after it")
+    assert lines[4] == "no consumer alive in group 'audit' of topic 't'"  # default is not bound

@@ -8,6 +8,7 @@ from .client.tx_handles import AsyncTransaction, Transaction
 from .errors import BatchFailed, RMQError
 from .message import DeadLetter, Message, Priority, SendCounts, SendResult, message_id_of
 from .settings import GroupLimits, TopicSettings
+from .storage.handler_times import HandlerTimes
 from .storage.history import HistorySample, TopicHistory
 from .storage.isolation import PerTopic
 from .storage.peek import PeekPage
@@ -31,6 +32,7 @@ __all__ = [
     "DeadLetter",
     "GroupLimits",
     "GroupStats",
+    "HandlerTimes",
     "HistorySample",
     "Message",
     "OpenTransaction",

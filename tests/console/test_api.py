@@ -10,10 +10,12 @@ import time
 
 import pytest
 from console_helpers import TestClient
+from helpers import wait_for
 
 import rmq
 from rmq.console import create_app
 from rmq.console.views import ConsumerRates, heat, history_series
+from rmq.storage.registry import ConsumerState
 
 pytestmark = pytest.mark.extras
 
@@ -275,6 +277,38 @@ def test_overview_and_topic_report_what_stats_and_consumers_say(
             g.ready + g.in_flight for g in [stats.groups["default"]])
     finally:
         consumer.stop(grace=1)
+
+
+def test_each_group_reports_the_signals_of_autoscaling_and_each_topic_its_transactions(
+        api: TestClient, client: rmq.Client) -> None:
+    client.create_topic("t", slots=2)
+    client.bind("t", "gpu")
+    client.bind("t", "audit", where="region = 'eu'")
+    client.set_limits("t", "gpu", max_in_flight=4)
+    client.send_many("t", [{"body": f"m{i}", "properties": {"region": "eu" if i < 3 else "us"}}
+                           for i in range(5)])
+    client.claim("t", "gpu", count=2)
+    client.claim("t", "audit", count=3, lease=0.05)  # left to expire
+    client.transaction("t", id="order-17").send_many(["a", "b"])
+    times = rmq.HandlerTimes((0, 0, 0, 0, 3, 1) + (0,) * 11, 0.6)
+    client.heartbeat(ConsumerState("gpu-1", "t", "gpu", "h", 1, client.now(), 4, 2, 4, 0,
+                                   times))
+    wait_for(lambda: client.stats("t").groups["audit"].expired == 3, 10, "leases to end")
+    (topic,) = api.get("/api/overview").json()["topics"]
+    groups = {g["group"]: g for g in topic["groups"]}
+    assert set(groups) == {"gpu", "audit"}  # default: not bound, holds nothing
+    gpu, audit = groups["gpu"], groups["audit"]
+    assert (gpu["limit_in_use"], gpu["limits"]["max_in_flight"], gpu["expired"]) == (2, 4, 0)
+    assert (audit["limit_in_use"], audit["expired"], audit["backlog"]["in_flight"]) == (
+        None, 3, 3)
+    assert audit["counters"]["filtered"] == 2
+    assert gpu["handler_times"] == {"count": 4, "seconds": 0.6, "mean_seconds": 0.15,
+                                    "p50_at_most": 0.1, "p95_at_most": 0.25}
+    assert audit["handler_times"] is None
+    assert topic["transactions"] == {"open": 1, "halves": 2, "abandoned": 0}
+    assert api.get("/api/topics/t").json()["transactions"] == topic["transactions"]
+    consumers = api.get("/api/consumers").json()
+    assert (consumers["dead_after"], consumers["forgotten_after"]) == (10.0, 600.0)
 
 
 def test_history_endpoint_serves_the_samples(api: TestClient, client: rmq.Client) -> None:

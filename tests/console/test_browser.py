@@ -25,6 +25,7 @@ from helpers import wait_for
 from playwright.sync_api import Page, expect
 
 import rmq
+from rmq.storage.registry import ConsumerState
 
 pytestmark = pytest.mark.extras
 
@@ -390,3 +391,59 @@ def test_an_operator_sets_a_groups_limits_on_the_topic_page(
     expect(page.locator("#limits-message")).to_contain_text(
         "Limits of default: max in flight 7, rate 100 per 60s, max batches 4.")
     assert client.limits("renders") == rmq.GroupLimits(7, (100, 60), 4)
+
+
+def test_an_operator_reads_the_signals_of_each_group_on_the_pages(
+        page: Page, console_process: Any, client: rmq.Client, console_url: str,
+        tmp_path: Path) -> None:
+    base = console_process("--refresh", "1")
+    client.create_topic("renders", slots=2)
+    client.bind("renders", "gpu")
+    client.bind("renders", "audit", where="region = 'eu'")
+    client.set_limits("renders", "gpu", max_in_flight=4)
+    client.send_many("renders", [{"body": f"sku-{i}", "properties": {
+        "region": "eu" if i < 3 else "us"}} for i in range(5)])
+    client.claim("renders", "gpu", count=2)
+    client.claim("renders", "audit", count=3, lease=0.05)  # its consumer died: left to expire
+    client.transaction("renders", id="order-17").send_many(["a", "b"])
+    times = rmq.HandlerTimes((0, 0, 0, 0, 3, 1) + (0,) * 11, 0.6)
+    client.heartbeat(ConsumerState("gpu-1", "renders", "gpu", "h1", 11, client.now(), 4, 2, 4,
+                                   0, times))
+    with rmq.Client(console_url, clock=lambda: time.time_ns() // 1_000_000 - 60_000) as behind:
+        behind.heartbeat(ConsumerState("audit-1", "renders", "audit", "h2", 12, behind.now(), 2,
+                                       3, 40, 1))
+    wait_for(lambda: client.stats("renders").groups["audit"].expired == 3, 10, "leases to end")
+
+    page.goto(base)
+    live(page)
+    gpu = page.locator("tr.group-row[data-group=gpu]")
+    audit = page.locator("tr.group-row[data-group=audit]")
+    expect(page.locator("tr.group-row")).to_have_count(2)  # default: not bound, nothing in it
+    expect(gpu.locator("a[data-state=in_flight]")).to_have_text("2 / 4")
+    expect(audit.locator("a[data-state=in_flight]")).to_have_text("0")
+    expect(audit.locator("[data-cell=expired]")).to_have_text("+3 expired")
+    expect(gpu.locator("[data-cell=expired]")).to_have_count(0)
+    expect(audit.locator("td[data-cell=filtered]")).to_have_text("2")
+    expect(page.locator("[data-cell=transactions]")).to_have_text("1 open tx · 2 half")
+    page.screenshot(path=str(tmp_path / "signals-overview.png"), full_page=True)
+
+    page.goto(f"{base}/topics/renders?group=gpu")
+    live(page)
+    expect(page.locator("#c-in_flight-label")).to_have_text("In flight / max")
+    expect(page.locator("#c-in_flight")).to_have_text("2 / 4")
+    expect(page.locator("#c-handler")).to_have_text("150 ms · p95 ≤ 250 ms")
+    expect(page.locator("#tx-open")).to_have_text("1")
+    page.goto(f"{base}/topics/renders?group=audit")
+    live(page)
+    expect(page.locator("#c-in_flight")).to_have_text("0")
+    expect(page.locator("#c-expired")).to_have_text("3")
+    expect(page.locator("#c-filtered")).to_have_text("2")
+    page.screenshot(path=str(tmp_path / "signals-topic.png"), full_page=True)
+
+    page.goto(f"{base}/consumers")
+    live(page)
+    dead = page.locator("tr[data-consumer=audit-1]")
+    expect(dead.locator("td.stale")).to_have_text(["3", "40", "1"])
+    expect(page.locator("tr[data-consumer=gpu-1] td.stale")).to_have_count(0)
+    expect(page.locator("#dead-after")).to_contain_text("no longer listed after 10m 00s")
+    page.screenshot(path=str(tmp_path / "signals-consumers.png"), full_page=True)

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+from rmq import ConsumerInfo
+
 from ..errors import InputError
 from ..message import Priority
 from .common import (
@@ -225,6 +227,7 @@ def _when(epoch_ms: int) -> str:
 def consumers(args: argparse.Namespace) -> None:
     with open_client(args) as client:
         found = client.consumers(args.topic)
+        groups = client.topic(args.topic).groups  # the bound ones, or default if none is
         now = client.now()  # last_seen is the server's time, not this host's
     if args.json:
         for c in found:
@@ -232,13 +235,28 @@ def consumers(args: argparse.Namespace) -> None:
                         "alive": c.alive, "concurrency": c.concurrency, "in_flight": c.in_flight,
                         "handled": c.handled, "failed": c.failed, "last_seen": c.last_seen,
                         "started_at": c.started_at})
-    elif found:
-        print(table(["id", "group", "host", "pid", "state", "in flight", "handled", "failed",
-                     "last seen"], [
-            [c.id, c.group, c.host, c.pid, "alive" if c.alive else "dead", c.in_flight,
-             c.handled, c.failed, f"{(now - c.last_seen) / 1000:.1f}s ago"] for c in found]))
+        return
+    if found:
+        print(table(["id", "group", "host", "pid", "state", "concurrency", "in flight",
+                     "handled", "failed", "last seen"], [
+            [c.id, c.group, c.host, c.pid, "alive" if c.alive else "dead", c.concurrency,
+             *_numbers(c), f"{(now - c.last_seen) / 1000:.1f}s ago"] for c in found]))
+        if not all(c.alive for c in found):
+            print(f"a dead consumer's numbers (*) are those of its last heartbeat; it is no "
+                  f"longer listed {ConsumerInfo.FORGOTTEN_AFTER / 60:g} minutes after it")
+        idle = [g for g in groups if not any(c.alive and c.group == g for c in found)]
+        if idle:
+            print(f"no consumer alive in group{'s' if len(idle) > 1 else ''} "
+                  f"{', '.join(repr(g) for g in idle)} of topic {args.topic!r}")
     else:
         print(f"no consumers registered on {args.topic!r}")
+
+
+def _numbers(consumer: ConsumerInfo) -> list[Any]:
+    """A consumer's in flight, handled and failed: as they are while it lives, marked
+    stale (``*``) once it is dead."""
+    numbers = [consumer.in_flight, consumer.handled, consumer.failed]
+    return numbers if consumer.alive else [f"{n}*" for n in numbers]
 
 
 def add_parsers(commands: Any) -> None:

@@ -13,7 +13,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from rmq import TopicStats
+from rmq import GroupStats, TopicStats
 
 from .common import (
     CommandError,
@@ -35,21 +35,64 @@ def _oldest(ready: int, oldest_ready_ms: int) -> str:
     return age(oldest_ready_ms) if ready else "–"
 
 
+def shown_groups(stats: TopicStats, bound: tuple[str, ...]) -> dict[str, GroupStats]:
+    """The groups worth a row: the ``bound`` ones, and any other still holding messages or
+    having counted some (``default`` is always in the stats, bound or not)."""
+    return {name: g for name, g in stats.groups.items()
+            if name in bound or g.pending or g.in_flight or g.dead or any(g.counters.values())}
+
+
+def in_flight(group: GroupStats) -> str:
+    """In flight as "used/max" of the group's max_in_flight, else the live deliveries;
+    those whose lease ran out (not recovered yet) are counted apart, in ``expired``."""
+    limit = group.limits.max_in_flight
+    if limit is not None and group.limit_in_use is not None:
+        return f"{group.limit_in_use}/{limit}"
+    return str(group.in_flight - group.expired)
+
+
+def handler_line(group: GroupStats) -> str | None:
+    """How long the group's handlers ran, as its consumers report it (None: no runs)."""
+    times = group.handler_times
+    if times is None or not times.count:
+        return None
+
+    def bound(q: float) -> str:
+        value = times.quantile(q)
+        return "> 600s" if value == float("inf") else f"≤ {value:g}s"
+
+    return (f"handler time ({group.group}): {times.count} runs, mean "
+            f"{times.seconds / times.count:.3g}s, p50 {bound(0.5)}, p95 {bound(0.95)}")
+
+
+def transactions_line(stats: TopicStats) -> str | None:
+    tx = stats.transactions
+    if not (tx.open or tx.halves or tx.committed or tx.rolled_back or tx.abandoned):
+        return None
+    return (f"transactions: {tx.open} open holding {tx.halves} half messages; slot commits "
+            f"{tx.committed}, rollbacks {tx.rolled_back}; {tx.abandoned} abandoned")
+
+
+HEADERS = ["group", "ready", "delayed", "in flight", "expired", "dead", "oldest ready", "sent",
+           "merged", "merge %", "filtered", "acked", "retried", "dead-lettered"]
+
+
 def render(stats: TopicStats, previous: TopicStats | None, interval: float,
-           slots: bool) -> str:
-    """The stats as text; with ``previous`` (``interval`` seconds older), rates per second."""
+           slots: bool, bound: tuple[str, ...] = ()) -> str:
+    """The stats as text; with ``previous`` (``interval`` seconds older), rates per second.
+    ``bound``: the topic's groups (another group is shown only while it holds something)."""
     lines = [f"topic {stats.topic}{'  (paused)' if stats.paused else ''}"]
-    headers = ["group", "ready", "delayed", "in flight", "dead", "oldest ready", "sent",
-               "merged", "merge %", "acked", "retried", "dead-lettered"]
+    headers = list(HEADERS)
     if previous is not None:
         headers += ["sent/s", "acked/s"]
     rows = []
-    for name, group in stats.groups.items():
+    groups = shown_groups(stats, bound)
+    for name, group in groups.items():
         c = group.counters
-        row = [name, group.ready, group.delayed, group.in_flight, group.dead,
+        row = [name, group.ready, group.delayed, in_flight(group), group.expired, group.dead,
                _oldest(group.ready, group.oldest_ready_ms), c["sent"], c["merged"],
-               round(100 * c["merged"] / c["sent"], 1) if c["sent"] else 0.0, c["acked"],
-               c["retried"], c["dead"]]
+               round(100 * c["merged"] / c["sent"], 1) if c["sent"] else 0.0, c["filtered"],
+               c["acked"], c["retried"], c["dead"]]
         if previous is not None:
             before = previous.groups.get(name)
             for counter in ("sent", "acked"):
@@ -57,21 +100,26 @@ def render(stats: TopicStats, previous: TopicStats | None, interval: float,
                 row.append(round(delta / interval, 1))
         rows.append(row)
     lines.append(table(headers, rows))
-    for name, group in stats.groups.items():
+    for name, group in groups.items():
         if group.ready_by_priority:
             bands = "  ".join(f"{priority_name(p)}: {n}"
                               for p, n in group.ready_by_priority.items())
             lines.append(f"ready by priority ({name}): {bands}")
         if not group.limits.unlimited:
             lines.append(f"limits ({name}): {describe(group.limits)}")
+        if (line := handler_line(group)) is not None:
+            lines.append(line)
+    if (line := transactions_line(stats)) is not None:
+        lines.append(line)
     if slots:
-        for name, group in stats.groups.items():
+        for name, group in groups.items():
             lines.append(f"\nslots of {name}:")
-            lines.append(table(["slot", "ready", "delayed", "in flight", "dead", "oldest ready",
-                                "sent", "acked"],
-                               [[s.slot, s.ready, s.delayed, s.in_flight, s.dead,
-                                 _oldest(s.ready, s.oldest_ready_ms), s.counters["sent"],
-                                 s.counters["acked"]] for s in group.slots]))
+            lines.append(table(["slot", "ready", "delayed", "in flight", "expired", "dead",
+                                "oldest ready", "sent", "acked"],
+                               [[s.slot, s.ready, s.delayed, s.in_flight - s.expired,
+                                 s.expired, s.dead, _oldest(s.ready, s.oldest_ready_ms),
+                                 s.counters["sent"], s.counters["acked"]]
+                                for s in group.slots]))
     return "\n".join(lines)
 
 
@@ -89,47 +137,53 @@ def _rates(current: TopicStats, previous: TopicStats | None, name: str,
 
 
 def view(current: TopicStats, previous: TopicStats | None, interval: float,
-         slots: bool) -> Group:
+         slots: bool, bound: tuple[str, ...] = ()) -> Group:
     """The live view: one row per group, ready by priority, and with ``slots`` the busiest
     slots (a topic may have 1024)."""
     title = Text.assemble((f"topic {current.topic}", "bold"),
                           ("  paused" if current.paused else "", "bold yellow"),
                           (f"  every {interval:g}s · {time.strftime('%H:%M:%S')}", "dim"))
     groups = Table(box=None, header_style="bold", pad_edge=False)
-    for header in ("group", "ready", "delayed", "in flight", "dead", "oldest ready", "sent",
-                   "merged", "merge %", "acked", "retried", "dead-lettered", "sent/s",
-                   "acked/s"):
+    for header in (*HEADERS, "sent/s", "acked/s"):
         groups.add_column(header, justify="left" if header == "group" else "right")
     parts: list[Any] = [title, groups]
-    for name, group in current.groups.items():
+    shown = shown_groups(current, bound)
+    for name, group in shown.items():
         c = group.counters
         share = f"{100 * c['merged'] / c['sent']:.1f}" if c["sent"] else "–"
         groups.add_row(name, f"[blue]{group.ready:,}[/]", f"[yellow]{group.delayed:,}[/]",
-                       f"[magenta]{group.in_flight:,}[/]", f"[red]{group.dead:,}[/]",
+                       f"[magenta]{in_flight(group)}[/]",
+                       f"[red]{group.expired:,}[/]" if group.expired else "0",
+                       f"[red]{group.dead:,}[/]",
                        _oldest(group.ready, group.oldest_ready_ms), f"{c['sent']:,}",
-                       f"{c['merged']:,}", share,
+                       f"{c['merged']:,}", share, f"{c['filtered']:,}",
                        f"{c['acked']:,}", f"{c['retried']:,}", f"{c['dead']:,}",
                        *_rates(current, previous, name, interval))
-    for name, group in current.groups.items():
+    for name, group in shown.items():
         if group.ready_by_priority:
             bands = "  ".join(f"{priority_name(p)}: {n:,}"
                               for p, n in group.ready_by_priority.items())
             parts.append(Text(f"ready by priority ({name}): {bands}", style="dim"))
         if not group.limits.unlimited:
             parts.append(Text(f"limits ({name}): {describe(group.limits)}", style="dim"))
+        if (line := handler_line(group)) is not None:
+            parts.append(Text(line, style="dim"))
+    if (line := transactions_line(current)) is not None:
+        parts.append(Text(line, style="dim"))
     if slots:
-        for name, group in current.groups.items():
+        for name, group in shown.items():
             busiest = sorted(group.slots, key=lambda s: -(s.ready + s.delayed + s.in_flight))
-            shown = Table(title=f"busiest slots of {name} ({min(BUSIEST_SLOTS, len(busiest))} "
-                                f"of {len(busiest)})", title_justify="left", box=None,
-                          header_style="bold")
-            for header in ("slot", "ready", "delayed", "in flight", "dead", "oldest ready"):
-                shown.add_column(header, justify="right")
+            table_ = Table(title=f"busiest slots of {name} ({min(BUSIEST_SLOTS, len(busiest))} "
+                                 f"of {len(busiest)})", title_justify="left", box=None,
+                           header_style="bold")
+            for header in ("slot", "ready", "delayed", "in flight", "expired", "dead",
+                           "oldest ready"):
+                table_.add_column(header, justify="right")
             for s in busiest[:BUSIEST_SLOTS]:
-                shown.add_row(str(s.slot), f"{s.ready:,}", f"{s.delayed:,}",
-                              f"{s.in_flight:,}", f"{s.dead:,}",
-                              _oldest(s.ready, s.oldest_ready_ms))
-            parts.append(shown)
+                table_.add_row(str(s.slot), f"{s.ready:,}", f"{s.delayed:,}",
+                               f"{s.in_flight - s.expired:,}", f"{s.expired:,}", f"{s.dead:,}",
+                               _oldest(s.ready, s.oldest_ready_ms))
+            parts.append(table_)
     return Group(*parts)
 
 
@@ -139,7 +193,8 @@ def _watch_live(client: Any, args: argparse.Namespace) -> None:
     with Live(console=Console(), auto_refresh=False) as live:
         while True:
             current = client.stats(args.topic)
-            live.update(view(current, previous, args.watch, args.slots), refresh=True)
+            live.update(view(current, previous, args.watch, args.slots,
+                             client.topic(args.topic).groups), refresh=True)
             shown += 1
             if args.count and shown >= args.count:
                 return
@@ -161,7 +216,8 @@ def stats(args: argparse.Namespace) -> None:
             if args.json:
                 print_json({"at": round(time.time(), 3), **current.to_dict()})
             else:
-                text = render(current, previous, args.watch or 1.0, args.slots)
+                text = render(current, previous, args.watch or 1.0, args.slots,
+                              client.topic(args.topic).groups)
                 if shown:
                     print()
                 print(text, flush=True)
@@ -174,8 +230,10 @@ def stats(args: argparse.Namespace) -> None:
 
 def add_parsers(commands: Any) -> None:
     p = commands.add_parser("stats", help="backlog, counters and rates of a topic",
-                            description="Per group: ready, delayed, in flight, dead, oldest "
-                                        "ready age and the counters; --watch refreshes live.")
+                            description="Per group: ready, delayed, in flight (used/max of "
+                                        "a max_in_flight), expired leases not yet recovered, "
+                                        "dead, oldest ready age, the counters, handler times "
+                                        "and the transactions; --watch refreshes live.")
     p.add_argument("topic", metavar="TOPIC")
     p.add_argument("--json", action="store_true",
                    help="print JSON (one object per line with --watch)")

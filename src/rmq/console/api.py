@@ -291,4 +291,5 @@ def purge(request: Request, topic: str, what: Confirmed) -> dict[str, Any]:
 def consumers(request: Request,
               topic: Annotated[str | None, Query(max_length=200)] = None) -> dict[str, Any]:
     found = views.consumers_view(_client(request), request.app.state.consumer_rates, topic)
-    return {**found, "dead_after": views.DEAD_AFTER}
+    return {**found, "dead_after": views.DEAD_AFTER,
+            "forgotten_after": rmq.ConsumerInfo.FORGOTTEN_AFTER}

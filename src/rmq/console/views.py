@@ -12,7 +12,8 @@ from typing import Any
 import rmq
 
 __all__ = ["HEAT_CELLS", "ConsumerRates", "overview", "topic_detail", "heat",
-           "history_series", "message_row", "consumers_view", "broken_view", "text_of"]
+           "history_series", "message_row", "consumers_view", "broken_view", "text_of",
+           "handler_times_view"]
 
 HEAT_CELLS = 256  # at most this many cells in the slot heat map; slots share a cell beyond
 STATES = ("ready", "delayed", "in_flight", "dead")
@@ -55,7 +56,25 @@ def _group_view(group: rmq.GroupStats, samples: list[rmq.HistorySample],
         "consumers_alive": sum(c.alive for c in mine),
         "consumers_dead": sum(not c.alive for c in mine),
         "limits": limits_view(group.limits),
+        "expired": group.expired,
+        "limit_in_use": group.limit_in_use,
+        "handler_times": handler_times_view(group.handler_times),
     }
+
+
+def handler_times_view(times: rmq.HandlerTimes | None) -> dict[str, Any] | None:
+    """How long a group's handlers ran, as its consumers report it: runs, mean, and the
+    bucket bounds holding the median and the 95th percentile (None: no runs reported)."""
+    if times is None or not times.count:
+        return None
+
+    def bound(q: float) -> float | None:
+        value = times.quantile(q)
+        return None if value is None or value == float("inf") else value
+
+    return {"count": times.count, "seconds": round(times.seconds, 3),
+            "mean_seconds": round(times.seconds / times.count, 4),
+            "p50_at_most": bound(0.5), "p95_at_most": bound(0.95)}
 
 
 def limits_view(limits: rmq.GroupLimits) -> dict[str, Any]:
@@ -75,9 +94,11 @@ def _topic_view(client: rmq.Client, info: rmq.TopicInfo) -> tuple[rmq.TopicStats
     groups = [_group_view(g, history.groups.get(g.group, []), consumers)
               for g in stats.groups.values()
               if g.group in info.groups or g.pending or g.in_flight or g.dead]
+    tx = stats.transactions
     view = {"name": name, "paused": info.paused, "slots": info.settings.slots,
             "bound_groups": list(info.groups), "groups": groups,
-            "filters": {group: {"tags": f.tags, "where": f.where} for group, f in info.filters}}
+            "filters": {group: {"tags": f.tags, "where": f.where} for group, f in info.filters},
+            "transactions": {"open": tx.open, "halves": tx.halves, "abandoned": tx.abandoned}}
     return stats, view
 
 

@@ -9,7 +9,7 @@ import json
 import secrets
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import (
     CorruptRegistry,
@@ -126,6 +126,8 @@ class ConsumerInfo:
     failed: int
     alive: bool
     handler_times: HandlerTimes | None = None
+    # seconds of silence after which a consumer is dropped from the registry (and lists)
+    FORGOTTEN_AFTER: ClassVar[float] = 600.0
 
 
 def load_info(name: str, salvage: bool = False) -> Op[TopicInfo]:
@@ -387,7 +389,7 @@ def forget_consumer(name: str, consumer_id: str) -> Op[None]:
 
 # A consumer silent this long is dropped from the registry: a crashed one shows as dead for
 # that long, then lists no more (docs/console.md, "Consumers").
-FORGET_AFTER_MS = 600_000
+FORGET_AFTER_MS = int(ConsumerInfo.FORGOTTEN_AFTER * 1000)
 
 
 def list_consumers(name: str, now: int, dead_after_ms: int,

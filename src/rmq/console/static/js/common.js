@@ -192,6 +192,15 @@ const RMQ = (() => {
     return [r.tag || "", props].filter(Boolean).join(" · ");
   }
 
+  // A group's in flight: "used / max" of its max in flight, else the live deliveries (those
+  // whose lease ran out, not recovered yet, are shown apart as expired).
+  function inFlight(g) {
+    if (g.limits && g.limits.max_in_flight !== null && g.limit_in_use !== null && g.limit_in_use !== undefined) {
+      return `${fmt.n(g.limit_in_use)} / ${fmt.n(g.limits.max_in_flight)}`;
+    }
+    return fmt.n(g.backlog.in_flight - (g.expired || 0));
+  }
+
   // "1 dead letter", "28 dead letters"
   function plural(n, noun) { return `${fmt.n(n)} ${noun}${n === 1 ? "" : "s"}`; }
 
@@ -216,5 +225,5 @@ const RMQ = (() => {
 
   return { COLORS, api, fmt, el, td, fill, badge, stateBadge, setText, showMessage, banner,
            poll, formJSON, onSubmit, query, priorityBar, priorityColor, priorityName, plural,
-           tagAndProperties };
+           tagAndProperties, inFlight };
 })();

@@ -97,8 +97,19 @@
     return changes;
   }
 
+  function handlerTime(times) {
+    if (!times) return "–";
+    const p95 = times.p95_at_most === null ? "> 600 s" : `≤ ${fmt.age(1000 * times.p95_at_most)}`;
+    return `${fmt.age(1000 * times.mean_seconds)} · p95 ${p95}`;
+  }
+
   function showCards(g) {
-    for (const s of ["ready", "delayed", "in_flight", "dead"]) setText(`c-${s}`, fmt.n(g.backlog[s]));
+    for (const s of ["ready", "delayed", "dead"]) setText(`c-${s}`, fmt.n(g.backlog[s]));
+    setText("c-in_flight", RMQ.inFlight(g));
+    setText("c-in_flight-label", g.limits.max_in_flight === null ? "In flight" : "In flight / max");
+    setText("c-expired", fmt.n(g.expired));
+    document.getElementById("c-expired").classList.toggle("warn", g.expired > 0);
+    setText("c-handler", handlerTime(g.handler_times));
     setText("c-oldest", g.backlog.ready ? fmt.age(g.oldest_ready_ms) : "–");
     setText("c-sent", fmt.rate(g.rates.sent));
     setText("c-acked", fmt.rate(g.rates.acked));

@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import rmq
 from rmq.server import free_port
+from rmq.storage.registry import ConsumerState
 
 pytestmark = pytest.mark.extras
 
@@ -78,6 +79,41 @@ def test_metrics_equal_stats_per_topic_group_state_and_priority(api: TestClient,
     assert samples["rmq_topic_slots"][labels(topic="t")] == 4
     assert samples["rmq_consumers_alive"][labels(topic="paused", group="default")] == 1
     assert samples["rmq_consumers_alive"][labels(topic="t", group="billing")] == 0
+
+
+def test_metrics_carry_the_signals_an_autoscaler_reads(api: TestClient,
+                                                      client: rmq.Client) -> None:
+    client.create_topic("renders", slots=2)
+    client.bind("renders", "gpu")
+    client.bind("renders", "audit")
+    client.set_limits("renders", "gpu", max_in_flight=4)
+    client.send_many("renders", [f"sku-{i}" for i in range(6)])
+    client.claim("renders", "gpu", count=3)
+    client.claim("renders", "audit", count=2, lease=0.05)  # its consumer died: left to expire
+    times = rmq.HandlerTimes((1, 0, 0, 0, 2) + (0,) * 12, 0.25)
+    client.heartbeat(ConsumerState("gpu-1", "renders", "gpu", "h", 1, client.now(), 4, 3, 3, 0,
+                                   times))
+    client.heartbeat(ConsumerState("gpu-2", "renders", "gpu", "h", 2, client.now(), 2, 0, 0, 0))
+    wait_for(lambda: client.stats("renders").groups["audit"].expired == 2, 10, "leases to end")
+    families = {f.name: f for f in text_string_to_metric_families(api.get("/metrics").text)}
+    assert families["rmq_handler_seconds"].type == "histogram"
+    samples = scrape(api.get("/metrics").text)
+    gpu, audit = labels(topic="renders", group="gpu"), labels(topic="renders", group="audit")
+    assert samples["rmq_messages_expired"] == {gpu: 0, audit: 2,
+                                               labels(topic="renders", group="default"): 0}
+    assert samples["rmq_messages"][labels(topic="renders", group="audit",
+                                          state="in_flight")] == 2
+    assert samples["rmq_in_flight_limit"] == {gpu: 4}  # only the limited group has one
+    assert samples["rmq_in_flight_limit_used"] == {gpu: 3}
+    assert samples["rmq_consumers_concurrency"][gpu] == 6
+    one = labels(topic="renders", group="gpu", consumer="gpu-1")
+    assert samples["rmq_handler_seconds_count"] == {
+        one: 3, labels(topic="renders", group="gpu", consumer="gpu-2"): 0}
+    assert samples["rmq_handler_seconds_sum"][one] == 0.25
+    buckets = {dict(k)["le"]: v for k, v in samples["rmq_handler_seconds_bucket"].items()
+               if dict(k)["consumer"] == "gpu-1"}
+    assert (buckets["0.005"], buckets["0.05"], buckets["0.1"], buckets["+Inf"]) == (1, 1, 3, 3)
+    assert len(buckets) == len(rmq.HandlerTimes().counts)
 
 
 def test_rmq_metrics_serves_the_metrics_without_the_console(console_url: str,

@@ -3,7 +3,9 @@ collector that reads ``stats()`` and ``consumers()`` of every topic at scrape ti
 scrape always sees the queue as it is and nothing runs between scrapes.
 
 Names follow Prometheus conventions: ``rmq_`` prefix, ``_total`` counters, base units
-(seconds), one label set per topic and group; docs/console.md lists them.
+(seconds), one label set per topic and group (and consumer, for what each consumer reports);
+docs/console.md lists them, and what an autoscaler and a dashboard read of them
+(``deploy/``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector, CollectorRegistry
 
 import rmq
@@ -50,6 +57,22 @@ class QueueCollector(Collector):
         counters = {name: CounterMetricFamily(f"rmq_messages_{COUNTER_NAMES[name]}",
                                               text, labels=labels)
                     for name, text in COUNTER_HELP.items()}
+        expired = GaugeMetricFamily(
+            "rmq_messages_expired", "In-flight deliveries whose lease ran out, not recovered "
+            "yet (part of rmq_messages{state=\"in_flight\"})", labels=labels)
+        limit = GaugeMetricFamily("rmq_in_flight_limit",
+                                  "The group's max_in_flight (only groups that have one)",
+                                  labels=labels)
+        limit_used = GaugeMetricFamily("rmq_in_flight_limit_used",
+                                       "Units of the group's max_in_flight held now",
+                                       labels=labels)
+        handler = HistogramMetricFamily(
+            "rmq_handler_seconds", "How long handler runs took, as each consumer reports it "
+            "since it started (sum by topic and group for the group's)",
+            labels=[*labels, "consumer"])
+        concurrency = GaugeMetricFamily("rmq_consumers_concurrency",
+                                        "Handlers the group's alive consumers run at once",
+                                        labels=labels)
         alive = GaugeMetricFamily("rmq_consumers_alive",
                                   "Consumers whose heartbeat is recent", labels=labels)
         dead = GaugeMetricFamily("rmq_consumers_dead",
@@ -83,18 +106,30 @@ class QueueCollector(Collector):
                 for priority, count in group.ready_by_priority.items():
                     ready.add_metric([*key, str(priority)], count)
                 oldest.add_metric(key, group.oldest_ready_ms / 1000)
+                expired.add_metric(key, group.expired)
+                if group.limits.max_in_flight is not None:
+                    limit.add_metric(key, group.limits.max_in_flight)
+                    limit_used.add_metric(key, group.limit_in_use or 0)
                 for name, family in counters.items():
                     family.add_metric(key, group.counters[name])
                 mine = [c for c in found if c.group == group.group]
                 alive.add_metric(key, sum(c.alive for c in mine))
                 dead.add_metric(key, sum(not c.alive for c in mine))
+                concurrency.add_metric(key, sum(c.concurrency for c in mine if c.alive))
+                for consumer in mine:
+                    if consumer.handler_times is not None:
+                        handler.add_metric([*key, consumer.id], [
+                            ("+Inf" if bound == float("inf") else f"{bound:g}", runs)
+                            for bound, runs in consumer.handler_times.cumulative()],
+                            consumer.handler_times.seconds)
             slots.add_metric([topic], max((len(g.slots) for g in stats.groups.values()),
                                           default=0))
             open_tx.add_metric([topic], stats.transactions.open)
             halves.add_metric([topic], stats.transactions.halves)
             abandoned.add_metric([topic], stats.transactions.abandoned)
-        yield from (backlog, ready, oldest, *counters.values(), alive, dead, paused, slots,
-                    broken, open_tx, halves, abandoned)
+        yield from (backlog, ready, oldest, expired, limit, limit_used, *counters.values(),
+                    handler, alive, dead, concurrency, paused, slots, broken, open_tx, halves,
+                    abandoned)
 
 
 def registry_for(client: rmq.Client) -> CollectorRegistry:

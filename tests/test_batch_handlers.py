@@ -172,6 +172,22 @@ def test_an_async_batch_handler_raising_batch_failed_retries_those_named(make_cl
     assert [(d.body, d.error) for d in producer.dead_letters("t")] == [(b"b", "no")]
 
 
+def test_a_batch_handlers_run_counts_once_in_the_handler_times_its_heartbeats_report(
+        make_client, consumers):
+    producer = make_client()
+    producer.create_topic("t", max_retries=0)
+    producer.send_many("t", [b"a", b"b", b"bad", b"c"])
+
+    def render(messages: list[rmq.Message]) -> None:
+        time.sleep(0.03)  # a run's length, measured: not a synchronisation
+        raise rmq.BatchFailed({m: "bad" for m in messages if m.body == b"bad"})
+
+    consumer = consumers(make_client(), "t", render, batch=4, concurrency=1)
+    wait_for(lambda: consumer.handled == 3 and consumer.failed == 1, what="settled")
+    times = consumer._settler.times.times
+    assert times.count == 1 and times.seconds >= 0.03
+
+
 def test_the_leases_of_a_batch_are_extended_while_its_handler_runs(make_client, consumers):
     producer = make_client()
     producer.create_topic("t", visibility_timeout=0.6)

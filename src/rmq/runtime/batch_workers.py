@@ -2,10 +2,11 @@
 as many tasks on one event loop (in a thread of its own) for an ``async`` one, each taking
 one claimed batch at a time. As ``workers.py`` does for single messages, a worker starts only
 the messages of its batch still held whose lease has not (nearly) run out (the others go to
-``give_back`` or are already another consumer's), and reports each message's outcome to
-``finished`` (``batches.outcomes``), the run's time shared among them; then the batch's room
-is free (``BatchRoom.finished``). With a tracer provider configured (``rmq/otel.py``), each
-call runs in one consumer span linked to the batch's messages.
+``give_back`` or are already another consumer's), and reports the run to ``finished``: the
+messages it acknowledges, those that failed with their errors (``batches.outcomes``), and
+its time, one run whatever its size; then the batch's room is free (``BatchRoom.finished``).
+With a tracer provider configured (``rmq/otel.py``), each call runs in one consumer span
+linked to the batch's messages.
 """
 
 from __future__ import annotations
@@ -22,25 +23,33 @@ from .. import otel
 from ..message import Message
 from .batches import BatchRoom, outcomes
 from .threads import spawn
-from .workers import Finished, Starts
+from .workers import Starts
 
-__all__ = ["BatchThreadWorkers", "BatchAsyncioWorkers", "batch_workers_for"]
+__all__ = ["BatchThreadWorkers", "BatchAsyncioWorkers", "batch_workers_for", "BatchFinished"]
 
 _STOP: Any = object()
+# what a worker reports of a batch's run: the messages it acknowledges, those that failed
+# (with their errors), and the run's seconds (Settler.batch_finished)
+BatchFinished = Callable[[list[Message], list[tuple[Message, BaseException | str]], float],
+                         None]
 
 
 def _report(batch: list[Message], error: BaseException | None, seconds: float,
-            finished: Finished) -> None:
-    share = seconds / len(batch)
-    for message, outcome in outcomes(batch, error):
-        finished((message, outcome, share))
+            finished: BatchFinished) -> None:
+    if error is None:
+        finished(batch, [], seconds)
+        return
+    results = outcomes(batch, error)
+    finished([m for m, failure in results if failure is None],
+             [(m, failure) for m, failure in results if failure is not None], seconds)
 
 
 class BatchThreadWorkers:
     """Threads running a plain batch handler."""
 
     def __init__(self, handler: Callable[[list[Message]], Any], concurrency: int,
-                 starts: Starts, finished: Finished, topic: str, url: str, room: BatchRoom):
+                 starts: Starts, finished: BatchFinished, topic: str, url: str,
+                 room: BatchRoom):
         self.handler, self.concurrency, self.starts = handler, concurrency, starts
         self.finished, self.topic, self.url, self.room = finished, topic, url, room
         self._waiting: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -73,12 +82,12 @@ class BatchThreadWorkers:
             self._waiting.put(_STOP)
 
     def _work(self) -> None:
-        allowed, handler = self.starts.allowed, self.handler
+        allowed, handler = self.starts.allowed_of, self.handler
         while True:
             batch = self._waiting.get()
             if batch is _STOP:
                 return
-            run = [message for message in batch if allowed(message)]
+            run = allowed(batch)
             if run:
                 began = time.perf_counter()
                 error: BaseException | None = None
@@ -101,7 +110,8 @@ class BatchAsyncioWorkers:
     _loop: asyncio.AbstractEventLoop  # made by start()
 
     def __init__(self, handler: Callable[[list[Message]], Any], concurrency: int,
-                 starts: Starts, finished: Finished, topic: str, url: str, room: BatchRoom):
+                 starts: Starts, finished: BatchFinished, topic: str, url: str,
+                 room: BatchRoom):
         self.handler, self.concurrency, self.starts = handler, concurrency, starts
         self.finished, self.topic, self.url, self.room = finished, topic, url, room
         self._waiting: asyncio.Queue[list[Message]] = asyncio.Queue()
@@ -140,7 +150,7 @@ class BatchAsyncioWorkers:
         async def work() -> None:
             while True:
                 batch = await self._waiting.get()
-                run = [message for message in batch if self.starts.allowed(message)]
+                run = self.starts.allowed_of(batch)
                 if run:
                     began = time.perf_counter()
                     error: BaseException | None = None
@@ -168,7 +178,7 @@ BatchWorkers = BatchThreadWorkers | BatchAsyncioWorkers
 
 
 def batch_workers_for(handler: Callable[[list[Message]], Any], concurrency: int,
-                      starts: Starts, finished: Finished, topic: str, url: str,
+                      starts: Starts, finished: BatchFinished, topic: str, url: str,
                       room: BatchRoom) -> BatchWorkers:
     """Tasks on an event loop for an ``async`` handler, threads for a plain one."""
     kind = BatchAsyncioWorkers if inspect.iscoroutinefunction(handler) else BatchThreadWorkers

@@ -139,8 +139,8 @@ class Consumer:
         else:
             self._workers = batch_workers_for(cast(Callable[[list[Message]], Any], handler),
                                               concurrency, starts,
-                                              self._settler.finished, topic, client.url,
-                                              self._batches)
+                                              self._settler.batch_finished, topic,
+                                              client.url, self._batches)
         gather = (Gather(client, self.topic, self.group, batch, batch_wait_ms, recover_interval)
                   if batch is not None and batch_wait_ms > 0 else None)
         self._keeper = Keeper(client, topic, self._holdings, self.id, self._state,

@@ -23,6 +23,9 @@ __all__ = ["Settler"]
 
 _STOP: Any = object()
 _GIVE_BACK: Any = object()  # in place of a handler's outcome: the message never started
+# in place of an error: the item is a batch handler's run, its messages those it acknowledges
+_BATCH: Any = object()
+_IN_BATCH: Any = object()  # in place of a failed message's seconds: its batch's run counts
 MAX_BATCH = 1000  # acknowledgements per round trip
 
 
@@ -60,6 +63,16 @@ class Settler:
         recovered or took it, and releasing changes nothing)."""
         self._finished.put((message, _GIVE_BACK, 0.0))
 
+    def batch_finished(self, succeeded: list[Message],
+                       failures: list[tuple[Message, BaseException | str]],
+                       seconds: float) -> None:
+        """A batch handler ran ``seconds`` (one run, whatever its size): ``succeeded`` are
+        acknowledged together, each of ``failures`` failed with its error."""
+        put = self._finished.put
+        put((succeeded, _BATCH, seconds))
+        for message, error in failures:
+            put((message, error, _IN_BATCH))
+
     def stop(self) -> None:
         """Settle what has finished so far, then exit."""
         self._finished.put(_STOP)
@@ -85,14 +98,21 @@ class Settler:
                     stop = True
                     continue
                 message, error, seconds = item
-                done.append(message)
                 if error is None:
+                    done.append(message)
                     succeeded.append(message)
                 elif error is _GIVE_BACK:
+                    done.append(message)
                     unstarted.append(message)
                     continue
+                elif error is _BATCH:
+                    done += message
+                    succeeded += message
                 else:
+                    done.append(message)
                     failures.append((message, error))
+                    if seconds is _IN_BATCH:
+                        continue
                 ran += seconds
                 runs += 1
                 observe(seconds)

@@ -40,6 +40,20 @@ class Starts:
                  give_back: Callable[[Message], None]):
         self.holdings, self.now, self.give_back = holdings, now, give_back
 
+    def allowed_of(self, messages: list[Message]) -> list[Message]:
+        """Those of ``messages`` (a batch) a worker may start, judged at one ``now()``; the
+        others given back, or dropped when no longer held."""
+        now, start_by, allowed = self.now(), self.holdings.start_by, []
+        for message in messages:
+            until = start_by(message)
+            if until is None:
+                continue
+            if now <= until:
+                allowed.append(message)
+            else:
+                self.give_back(message)
+        return allowed
+
     def allowed(self, message: Message) -> bool:
         start_by = self.holdings.start_by(message)
         if start_by is None:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from . import (
+    batch,
     consume,
     delay,
     filters,
@@ -37,6 +38,7 @@ SCENARIOS: dict[str, Callable[[Bench], Report]] = {
     "consume": consume.run,
     "replicas": replicas.run,
     "limits": limits.run,
+    "batch": batch.run,
     "trace": trace.run,
     "newest": newest.run,
     "priority": priority.run,

@@ -4,8 +4,13 @@ hand; the topic settings of transactions on ``topic create``."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 
 import pytest
+from helpers import wait_for
 from test_cli import assert_one_line_error, ok, run
 
 import rmq
@@ -57,3 +62,56 @@ def test_topic_create_takes_the_transaction_settings(redis_url, client):
     settings = json.loads(out)["settings"]
     assert (settings["check_after"], settings["check_interval"], settings["max_checks"],
             settings["tx_retention"]) == (2, 10, 3, 3600)
+
+
+SHOP = '''
+import os
+from pathlib import Path
+
+OUT = Path(os.environ["RMQ_TEST_DIR"])
+
+
+def handle(message):
+    with open(OUT / "handled", "a") as out:
+        out.write(message.text + "\\n")
+
+
+def check(tx_id):
+    return {"order-17": True, "order-18": False}.get(tx_id)
+'''
+
+
+def test_worker_runs_a_transaction_checker_beside_its_handler(redis_url, client, tmp_path):
+    (tmp_path / "shop.py").write_text(SHOP)
+    client.alter_topic("orders", check_after=0.2)
+    client.transaction("orders", id="order-17").send("ship 17")  # its producer died
+    client.transaction("orders", id="order-18").send("ship 18")
+    client.transaction("orders", id="order-19").send("ship 19")  # unknown to the checker
+    log = open(tmp_path / "worker.log", "w")  # noqa: SIM115 - closed in finally
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "rmq", "--url", redis_url, "worker", "shop:handle", "orders",
+         "--checker", "shop:check"], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
+        env={**os.environ, "RMQ_TEST_DIR": str(tmp_path)})
+    handled = tmp_path / "handled"
+    try:
+        wait_for(lambda: handled.exists() and handled.read_text() == "ship 17\n",
+                 30, "the committed transaction's message to be handled")
+        wait_for(lambda: [t.id for t in client.open_transactions("orders")] == ["order-19"],
+                 30, "order-18 to be rolled back")
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=60) == 0
+    finally:
+        worker.kill()
+        log.close()
+    text = (tmp_path / "worker.log").read_text()
+    assert "shop:check checks its open transactions" in text
+    stopped = [line for line in text.splitlines() if line.startswith("worker stopped: ")]
+    assert len(stopped) == 1 and "1 handled" in stopped[0], text
+    assert "check-back: 1 committed" in stopped[0] and "1 rolled_back" in stopped[0]
+
+
+def test_worker_names_a_checker_that_cannot_be_loaded(redis_url, client, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "rmq", "--url", redis_url, "worker",
+                           "json:dumps", "orders", "--checker", "nowhere_at_all:check"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert_one_line_error(done, 1, "cannot import 'nowhere_at_all'")

@@ -41,7 +41,9 @@ def load_handler(target: str) -> Callable[..., Any]:
 
 
 def worker(args: argparse.Namespace) -> None:
+    from ..runtime.checker import CheckBack
     from ..runtime.consumer import Consumer
+    from ..runtime.signals import run_all
 
     if args.prefetch is not None and args.prefetch > MOST_HELD:
         raise CommandError(f"this worker would hold {args.prefetch} messages at once "
@@ -49,6 +51,7 @@ def worker(args: argparse.Namespace) -> None:
                            "smaller --prefetch, or none (adaptive)")
     _check_batch(args)
     handler = load_handler(args.target)
+    checker = None if args.checker is None else load_handler(args.checker)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     with open_client(args, patient=True) as client:
@@ -59,17 +62,28 @@ def worker(args: argparse.Namespace) -> None:
                             batch_wait_ms=args.batch_wait_ms or 0)
         batches = "" if args.batch is None else (
             f", batches of up to {args.batch} (waiting up to {args.batch_wait_ms or 0} ms)")
+        # The check-back runs beside the consumer, in this process: one checker at a time
+        # asks about each open transaction, however many workers run one.
+        check_back = None if checker is None else CheckBack(client, args.topic, checker)
+        checks = "" if checker is None else f"; {args.checker} checks its open transactions"
         print(f"worker {consumer.id}: {args.target} on {args.topic!r}, group {args.group!r}, "
-              f"concurrency {args.concurrency}{batches}; Ctrl-C or SIGTERM stops it",
+              f"concurrency {args.concurrency}{batches}{checks}; Ctrl-C or SIGTERM stops it",
               file=sys.stderr, flush=True)
         stopped = threading.Event()
         reporter = threading.Thread(target=_report, args=(consumer, stopped), daemon=True)
         reporter.start()
         try:
-            consumer.run()
+            run_all([consumer] if check_back is None else [consumer, check_back])
         finally:
             stopped.set()
-    print(f"worker stopped: {_counts(consumer)}", file=sys.stderr, flush=True)
+    done = "" if check_back is None else f"; check-back: {_outcomes(check_back.outcomes)}"
+    print(f"worker stopped: {_counts(consumer)}{done}", file=sys.stderr, flush=True)
+
+
+def _outcomes(outcomes: dict[str, int]) -> str:
+    """What the check-back did: "2 committed, 1 rolled_back", or "no transaction checked"."""
+    return ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items())) or (
+        "no transaction checked")
 
 
 def _check_batch(args: argparse.Namespace) -> None:
@@ -131,6 +145,10 @@ def add_parsers(commands: Any) -> None:
                    help="with --batch: once a message is ready, wait up to MS more for the "
                         "batch to fill while its messages stay pending (default 0; a "
                         "message at HIGH priority or above is taken at once)")
+    p.add_argument("--checker", metavar="module:function",
+                   help="also run this transaction checker (fn(tx_id) -> True to commit, "
+                        "False to roll back, None: unknown) on TOPIC's transactions left "
+                        "open check_after seconds (docs/transactions.md)")
     p.add_argument("--lease", type=seconds(0.01, 7 * 86400), metavar="SECONDS",
                    help="lease of each claim (default: the topic's visibility timeout)")
     p.add_argument("--grace", type=seconds(0.0), default=30.0, metavar="SECONDS",

@@ -53,3 +53,34 @@ def test_bad_filters_and_properties_exit_with_one_line(redis_url, client):
                           "invalid tag")
     assert client.topic("t", fresh=True).groups == ("default",)
     assert client.stats("t").groups["default"].ready == 0
+
+
+def test_bind_says_a_bare_word_is_a_property_name_without_refusing_it(redis_url, client):
+    client.create_topic("t")
+    out = ok("topic", "bind", "t", "eu", "--where", "region = eu", url=redis_url)
+    assert out.splitlines() == [
+        "group 'eu' bound to topic 't' with its filters",
+        "note: in --where, eu is read as a property name (region = eu compares two "
+        "properties); quote a string: region = 'eu'"]
+    assert client.topic("t", fresh=True).filter_of("eu").where == "region = eu"  # bound as is
+
+
+def test_send_says_which_groups_filters_turned_the_message_away(redis_url, client):
+    client.create_topic("t")
+    client.bind("t", "eu", where="region = 'eu'")
+    client.bind("t", "orders", tags="order")
+    client.bind("t", "all")
+    out = ok("send", "t", "x", "--tag", "refund", "--property", "region=eu", url=redis_url)
+    assert out.splitlines()[1] == "not stored for 'orders': its filters turned it away"
+    out = ok("send", "t", "y", "--property", "region=us", url=redis_url)
+    assert out.splitlines()[1] == ("not stored for 'eu', 'orders': their filters turned it "
+                                   "away")
+    client.unbind("t", "all")
+    client.topic("t", fresh=True)
+    out = ok("send", "t", "--file", "-", "--property", "region=us", url=redis_url,
+             stdin="a\nb\n")
+    assert out.splitlines()[1] == ("stored for no group: the filters of 'eu', 'orders' turned "
+                                   "them away (rmq topic show t shows them)")
+    assert len(ok("send", "t", "z", "--tag", "order", "--property", "region=eu",
+                  url=redis_url).splitlines()) == 1  # every group took it: nothing to say
+    assert client.stats("t").groups["orders"].counters["filtered"] == 4

@@ -292,3 +292,29 @@ def test_a_decimal_property_is_refused_rather_than_rounded():
     with pytest.raises(rmq.errors.InvalidProperties,
                        match=r"'p' must be .* got decimal.Decimal \(convert it"):
         check_properties({"p": Decimal("0.1")})
+
+
+@pytest.mark.parametrize(("where", "notes"), [
+    ("region = eu", ["eu is read as a property name (region = eu compares two properties); "
+                     "quote a string: region = 'eu'"]),
+    ("price > 10 AND (region <> eu OR NOT a >= b)", [
+        "eu is read as a property name (region <> eu compares two properties); quote a "
+        "string: region <> 'eu'",
+        "b is read as a property name (a >= b compares two properties); quote a string: "
+        "a >= 'b'"]),
+    ("region = 'eu'", []),
+    ("region IS NULL OR n IN (1, 2)", []),
+    ("TAG = gold", []),  # TAG is no property
+])
+def test_a_comparison_of_two_properties_is_noted_not_refused(where, notes):
+    assert compile_filter(None, where).notes() == notes
+
+
+def test_a_bare_word_compares_with_the_property_of_that_name():
+    bare = compile_filter(None, "region = eu")
+    assert not bare.matches(None, {"region": "eu"})  # no property eu: NULL, so UNKNOWN
+    assert bare.matches(None, {"region": "x", "eu": "x"})
+
+
+def test_no_filter_has_no_notes():
+    assert compile_filter().notes() == [] and compile_filter("a || b").notes() == []

@@ -58,6 +58,29 @@ class Filter:
         """Whether a message with ``tag`` and ``properties`` is stored for this group."""
         return not self.program or evaluate(json.loads(self.program), tag, properties) is True
 
+    def notes(self) -> list[str]:
+        """What the ``where`` expression does that its writer may not mean, in words, one
+        note each; nothing is refused for it. Today: a comparison of two properties, which
+        ``region = eu`` is (a bare word is a property name; ``'eu'`` is a string)."""
+        found: list[str] = []
+        if self.program:
+            _note_property_pairs(json.loads(self.program), found)
+        return found
+
+
+def _note_property_pairs(node: Any, found: list[str]) -> None:
+    if not isinstance(node, list) or not node:
+        return
+    if node[0] == "cmp" and node[2][0] == "p" and node[3][0] == "p":
+        left, op, right = node[2][1], node[1], node[3][1]
+        note = (f"{right} is read as a property name ({left} {op} {right} compares two "
+                f"properties); quote a string: {left} {op} '{right}'")
+        if note not in found:
+            found.append(note)
+        return
+    for child in node[1:]:
+        _note_property_pairs(child, found)
+
 
 def compile_filter(tags: object = None, where: object = None) -> Filter:
     """Parse ``tags`` (``"*"`` or ``"a || b"``) and ``where`` (the SQL-92 subset); raises

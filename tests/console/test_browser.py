@@ -10,6 +10,7 @@ are also copied to ``docs/console/`` for docs/console.md."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -447,3 +448,24 @@ def test_an_operator_reads_the_signals_of_each_group_on_the_pages(
     expect(page.locator("tr[data-consumer=gpu-1] td.stale")).to_have_count(0)
     expect(page.locator("#dead-after")).to_contain_text("no longer listed after 10m 00s")
     page.screenshot(path=str(tmp_path / "signals-consumers.png"), full_page=True)
+
+
+def test_the_bind_form_notes_a_bare_word_and_the_send_form_names_who_turned_it_away(
+        page: Page, console_process: Any, client: rmq.Client, tmp_path: Path) -> None:
+    base = console_process("--refresh", "1")
+    client.create_topic("prices")
+    page.goto(f"{base}/topics/prices")
+    live(page)
+    page.fill("#bind-form [name=group]", "eu")
+    page.fill("#bind-form [name=where]", "region = eu")
+    page.click("#bind-form button[type=submit]")
+    expect(page.locator("#bind-message")).to_have_text(
+        "Bound eu: it gets every message sent from now on that its filters accept. Note: eu "
+        "is read as a property name (region = eu compares two properties); quote a string: "
+        "region = 'eu'.")
+    expect(page.locator("#filters")).to_contain_text("where region = eu")  # bound as given
+    page.fill("#send-form [name=body]", "order-17")
+    page.click("#send-form button[type=submit]")
+    expect(page.locator("#send-message")).to_have_text(
+        re.compile(r"Sent to slot \d+\. The filters of eu turned it away\."))
+    page.screenshot(path=str(tmp_path / "bind-note.png"), full_page=True)

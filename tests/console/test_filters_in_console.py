@@ -45,3 +45,19 @@ def test_metrics_count_each_groups_filtered_messages(api: TestClient,
     filtered = samples["rmq_messages_filtered_total"]
     assert filtered[labels(topic="t", group="big")] == 6
     assert filtered[labels(topic="t", group="all")] == 0
+
+
+def test_the_api_notes_a_comparison_of_two_properties_and_names_the_groups_that_turned_a_send_away(
+        api: TestClient, client: rmq.Client) -> None:
+    client.create_topic("t")
+    bound = api.post("/api/topics/t/bindings", json={"group": "eu", "where": "region = eu"})
+    assert bound.status_code == 200, bound.text
+    assert bound.json()["notes"] == [
+        "eu is read as a property name (region = eu compares two properties); quote a "
+        "string: region = 'eu'"]
+    assert client.topic("t", fresh=True).filter_of("eu").where == "region = eu"
+    assert api.post("/api/topics/t/bindings", json={"group": "us", "where": "region = 'us'"}
+                    ).json()["notes"] == []
+    sent = api.post("/api/topics/t/messages", json={"body": "x", "properties": {"region": "us"}})
+    assert sent.json()["filtered_by"] == ["eu"]
+    assert len(sent.json()["message_id"]) == 16

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from rmq import ConsumerInfo
+from rmq import ConsumerInfo, TopicInfo
 
 from ..errors import InputError
 from ..message import Priority
@@ -141,8 +141,9 @@ def send(args: argparse.Namespace) -> None:
             what = "merged into a pending message" if result.merged else "sent"
             print(f"{what} (topic {args.topic!r}, slot {result.slot}, "
                   f"message id {result.message_id})")
+            _say_filtered(client.topic(args.topic), options, "it")
             return
-        client.topic(args.topic)  # an unknown topic fails before reading any input
+        info = client.topic(args.topic)  # an unknown topic fails before reading any input
         started = time.monotonic()
         counts = _send_file(client, args.topic, args.file, args.json, options)
         sent, merged = counts.sent, counts.merged
@@ -150,6 +151,24 @@ def send(args: argparse.Namespace) -> None:
     share = 100 * merged / sent if sent else 0.0
     print(f"sent {sent} messages to {args.topic!r}, {merged} merged ({share:.1f}%) "
           f"in {elapsed:.2f}s")
+    _say_filtered(info, options, "them")
+
+
+def _say_filtered(info: TopicInfo, options: dict[str, Any], it: str) -> None:
+    """Which groups' filters turned the message away (the filters run on the server as
+    Filter.matches does here): what a user who sees a message go nowhere asks first."""
+    tag, properties = options.get("tag"), options.get("properties") or {}
+    refused = [group for group in info.groups
+               if not info.filter_of(group).matches(tag, properties)]
+    if not refused:
+        return
+    names = ", ".join(repr(group) for group in refused)
+    if len(refused) == len(info.groups):
+        print(f"stored for no group: the filters of {names} turned {it} away (rmq topic "
+              f"show {info.name} shows them)")
+    else:
+        print(f"not stored for {names}: {'its' if len(refused) == 1 else 'their'} filters "
+              f"turned {it} away")
 
 
 def dead(args: argparse.Namespace) -> None:

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from ..errors import TopicConflict
+from ..filters import compile_filter
 from ..settings import TopicSettings
 from . import limits, transactions
 from .common import CommandError, open_client, print_json, table
@@ -179,6 +180,8 @@ def bind(args: argparse.Namespace) -> None:
         " with its filters")
     print(f"group {args.group!r} {'bound to' if added else 'was already bound to'} "
           f"topic {args.name!r}{filtered}")
+    for note in compile_filter(args.tags, args.where).notes():
+        print(f"note: in --where, {note}")
 
 
 def unbind(args: argparse.Namespace) -> None:

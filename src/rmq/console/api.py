@@ -16,6 +16,7 @@ from pydantic import Strict as StrictMode
 
 import rmq
 from rmq.errors import InvalidQuery, TopicConflict
+from rmq.filters import compile_filter
 
 from . import views
 from .transactions import transactions_view
@@ -205,10 +206,10 @@ def resume(request: Request, topic: str) -> dict[str, Any]:
 @router.post("/topics/{topic}/bindings",
              summary="Bind a group: it gets every later message its filters accept")
 def bind(request: Request, topic: str, binding: Binding) -> dict[str, Any]:
-    added = _client(request).bind(topic, binding.group, tags=binding.tags or None,
-                                  where=binding.where or None)
-    return {"name": topic, "group": binding.group, "added": added,
-            "tags": binding.tags or None, "where": binding.where or None}
+    tags, where = binding.tags or None, binding.where or None
+    added = _client(request).bind(topic, binding.group, tags=tags, where=where)
+    return {"name": topic, "group": binding.group, "added": added, "tags": tags,
+            "where": where, "notes": compile_filter(tags, where).notes()}
 
 
 @router.post("/topics/{topic}/limits", summary="Set a group's fleet-wide limits "
@@ -227,8 +228,14 @@ def unbind(request: Request, topic: str, group: str) -> dict[str, Any]:
 @router.post("/topics/{topic}/messages", status_code=201, summary="Send one message")
 def send(request: Request, topic: str, message: Outgoing) -> dict[str, Any]:
     options = {k: v for k, v in message.model_dump().items() if v is not None}
-    result = _client(request).send(topic, **options)
-    return {"slot": result.slot, "merged": result.merged}
+    client = _client(request)
+    result = client.send(topic, **options)
+    info = client.topic(topic)
+    # the groups whose filters turned it away (the send script runs Filter.matches' twin)
+    refused = [group for group in info.groups if not info.filter_of(group).matches(
+        message.tag, message.properties or {})]
+    return {"slot": result.slot, "merged": result.merged, "message_id": result.message_id,
+            "filtered_by": refused}
 
 
 @router.get("/topics/{topic}/history", summary="Rates, merge rate and backlog over time")

@@ -312,8 +312,9 @@
     document.getElementById("bind-form").reset();
     await round();
     const filtered = result.tags || result.where ? " that its filters accept" : "";
-    return result.added ? `Bound ${result.group}: it gets every message sent from now on${filtered}.`
-                        : `${result.group} was already bound; its filters are now as given.`;
+    const notes = result.notes.map((note) => ` Note: ${note}.`).join("");
+    return (result.added ? `Bound ${result.group}: it gets every message sent from now on${filtered}.`
+                         : `${result.group} was already bound; its filters are now as given.`) + notes;
   });
   // A named level sets the number sent; "Custom…" shows the number itself to type.
   const level = document.getElementById("send-priority");
@@ -327,6 +328,9 @@
   onSubmit(document.getElementById("send-form"), "send-message", async (fields) => {
     const result = await api("POST", `${base}/messages`, fields);
     await round();
-    return result.merged ? `Merged into a pending message (slot ${result.slot}).` : `Sent to slot ${result.slot}.`;
+    const sent = result.merged ? `Merged into a pending message (slot ${result.slot}).` : `Sent to slot ${result.slot}.`;
+    const away = result.filtered_by.length
+      ? ` The filters of ${result.filtered_by.join(", ")} turned it away.` : "";
+    return sent + away;
   });
 })();

@@ -166,3 +166,32 @@ def test_the_changelog_lists_releases_newest_first_in_keep_a_changelog_sections(
     for target in re.findall(r"\]\(([^)\s]+)\)", text):
         if not target.startswith(("http://", "https://")):
             assert (ROOT / target.split("#")[0]).exists(), f"CHANGELOG.md links {target}"
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors of a page's headings, as GitHub makes them."""
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+            for heading in re.findall(r"^#+ (.+)$", page.read_text(encoding="utf-8"), re.M)}
+
+
+def test_every_link_between_the_pages_reaches_its_page_and_heading() -> None:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+             ROOT / "deploy" / "README.md"]
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+            if target.startswith(("http://", "https://")):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = page.parent / path if path else page
+            assert linked.exists(), f"{page.name} links {target}: no such file"
+            if anchor and linked.suffix == ".md":
+                assert anchor in _anchors(linked), f"{page.name} links {target}: no such heading"
+
+
+def test_the_pages_showing_tags_and_properties_say_they_merge_and_point_to_merging_by_key(
+        ) -> None:
+    assert "merging-by-key" in _anchors(ROOT / "docs" / "semantics.md")
+    for page in ("README.md", "docs/semantics.md", "docs/cli.md"):
+        text = " ".join((ROOT / page).read_text(encoding="utf-8").split())
+        assert re.search(r"(Tag and properties|Both) are part of what merges", text), page
+        assert "merging-by-key" in text, page

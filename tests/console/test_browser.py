@@ -469,3 +469,35 @@ def test_the_bind_form_notes_a_bare_word_and_the_send_form_names_who_turned_it_a
     expect(page.locator("#send-message")).to_have_text(
         re.compile(r"Sent to slot \d+\. The filters of eu turned it away\."))
     page.screenshot(path=str(tmp_path / "bind-note.png"), full_page=True)
+
+
+def test_a_dead_letter_links_its_trace_and_shows_its_whole_error_on_demand(
+        page: Page, console_process: Any, client: rmq.Client, tmp_path: Path) -> None:
+    base = console_process("--refresh", "1")
+    client.create_topic("prices", slots=1, max_retries=0, trace=True)
+    sent = client.send("prices", "sku-42")
+    (message,) = client.claim("prices")
+    error = ("Traceback (most recent call last):\n  File \"shop.py\", line 9, in render\n"
+             "    price = prices[sku]\nKeyError: 'sku-42'")
+    assert client.nack(message, error) == "dead"
+    page.goto(f"{base}/dead?topic=prices")
+    live(page)
+    row = page.locator("#dead-table tbody tr[data-id]")
+    link = row.locator(f"a[href='/find?topic=prices&message_id={sent.message_id}']")
+    expect(link).to_have_text(sent.message_id)
+    summary = row.locator("td.error summary")
+    expect(summary).to_have_text("Traceback (most recent call last): …")
+    expect(row.locator("td.error pre")).not_to_be_visible()  # the rest on demand
+    summary.click()
+    expect(row.locator("td.error pre")).to_have_text(error)
+    shown = page.inner_text("#live-text")
+    expect(page.locator("#live-text")).not_to_have_text(shown)  # the page refreshed
+    expect(row.locator("td.error pre")).to_be_visible()  # and what was opened stays open
+    page.screenshot(path=str(tmp_path / "dead-letter-error.png"), full_page=True)
+    link.click()
+    page.wait_for_url(f"{base}/find?topic=prices&message_id={sent.message_id}")
+    timeline = page.locator(f"table.trace-table[data-message-id='{sent.message_id}']")
+    expect(timeline.locator("tr[data-event]")).to_have_count(4)
+    expect(timeline.locator("tr[data-event] td:nth-child(2)")).to_have_text(
+        ["sent", "claimed", "failed", "dead"])
+    page.screenshot(path=str(tmp_path / "dead-letter-trace.png"), full_page=True)

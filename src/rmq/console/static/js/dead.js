@@ -10,7 +10,7 @@
   const selectAll = document.getElementById("select-all");
   const params = new URLSearchParams(location.search);
   const view = { offset: 0, total: 0, selected: new Set(), group: params.get("group"),
-                 chosen: Boolean(params.get("topic")) };
+                 chosen: Boolean(params.get("topic")), opened: new Set() };
   if (params.get("topic")) topicSelect.value = params.get("topic");
 
   const base = () => `/api/topics/${encodeURIComponent(topicSelect.value)}`;
@@ -50,6 +50,29 @@
     groupSelect.value = view.group;
   }
 
+  // The last error's first line, the rest on demand: a traceback must not make a row a
+  // screen high. What is opened stays open across the page's refreshes.
+  const SHORT = 160;
+  function errorCell(r) {
+    const error = r.error || "";
+    const first = error.split("\n")[0];
+    if (error.length <= SHORT && first === error) return el("td", { class: "error" }, error);
+    const details = el("details", { open: view.opened.has(r.id),
+      ontoggle: (e) => { e.target.open ? view.opened.add(r.id) : view.opened.delete(r.id); } },
+      el("summary", { title: "show the whole error" },
+        first.length > SHORT ? `${first.slice(0, SHORT - 1)}…` : `${first} …`),
+      el("pre", { class: "full-error" }, error));
+    return el("td", { class: "error" }, details);
+  }
+
+  // The message id opens the finder on it: its trace, on a topic with the trace on.
+  function messageIdCell(r) {
+    return el("td", { class: "mono" }, el("a", {
+      href: `/find?${query({ topic: topicSelect.value, message_id: r.message_id })}`,
+      title: "its trace: every state change, oldest first (on a topic with the trace on)",
+    }, r.message_id));
+  }
+
   async function requeue(ids) {
     try {
       const body = ids ? { group: view.group, ids } : { group: view.group, all: true };
@@ -65,7 +88,7 @@
 
   async function refresh() {
     if (!topicSelect.value) {
-      fill(tbody, [], 8, "No topics yet.");
+      fill(tbody, [], 9, "No topics yet.");
       return;
     }
     await loadCounts();
@@ -76,10 +99,10 @@
       el("td", {}, el("input", { type: "checkbox", "aria-label": `select ${r.id}`,
         checked: view.selected.has(r.id),
         onchange: (e) => { e.target.checked ? view.selected.add(r.id) : view.selected.delete(r.id); syncSelection(); } })),
-      td(r.id, "mono"), td(fmt.when(r.dead_at)), td(r.attempts, "num"), td(RMQ.priorityName(r.priority), "num"),
-      el("td", { class: "error" }, r.error), el("td", { class: "body" }, r.body),
+      td(r.id, "mono"), messageIdCell(r), td(fmt.when(r.dead_at)), td(r.attempts, "num"),
+      td(RMQ.priorityName(r.priority), "num"), errorCell(r), el("td", { class: "body" }, r.body),
       el("td", {}, el("button", { type: "button", class: "small", onclick: () => requeue([r.id]) }, "Requeue")))),
-      8, "No dead letters. Messages land here after their last retry fails.");
+      9, "No dead letters. Messages land here after their last retry fails.");
     const last = Math.min(view.offset + page.rows.length, page.total);
     setText("dead-range", page.total ? `${fmt.n(view.offset + 1)}–${fmt.n(last)} of ${fmt.n(page.total)}` : "0 of 0");
     document.getElementById("dead-prev").disabled = view.offset === 0;

@@ -130,7 +130,8 @@ def commands_of_rmqs_code() -> set[str]:
 
 
 def test_the_documented_acl_grants_every_command_of_rmqs_code() -> None:
-    granted = {rule[1:] for rule in documented_acl("rmq").split() if rule.startswith("+")}
+    granted = {rule[1:].partition("|")[0] for rule in documented_acl("rmq").split()
+               if rule.startswith("+")}
     granted |= {rule[1:].partition("|")[0] for rule in documented_acl("cluster").split()}
     # WAIT and WAITAOF: granted for replicated writes only (this page, "Replicated writes")
     assert commands_of_rmqs_code() - granted - {"wait", "waitaof"} == set()
@@ -181,6 +182,25 @@ def test_a_consumer_runs_as_a_user_with_only_the_documented_acl(add_user):
             client.send("jobs", b"wake up")  # the consumer is asleep on its wake-up channel
             wait_for(lambda: handled == [b"wake up"], what="the message handled")
             wait_for(lambda: client.consumers("jobs"), what="the consumer's heartbeat")
+        finally:
+            consumer.stop()
+
+
+def test_a_batch_consumer_of_the_documented_acl_is_woken_by_the_keys_it_tracks(add_user):
+    url = add_user(documented_acl("rmq"))
+    batches: list[int] = []
+    with rmq.Client(url) as client:
+        client.create_topic("jobs", slots=1)
+        client.send("jobs", b"first")
+        consumer = rmq.Consumer(client, "jobs", lambda ms: batches.append(len(ms)), batch=2,
+                                batch_wait_ms=60_000, recover_interval=60).start()
+        try:
+            watch = client.ready_watch("jobs")
+            watch.look(2)
+            client.send("jobs", b"second")  # its slot has a ready message: no wake-up sent
+            wait_for(lambda: batches == [2], what="the full batch handled, woken by Redis")
+            assert watch._tracked  # tracking, not the fallback
+            watch.close()
         finally:
             consumer.stop()
 
@@ -295,6 +315,22 @@ def test_a_consumer_runs_as_a_one_topic_tenant(tenancy, caplog):
     assert complaints == []
     # history samples are the console's to record: the keeper stops asking, saying so once
     told = [r for r in caplog.records if "records no history samples" in r.getMessage()]
+    assert len(told) == 1
+
+
+def test_a_batch_consumer_of_a_one_topic_tenant_waits_on_its_wake_channel_instead(
+        tenancy, caplog):
+    caplog.set_level(logging.INFO, logger="rmq")
+    batches: list[int] = []
+    with rmq.Client(tenancy.url) as tenant:
+        consumer = rmq.Consumer(tenant, "orders", lambda ms: batches.append(len(ms)), batch=5,
+                                batch_wait_ms=300).start()
+        try:
+            tenant.send_many("orders", [b"a", b"b"])
+            wait_for(lambda: batches == [2], what="the batch taken once it waited 300 ms")
+        finally:
+            consumer.stop()
+    told = [r for r in caplog.records if "wait on its wake channel" in r.getMessage()]
     assert len(told) == 1
 
 

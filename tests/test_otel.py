@@ -134,6 +134,26 @@ report()
 """
 
 
+BATCH = SETUP + """
+client.create_topic("renders", max_retries=0)
+client.send("renders", b"product:42")
+client.send("renders", b"product:7")
+client.send("renders", b"product:9")
+done = threading.Event()
+
+
+def render(messages):
+    done.set()
+    raise rmq.BatchFailed({m: "no price" for m in messages if m.text == "product:9"})
+
+
+consumer = rmq.Consumer(client, "renders", render, batch=10, concurrency=1).start()
+assert done.wait(30)
+consumer.stop(grace=5)
+report()
+"""
+
+
 def run(script: str, url: str) -> list[dict]:
     done = subprocess.run([sys.executable, "-c", script, url], capture_output=True, text=True,
                           timeout=120)
@@ -168,6 +188,22 @@ def test_a_handler_span_links_to_the_producer_spans_of_the_sends_merged_into_its
     assert {s["kind"] for s in spans} == {"PRODUCER", "CONSUMER"}
     # what the sends kept for the claim was taken by it
     assert [key for node in _nodes(redis_url) for key in node.keys("*:links:*")] == []
+
+
+def test_a_batch_handler_call_is_one_span_linked_to_the_send_of_each_of_its_messages(
+        redis_url):
+    spans = run(BATCH, redis_url)
+    producers = {s["attributes"]["messaging.message.id"]: s["context"] for s in spans
+                 if s["kind"] == "PRODUCER"}
+    (batch,) = [s for s in spans if s["kind"] == "CONSUMER"]
+    assert batch["name"] == "process renders"
+    assert batch["attributes"]["messaging.batch.message_count"] == 3
+    assert batch["attributes"]["messaging.operation.type"] == "process"
+    assert sorted(zip(batch["linked_ids"], batch["links"], strict=True)) == sorted(
+        producers.items())
+    # a BatchFailed is the batch's failure: recorded on its span
+    assert batch["status"] == "ERROR"
+    assert batch["attributes"]["error.type"] == "rmq.errors.BatchFailed"
 
 
 def test_a_handler_span_links_to_the_latest_32_sends(redis_url):

@@ -172,32 +172,6 @@ def test_an_async_batch_handler_raising_batch_failed_retries_those_named(make_cl
     assert [(d.body, d.error) for d in producer.dead_letters("t")] == [(b"b", "no")]
 
 
-def test_a_batch_consumer_acknowledges_its_finished_batches_in_its_next_claims_round_trip(
-        make_client, consumers):
-    producer, consumer_client = make_client(), make_client()
-    producer.create_topic("t", slots=1)
-    producer.send_many("t", [f"m{i}" for i in range(500)])
-    consumer_client.topic("t")
-    trips = consumer_client._execute
-    before = trips.round_trips
-    consumer = consumers(consumer_client, "t", lambda messages: None, batch=10, concurrency=1)
-    wait_for(lambda: consumer.handled == 500, what="500 handled")
-    # 50 claims; an ack of its own for each batch would make it 100 round trips and more
-    assert trips.round_trips - before < 70
-    assert counters(producer, "t")["acked"] == 500
-
-
-def test_a_batch_consumer_that_sleeps_acknowledges_what_it_finished_first(make_client,
-                                                                         consumers):
-    producer = make_client()
-    producer.create_topic("t", slots=1)
-    producer.send_many("t", [b"a", b"b", b"c"])
-    consumer = consumers(make_client(), "t", lambda messages: None, batch=2, concurrency=1,
-                         recover_interval=60)
-    wait_for(lambda: counters(producer, "t")["acked"] == 3, what="all 3 acked")
-    assert consumer.handled == 3  # and the consumer sleeps, idle, with nothing held back
-
-
 def test_a_batch_handlers_run_counts_once_in_the_handler_times_its_heartbeats_report(
         make_client, consumers):
     producer = make_client()

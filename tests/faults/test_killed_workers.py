@@ -30,8 +30,8 @@ def test_a_frozen_consumer_is_redelivered_after_its_lease_and_not_before(stage):
     assert outcome.ledger.acknowledged == 12
 
 
-# Waiting 5 ms for a batch to fill; taking what is ready, under a max_batches (whose units a
-# killed worker gives back with its leases), its acknowledgements riding on its claims.
+# Waiting 5 ms for a batch to fill; and taking what is ready under a max_batches, whose units
+# a killed worker gives back with its leases.
 @pytest.mark.parametrize(("batch_wait_ms", "max_batches"), [(5, None), (0, 6)])
 def test_batch_workers_killed_at_random_points_lose_nothing_and_repeat_only_what_they_held(
         stage, batch_wait_ms, max_batches):

@@ -13,7 +13,7 @@ batch they came in.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from ..errors import BatchFailed, InvalidArgument
 from ..message import Message, Priority
@@ -21,8 +21,7 @@ from ..settings import check_int
 from .protocol import QueueClient, ReadyWatching
 from .threads import log
 
-__all__ = ["BatchRoom", "AckBox", "Gather", "outcomes", "check_batch_options",
-           "MAX_BATCH_WAIT_MS"]
+__all__ = ["BatchRoom", "Gather", "outcomes", "check_batch_options", "MAX_BATCH_WAIT_MS"]
 
 MAX_BATCH_WAIT_MS = 3_600_000  # an hour
 Outcome = tuple[Message, BaseException | str | None]
@@ -63,13 +62,8 @@ class BatchRoom:
         """The most batches to hold at once now."""
         return self.concurrency + (0 if self.capped else 1)
 
-    def room(self, running: threading.Event, before_wait: Callable[[], None]) -> int:
-        """Wait until a batch may be claimed (or ``running`` clears); returns its size.
-        ``before_wait`` runs first if it has to wait (outside the lock)."""
-        with self._changed:
-            if not running.is_set() or self._held < self.limit:
-                return self.size
-        before_wait()
+    def room(self, running: threading.Event) -> int:
+        """Wait until a batch may be claimed (or ``running`` clears); returns its size."""
         with self._changed:
             while running.is_set() and self._held >= self.limit:
                 self._changed.wait(timeout=1.0)
@@ -88,45 +82,6 @@ class BatchRoom:
     def wake_all(self) -> None:
         with self._changed:
             self._changed.notify_all()
-
-
-class AckBox:
-    """The acknowledgements of finished batches that a consumer's settler leaves to its
-    fetcher's next claim (``claim_due(..., ack=...)``: one round trip for both, where a
-    no-op handler's consumer would otherwise spend one on each). Only while the fetcher is
-    claiming one batch after another (``opened``): it closes the box before it sleeps for
-    any reason and acknowledges what it holds, and the settler acknowledges what it cannot
-    leave there itself, so an acknowledgement never waits on a sleeping fetcher."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._open = False
-        self._held: list[Message] = []
-        self.acknowledged = 0  # what claims and the fetcher acknowledged (its thread's)
-
-    def leave(self, messages: list[Message]) -> bool:
-        """The settler's: True if the next claim acknowledges ``messages``."""
-        with self._lock:
-            if self._open:
-                self._held += messages
-            return self._open
-
-    def opened(self) -> None:
-        with self._lock:
-            self._open = True
-
-    def take(self) -> list[Message]:
-        """What the next claim acknowledges (the box stays as it is)."""
-        with self._lock:
-            taken, self._held = self._held, []
-            return taken
-
-    def close(self) -> list[Message]:
-        """Closed: what it held, for the fetcher to acknowledge before it sleeps."""
-        with self._lock:
-            self._open = False
-            taken, self._held = self._held, []
-            return taken
 
 
 def outcomes(batch: Sequence[Message], error: BaseException | None) -> list[Outcome]:

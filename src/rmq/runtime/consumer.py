@@ -42,7 +42,7 @@ from ..settings import (
 )
 from ..storage.registry import ConsumerState
 from .batch_workers import BatchWorkers, batch_workers_for
-from .batches import AckBox, BatchRoom, Gather, check_batch_options
+from .batches import BatchRoom, Gather, check_batch_options
 from .fetcher import Fetcher
 from .holdings import Holdings
 from .keeper import Keeper
@@ -128,9 +128,7 @@ class Consumer:
         self._running = threading.Event()
         self._stopped = threading.Event()
         self._holdings = Holdings()
-        # A batch consumer that takes what is ready acknowledges in its claims (AckBox)
-        acks = AckBox() if batch is not None and batch_wait_ms == 0 else None
-        self._settler = Settler(client, self._holdings, self._prefetch, self.id, topic, acks)
+        self._settler = Settler(client, self._holdings, self._prefetch, self.id, topic)
         # the clock itself, not client.now(): workers read it once a message
         starts = Starts(self._holdings, client.clock, self._settler.give_back)
         self._batches = None if batch is None else BatchRoom(concurrency, batch)
@@ -151,7 +149,7 @@ class Consumer:
         self._fetcher = Fetcher(client, topic, self.group, self._holdings, self._prefetch,
                                 self._workers, self._running, self._stopped,
                                 consumer_id=self.id, lease=lease, idle_wake=recover_interval,
-                                batches=self._batches, gather=gather, acks=acks)
+                                batches=self._batches, gather=gather)
 
     @property
     def handled(self) -> int:

@@ -6,8 +6,7 @@ given back to it (docs/limits.md). Each claim's round trip is timed for the pref
 
 A batch consumer (``batches.py``) claims a batch at a time instead, while its ``BatchRoom``
 has room, and with a ``batch_wait_ms`` first lets its ``Gather`` wait for the batch to fill
-in Redis; without one, each of its claims acknowledges the batches finished since the last
-(``AckBox``), as long as it claims one batch after another."""
+in Redis."""
 
 from __future__ import annotations
 
@@ -15,10 +14,9 @@ import threading
 import time
 
 from ..errors import RMQError, UnknownTopic
-from ..message import Message
 from ..settings import GroupLimits
 from .batch_workers import BatchWorkers
-from .batches import AckBox, BatchRoom, Gather
+from .batches import BatchRoom, Gather
 from .holdings import Holdings
 from .prefetch import Prefetch
 from .protocol import QueueClient
@@ -31,20 +29,19 @@ __all__ = ["Fetcher"]
 class Fetcher:
     """Claims into ``holdings`` while ``running`` is set; ``lease`` as the consumer's.
     ``batches``: a batch consumer's room, which then sizes the claims instead of
-    ``prefetch``; ``gather``: its wait for a batch to fill; ``acks``: the acknowledgements
-    its settler leaves to the claims."""
+    ``prefetch``; ``gather``: its wait for a batch to fill."""
 
     def __init__(self, client: QueueClient, topic: str, group: str, holdings: Holdings,
                  prefetch: Prefetch, workers: Workers | BatchWorkers, running: threading.Event,
                  stopped: threading.Event, *, consumer_id: str, lease: float | None,
                  idle_wake: float, batches: BatchRoom | None = None,
-                 gather: Gather | None = None, acks: AckBox | None = None):
+                 gather: Gather | None = None):
         self.client, self.topic, self.group = client, topic, group
         self.holdings, self.prefetch, self.workers = holdings, prefetch, workers
         self.running, self.stopped = running, stopped
         self.consumer_id, self.lease, self.idle_wake = consumer_id, lease, idle_wake
         self._said_at: GroupLimits | None = None  # the limits it last said it waits at
-        self.batches, self.gather, self.acks = batches, gather, acks
+        self.batches, self.gather = batches, gather
         self.thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -62,18 +59,8 @@ class Fetcher:
         try:
             self._fetch()
         finally:
-            self._ack_left()
             if self.gather is not None:
                 self.gather.close()
-
-    def _ack_left(self, taken: list[Message] | None = None) -> None:
-        """Before it sleeps (or after a claim that failed with ``taken``): the box closed,
-        and what it holds acknowledged now, not after the sleep."""
-        if self.acks is None:
-            return
-        left = [*(taken or ()), *self.acks.close()]
-        if left and guarded(self.consumer_id, lambda: self.client.ack(left)) is not None:
-            self.acks.acknowledged += len(left)
 
     def _fetch(self) -> None:
         waiter = None
@@ -88,31 +75,18 @@ class Fetcher:
                     wanted = self.holdings.room(self.prefetch, self.running)
                 else:
                     self.batches.capped = capped
-                    wanted = self.batches.room(self.running, self._ack_left)
+                    wanted = self.batches.room(self.running)
                 if not self.running.is_set():
                     break
                 if self.client.topic(self.topic).paused:
-                    self._ack_left()
                     waiter.wait(1.0)
                     continue
                 if self.gather is not None and not self.gather.ready():
                     continue
                 waiter.drain()
                 asked = time.perf_counter()
-                if self.acks is None:
-                    messages, next_due = self.client.claim_due(
-                        self.topic, self.group, wanted, lease=self.lease,
-                        holder=self.consumer_id)
-                else:
-                    taken = self.acks.take()
-                    try:
-                        messages, next_due = self.client.claim_due(
-                            self.topic, self.group, wanted, lease=self.lease,
-                            holder=self.consumer_id, ack=taken)
-                    except Exception:
-                        self._ack_left(taken)
-                        raise
-                    self.acks.acknowledged += len(taken)
+                messages, next_due = self.client.claim_due(
+                    self.topic, self.group, wanted, lease=self.lease, holder=self.consumer_id)
                 if self.batches is None:  # a batch's size is given, not measured
                     self.prefetch.claimed(time.perf_counter() - asked, messages)
                 if gone:
@@ -127,10 +101,7 @@ class Fetcher:
                     if self.batches is not None:
                         self.batches.taken()
                     self.workers.submit(messages)
-                    if self.acks is not None:
-                        self.acks.opened()
                     continue
-                self._ack_left()
                 if self.client.wait_for_capacity(self.topic, self.group, self.idle_wake):
                     self._waited_at_limit(limits)
                 else:
@@ -144,15 +115,12 @@ class Fetcher:
                               "topic (and bind group %r if it is not the default)",
                               self.consumer_id, self.topic, self.group)
                     gone = True
-                self._ack_left()
                 self.stopped.wait(1.0)
             except RMQError as exc:
                 log.warning("%s: fetch failed, retrying: %s", self.consumer_id, exc)
-                self._ack_left()
                 self.stopped.wait(1.0)  # back off while Redis is unreachable
             except Exception:
                 log.exception("%s: unexpected fetch error, retrying", self.consumer_id)
-                self._ack_left()
                 self.stopped.wait(1.0)
 
     def _waited_at_limit(self, limits: GroupLimits) -> None:

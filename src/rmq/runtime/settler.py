@@ -13,7 +13,6 @@ from typing import Any
 
 from ..message import Message
 from ..storage.handler_times import HandlerClock
-from .batches import AckBox
 from .holdings import Holdings
 from .prefetch import Prefetch
 from .protocol import QueueClient
@@ -36,11 +35,10 @@ class Settler:
     ``failed_messages`` counts the distinct messages among those failures."""
 
     def __init__(self, client: QueueClient, holdings: Holdings, prefetch: Prefetch,
-                 consumer_id: str, topic: str, acks: AckBox | None = None):
+                 consumer_id: str, topic: str):
         self.client, self.holdings, self.prefetch = client, holdings, prefetch
-        self.acks = acks  # a batch consumer's: its fetcher's next claim may acknowledge
         self.consumer_id, self.topic = consumer_id, topic
-        self._handled = 0  # acknowledged here (the claims' acknowledgements: self.acks)
+        self.handled = 0
         self.failed = 0
         self.failed_messages = 0
         self.times = HandlerClock()  # how long the handler runs took (heartbeats report it)
@@ -54,11 +52,6 @@ class Settler:
         # message, and a method around it would cost them a Python call each time.
         self.finished: Finished = self._finished.put
         self.thread: threading.Thread | None = None
-
-    @property
-    def handled(self) -> int:
-        """Messages whose handler returned, acknowledged here or by a claim."""
-        return self._handled + (self.acks.acknowledged if self.acks is not None else 0)
 
     def start(self) -> None:
         self.thread = spawn("settler", self.topic, self._settle_loop)
@@ -128,15 +121,14 @@ class Settler:
             # lost) a lease this ack is ending, and the fetcher may claim again meanwhile.
             self.holdings.forget(done)
             if succeeded:
-                if self.acks is None or not self.acks.leave(succeeded):
-                    guarded(self.consumer_id, partial(self.client.ack, succeeded))
-                    self._handled += len(succeeded)
+                guarded(self.consumer_id, partial(self.client.ack, succeeded))
                 if self._failing:
                     self._failing.difference_update(map(_identity, succeeded))
             if unstarted:
                 self._give_back(unstarted)
             for message, error in failures:
                 self._fail(message, error)
+            self.handled += len(succeeded)
             if stop and finished.empty():
                 return
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 
 import pytest
 
@@ -31,3 +34,17 @@ def test_demo_renders_every_changed_product_with_its_latest_price(spark, tmp_pat
     assert sorted(p.stem for p in out.glob("sku-*.png")) == sorted(prices)
     printed = capsys.readouterr().out
     assert "merged while queued" in printed and "images show the latest price" in printed
+    # no line of progress before anything moved, and the embedded server's closing note
+    assert not re.search(r"published +0/", printed), printed
+    assert "rmq server stop" in printed
+    assert (out / "spark.log").exists()
+
+
+def test_a_process_started_while_the_demo_starts_spark_logs_into_its_file(tmp_path, capfd):
+    log = tmp_path / "spark.log"
+    with demo._stderr_to(log):
+        subprocess.run([sys.executable, "-c", "import sys; sys.stderr.write('jvm noise')"],
+                       check=True)
+    print("after", file=sys.stderr)
+    assert log.read_text() == "jvm noise"
+    assert capfd.readouterr().err == "after\n"

@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import contextlib
 import itertools
 import json
+import os
 import random
 import secrets
 import statistics
@@ -178,15 +180,40 @@ def image_price(path: Path) -> int | None:
 
 def _progress(client: Client, topic: str, config: DemoConfig, renderer: Renderer,
               started: float, done: threading.Event) -> None:
+    """A line of progress a second (two when not on a terminal), once something moved and
+    whenever it moves again."""
     interval = 1.0 if sys.stdout.isatty() else 2.0
+    last = None
     while not done.wait(interval):
         group = client.stats(topic).groups.get("default")
         if group is None:
             continue
-        print(f"  {time.monotonic() - started:6.1f}s  published {group.counters['sent']:>9,}"
-              f"/{config.events:,}  merged {group.counters['merged']:>9,}  queued "
-              f"{group.pending:>6,}  rendering {group.in_flight:>3}  rendered "
-              f"{sum(renderer.renders.values()):>7,}", flush=True)
+        now = (group.counters["sent"], group.counters["merged"], group.pending,
+               group.in_flight, sum(renderer.renders.values()))
+        if now == last or not any(now):
+            continue
+        last = now
+        sent, merged, queued, rendering, rendered = now
+        print(f"  {time.monotonic() - started:6.1f}s  published {sent:>9,}/{config.events:,}"
+              f"  merged {merged:>9,}  queued {queued:>6,}  rendering {rendering:>3}"
+              f"  rendered {rendered:>7,}", flush=True)
+
+
+@contextlib.contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    """This process's standard error (file descriptor 2) into ``path`` meanwhile: the Spark
+    JVM started meanwhile inherits it, so its log lines go there, not to the terminal."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.dup2(log, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(log)
 
 
 def _wait_until_drained(client: Client, topic: str, stall_seconds: float = 120.0) -> None:
@@ -230,9 +257,10 @@ def run(config: DemoConfig) -> dict[str, Any]:
         print(f"rmq demo: {config.events:,} price changes of {config.products:,} products "
               f"into topic {topic!r}, {config.workers} render workers; starting Spark...",
               flush=True)
-        spark = spark_session("rmq-demo", master=config.master,
-                              conf={"spark.ui.showConsoleProgress": "false"})
-        spark.sparkContext.setLogLevel("ERROR")
+        with _stderr_to(config.out / "spark.log"):
+            spark = spark_session("rmq-demo", master=config.master,
+                                  conf={"spark.ui.showConsoleProgress": "false"})
+            spark.sparkContext.setLogLevel("ERROR")
         printer.start()
         publish_started = time.monotonic()
         sent = merged = 0
@@ -292,6 +320,8 @@ def _summarise(config: DemoConfig, topic: str, prices: dict[str, int], renderer:
         "events_per_second": round(sent / max(wall, 1e-9)),
         "renders_per_second": round(rendered / max(wall, 1e-9), 1),
         "out": str(config.out.resolve()),
+        # no URL given: the Redis server RMQ started itself, which keeps running
+        "embedded_server": config.url is None and not os.environ.get("RMQ_REDIS_URL"),
     }
     (config.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
@@ -317,7 +347,10 @@ def report(summary: dict[str, Any]) -> str:
         f"({s['publish_per_second']:,} events/s)",
         f"  wall time           {s['wall_seconds']:>9.1f}s  ({s['events_per_second']:,} "
         f"events/s end to end, {s['renders_per_second']} renders/s)",
-        f"  output              {s['out']}  (images, summary.json, prices.json)",
+        f"  output              {s['out']}  (an image per product, summary.json, "
+        f"prices.json, spark.log)",
+        *(["  embedded Redis      still running for the next client (rmq server status; "
+           "rmq server stop stops it)"] if s.get("embedded_server") else []),
     ])
 
 

@@ -136,11 +136,17 @@ def send_many_job(url: str, topic: str, bodies: Bodies, batch: int,
                   priority: int | None = None, replicas: int = 0
                   ) -> Callable[[], tuple[int, int]]:
     """``send_many`` ``batch`` bodies at a time (as option dicts when a priority is given)."""
-    client, items = open_client(url, replicas), bodies.build()
+    items: list[Any] = bodies.build()
     if priority is not None:
-        # send_many takes bodies and option dicts alike; the list is typed as bodies only.
-        items = [{"body": body, "priority": priority} for body in items]  # type: ignore[misc]
-    chunks = _chunks(items, batch)
+        items = [{"body": body, "priority": priority} for body in items]
+    return send_items_job(url, topic, items, batch, replicas)
+
+
+def send_items_job(url: str, topic: str, items: list[Any], batch: int, replicas: int = 0
+                   ) -> Callable[[], tuple[int, int]]:
+    """``send_many`` of ``items`` (bodies or dicts of send options) ``batch`` at a time;
+    returns (sent, merged)."""
+    client, chunks = open_client(url, replicas), _chunks(items, batch)
 
     def run() -> tuple[int, int]:
         sent = merged = 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..context import Bench
-from ..jobs import open_client
+from ..jobs import send_items_job
 from ..parallel import Span, time_inline
 from ..report import Figure, Report, bar_chart, ratio_at_least
 
@@ -33,22 +33,6 @@ def _items(count: int, size: int) -> list[dict[str, object]]:
             for n in range(count)]
 
 
-def _send_job(url: str, topic: str, items: list[dict[str, object]],
-              batch: int) -> Callable[[], tuple[int, int]]:
-    client = open_client(url)
-    chunks = [items[i:i + batch] for i in range(0, len(items), batch)]
-
-    def run() -> tuple[int, int]:
-        sent = merged = 0
-        for chunk in chunks:
-            counts = client.send_many(topic, chunk)
-            sent += counts.sent
-            merged += counts.merged
-        return sent, merged
-
-    return run
-
-
 def _variant(bench: Bench, report: Report, label: str, items: list[dict[str, object]],
              where: Callable[[int], str | None]) -> Span:
     bench.fresh()
@@ -56,7 +40,7 @@ def _variant(bench: Bench, report: Report, label: str, items: list[dict[str, obj
     bench.client.create_topic(topic, slots=16)
     for n, group in enumerate(GROUPS):
         bench.client.bind(topic, group, where=where(n))
-    span = time_inline(_send_job, bench.url, topic, items, bench.sizes.batch)
+    span = time_inline(send_items_job, bench.url, topic, items, bench.sizes.batch)
     stats = bench.client.stats(topic).groups
     stored = sum(stats[g].pending for g in GROUPS)
     filtered = sum(stats[g].counters["filtered"] for g in GROUPS)

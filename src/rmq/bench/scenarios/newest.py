@@ -8,10 +8,8 @@ pass of each mode is what the figures compare: the same number of new messages s
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from ..context import Bench
-from ..jobs import claim_ack_job, open_client
+from ..jobs import claim_ack_job, send_items_job
 from ..parallel import time_inline
 from ..report import Figure, Report, bar_chart, ratio_at_least
 
@@ -32,22 +30,6 @@ def _items(count: int, size: int, price: int) -> list[dict[str, object]]:
             for n in range(count)]
 
 
-def _send_job(url: str, topic: str, items: list[dict[str, object]],
-              batch: int) -> Callable[[], tuple[int, int]]:
-    client = open_client(url)
-    chunks = [items[i:i + batch] for i in range(0, len(items), batch)]
-
-    def run() -> tuple[int, int]:
-        sent = merged = 0
-        for chunk in chunks:
-            counts = client.send_many(topic, chunk)
-            sent += counts.sent
-            merged += counts.merged
-        return sent, merged
-
-    return run
-
-
 def run(bench: Bench) -> Report:
     s, step = bench.sizes, bench.progress.step
     count = s.consume
@@ -63,9 +45,9 @@ def run(bench: Bench) -> Report:
             topic = "bench.newest"
             bench.client.create_topic(topic, merge=merge)
             with step(f"{send}, {count} messages (round {round_number + 1})"):
-                seconds[send] += time_inline(_send_job, bench.url, topic, first,
+                seconds[send] += time_inline(send_items_job, bench.url, topic, first,
                                              s.batch).seconds
-            again = time_inline(_send_job, bench.url, topic, second, s.batch)
+            again = time_inline(send_items_job, bench.url, topic, second, s.batch)
             stored = bench.client.stats(topic).groups["default"].pending
             report.expect_equal(f"{merge}: pending after a second price of every product",
                                 stored, count if merge == "key" else 2 * count)

@@ -230,6 +230,8 @@ def test_an_operator_runs_the_queue_from_the_console(
 
     # 6. resume: the backlog drains
     page.goto(f"{base}/topics/prices")
+    # the page has read the topic (and wired its buttons) once it shows the state
+    expect(page.locator("#topic-state")).to_have_text("paused")
     page.click("#pause-button")
     expect(page.locator("#topic-state")).to_have_text("active")
     expect(page.locator("#c-ready")).to_have_text("0")

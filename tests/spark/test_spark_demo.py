@@ -34,10 +34,32 @@ def test_demo_renders_every_changed_product_with_its_latest_price(spark, tmp_pat
     assert sorted(p.stem for p in out.glob("sku-*.png")) == sorted(prices)
     printed = capsys.readouterr().out
     assert "merged while queued" in printed and "images show the latest price" in printed
+    assert "GPU batches" in printed and "one image a call" in printed
     # no line of progress before anything moved, and the embedded server's closing note
     assert not re.search(r"published +0/", printed), printed
     assert "rmq server stop" in printed
     assert (out / "spark.log").exists()
+
+
+def test_the_demo_renders_in_batches_and_reports_the_gpu_time_they_saved(spark, tmp_path):
+    out = tmp_path / "demo"
+
+    status = demo.main(["--events", "4000", "--products", "150", "--waves", "2",
+                        "--workers", "2", "--batch", "8", "--batch-wait-ms", "30",
+                        "--out", str(out)])
+
+    assert status == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stale_images"] == []
+    assert (summary["batch"], summary["batch_wait_ms"]) == (8, 30)
+    assert (summary["gpu_batch_ms"], summary["gpu_image_ms"]) == (40, 4)
+    rendered, batches = summary["rendered"], summary["batches"]
+    assert rendered / 8 <= batches < rendered  # batches of up to 8, some of more than one
+    assert summary["mean_batch"] == round(rendered / batches, 2)
+    assert summary["gpu_seconds"] == round((batches * 40 + rendered * 4) / 1000, 2)
+    assert summary["gpu_seconds_one_per_call"] == round(rendered * 44 / 1000, 2)
+    # a serial topic's claim takes a product once, so its newest price is drawn last
+    assert summary["batches_repeating_a_product"] == 0
 
 
 def test_a_process_started_while_the_demo_starts_spark_logs_into_its_file(tmp_path, capfd):

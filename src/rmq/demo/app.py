@@ -10,14 +10,16 @@ changes. Prices change all the time, from many systems at once; rendering is slo
    (the body) under its product's key, into a topic that merges by key: every change of a
    product still waiting in the queue merges into one message that holds the newest price,
    and urgent merchants' products are sent with HIGH priority.
-2. Workers (``rmq.Consumer``) render each product's image with Pillow, with the price the
-   message carries. Merging by key is what makes that both correct and cheap: one render
-   covers every change queued before it, with the newest price; a change that arrives while
-   its product is being rendered queues a new render, and the topic's serial keys run a
-   product's renders one at a time, in order, so the newest price is drawn last.
+2. Workers (``rmq.Consumer``, a batch handler) take the messages in batches and render them
+   on a simulated GPU (``render.py``: a fixed cost per batch plus a cost per image), then
+   draw each product's image with Pillow, with the price its message carries. Merging by key
+   is what makes that both correct and cheap: one render covers every change queued before
+   it, with the newest price; a change that arrives while its product is being rendered
+   queues a new render, and the topic's serial keys run a product's renders one at a time,
+   in order (a batch holds a product at most once), so the newest price is drawn last.
 3. When the queue is empty, it checks every image against each product's latest price,
-   prints a summary and writes it as ``summary.json`` next to the images (``prices.json``
-   holds the latest prices).
+   prints a summary (with what batching saved the GPU) and writes it as ``summary.json``
+   next to the images (``prices.json`` holds the latest prices).
 
 The topic is removed at the end unless ``--keep``. ``python -m rmq.demo --help`` lists the
 options.
@@ -37,18 +39,18 @@ import statistics
 import sys
 import threading
 import time
-from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..client import Client
 from ..extras import require
-from ..message import Message, Priority
+from ..message import Priority
+from .render import Renderer, SimulatedGpu, image_price, is_urgent, merchant_of
 
-__all__ = ["main", "DemoConfig", "run"]
+__all__ = ["main", "DemoConfig", "run", "image_price"]
 
 SOURCES = ("erp", "promotions", "competitor-watch", "inventory", "flash-sale", "coupons",
            "marketplace-sync", "currency-rates")
@@ -66,6 +68,10 @@ class DemoConfig:
     zipf: float = 1.1
     waves: int = 5
     workers: int = 4
+    batch: int = 32
+    batch_wait_ms: int = 50
+    gpu_batch_ms: float = 40.0
+    gpu_image_ms: float = 4.0
     out: Path = Path("rmq-demo")
     url: str | None = None
     master: str | None = None
@@ -75,14 +81,6 @@ class DemoConfig:
 
 def product_id(rank: int) -> str:
     return f"sku-{rank:06d}"
-
-
-def merchant_of(rank: int, merchants: int) -> int:
-    return rank % merchants
-
-
-def is_urgent(merchant: int, config_urgent: float, merchants: int) -> bool:
-    return merchant < max(1, round(config_urgent * merchants))
 
 
 def price_of(rank: int, wave: int, seed: int) -> int:
@@ -106,76 +104,6 @@ def price_changes(config: DemoConfig, wave: int, index: int, ids: Iterator[int]
         product = product_id(rank)
         yield (rng.choice(SOURCES), product, json.dumps({"cents": cents, "product": product}),
                merchant, int(Priority.HIGH if urgent else Priority.MEDIUM), cents)
-
-
-@dataclass
-class Renderer:
-    """The expensive consumer: draws a product card with the price its message carries into
-    a PNG whose text chunks record ``product`` and ``price_cents`` (what the checks read
-    back)."""
-
-    client: Client
-    config: DemoConfig
-    renders: Counter[str] = field(default_factory=Counter)
-    waits: dict[int, list[int]] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def __call__(self, message: Message) -> None:
-        from PIL import Image, ImageDraw
-        from PIL.PngImagePlugin import PngInfo
-
-        waited = max(0, self.client.now() - message.due_at)
-        change = message.json()
-        product, cents = change["product"], int(change["cents"])
-        rank = int(product.split("-")[1])
-        merchant = merchant_of(rank, self.config.merchants)
-        urgent = is_urgent(merchant, self.config.urgent, self.config.merchants)
-        shade = random.Random(rank)
-        image = Image.new("RGB", (400, 250), (248, 247, 242))
-        draw = ImageDraw.Draw(image)
-        colour = tuple(shade.randrange(90, 230) for _ in range(3))
-        draw.rounded_rectangle((16, 16, 176, 234), radius=18, fill=colour)
-        draw.ellipse((46, 70, 146, 170), fill=(255, 255, 255))
-        draw.text((196, 24), product, fill=(40, 40, 40), font=_font(22))
-        draw.text((196, 56), f"merchant m{merchant:03d}", fill=(110, 110, 110), font=_font(16))
-        draw.text((196, 110), f"${cents // 100}.{cents % 100:02d}", fill=(200, 30, 30),
-                  font=_font(44))
-        if urgent:
-            draw.rectangle((196, 190, 300, 218), fill=(200, 30, 30))
-            draw.text((206, 193), "URGENT", fill=(255, 255, 255), font=_font(18))
-        info = PngInfo()
-        info.add_text("product", product)
-        info.add_text("price_cents", str(cents))
-        target = self.config.out / f"{product}.png"
-        partial_file = target.with_name(f".{product}.{threading.get_ident()}.png")
-        image.save(partial_file, "PNG", pnginfo=info)
-        partial_file.replace(target)  # readers never see a half-written image
-        with self.lock:
-            self.renders[product] += 1
-            self.waits.setdefault(message.priority, []).append(waited)
-
-
-_fonts: dict[int, Any] = {}
-
-
-def _font(size: int) -> Any:
-    from PIL import ImageFont
-
-    if size not in _fonts:
-        try:
-            _fonts[size] = ImageFont.load_default(size=size)
-        except (TypeError, ValueError, OSError):  # Pillow without FreeType: fixed size
-            _fonts[size] = ImageFont.load_default()
-    return _fonts[size]
-
-
-def image_price(path: Path) -> int | None:
-    """The price (cents) an image was rendered with, from its PNG text chunk."""
-    from PIL import Image
-
-    with Image.open(path) as image:
-        text = getattr(image, "text", {})
-        return int(text["price_cents"]) if "price_cents" in text else None
 
 
 def _progress(client: Client, topic: str, config: DemoConfig, renderer: Renderer,
@@ -247,16 +175,18 @@ def run(config: DemoConfig) -> dict[str, Any]:
     config.out.mkdir(parents=True, exist_ok=True)
     for old in config.out.glob("sku-*.png"):
         old.unlink()
-    renderer = Renderer(client, config)
-    consumer = Consumer(client, topic, renderer, concurrency=config.workers).start()
+    gpu = SimulatedGpu(config.gpu_batch_ms, config.gpu_image_ms)
+    renderer = Renderer(gpu, config.out, config.merchants, config.urgent, client.now)
+    consumer = Consumer(client, topic, renderer, concurrency=config.workers,
+                        batch=config.batch, batch_wait_ms=config.batch_wait_ms).start()
     done = threading.Event()
     printer = threading.Thread(target=_progress, daemon=True,
                                args=(client, topic, config, renderer, started, done))
     owns_spark = SparkSession.getActiveSession() is None
     try:
         print(f"rmq demo: {config.events:,} price changes of {config.products:,} products "
-              f"into topic {topic!r}, {config.workers} render workers; starting Spark...",
-              flush=True)
+              f"into topic {topic!r}, {config.workers} render workers taking batches of up "
+              f"to {config.batch}; starting Spark...", flush=True)
         with _stderr_to(config.out / "spark.log"):
             spark = spark_session("rmq-demo", master=config.master,
                                   conf={"spark.ui.showConsoleProgress": "false"})
@@ -301,6 +231,7 @@ def _summarise(config: DemoConfig, topic: str, prices: dict[str, int], renderer:
                    if not (config.out / f"{p}.png").exists()
                    or image_price(config.out / f"{p}.png") != cents)
     rendered = sum(renderer.renders.values())
+    gpu = renderer.gpu
 
     def median_wait(priority: int) -> int | None:
         waits = renderer.waits.get(priority)
@@ -313,6 +244,12 @@ def _summarise(config: DemoConfig, topic: str, prices: dict[str, int], renderer:
         "stored": sent - merged, "rendered": rendered,
         "products_changed": len(prices), "re_renders": rendered - len(renderer.renders),
         "images_up_to_date": len(prices) - len(stale), "stale_images": stale,
+        "batch": config.batch, "batch_wait_ms": config.batch_wait_ms,
+        "gpu_batch_ms": gpu.batch_ms, "gpu_image_ms": gpu.image_ms,
+        "batches": gpu.batches, "mean_batch": round(gpu.images / max(gpu.batches, 1), 2),
+        "gpu_seconds": round(gpu.seconds(), 2),
+        "gpu_seconds_one_per_call": round(gpu.seconds_one_per_call(), 2),
+        "batches_repeating_a_product": renderer.repeated,
         "median_wait_ms": {"urgent": median_wait(int(Priority.HIGH)),
                            "normal": median_wait(int(Priority.MEDIUM))},
         "publish_seconds": round(publish_seconds, 2), "wall_seconds": round(wall, 2),
@@ -331,6 +268,7 @@ def report(summary: dict[str, Any]) -> str:
     """The summary as the lines the demo prints."""
     s = summary
     waits = s["median_wait_ms"]
+    saving = s["gpu_seconds_one_per_call"] / max(s["gpu_seconds"], 1e-9)
     return "\n".join([
         "",
         "RMQ demo: price changes -> product images",
@@ -342,6 +280,10 @@ def report(summary: dict[str, Any]) -> str:
         f"{s['re_renders']:,} re-rendered after a later change)",
         f"  up to date          {s['images_up_to_date']:>10,}  of {s['products_changed']:,} "
         f"images show the latest price",
+        f"  GPU batches         {s['batches']:>10,}  (mean {s['mean_batch']:.1f} images, up to "
+        f"{s['batch']}; {s['gpu_batch_ms']:g} ms a batch + {s['gpu_image_ms']:g} ms an image)",
+        f"  GPU time            {s['gpu_seconds']:>9.1f}s  (one image a call: "
+        f"{s['gpu_seconds_one_per_call']:.1f}s, {saving:.1f}x as much)",
         f"  median wait         urgent {waits['urgent']} ms, normal {waits['normal']} ms",
         f"  publish             {s['publish_seconds']:>9.1f}s  "
         f"({s['publish_per_second']:,} events/s)",
@@ -367,7 +309,17 @@ def parse_args(argv: Sequence[str] | None) -> DemoConfig:
                    help="skew of how often each product changes (Zipf exponent)")
     p.add_argument("--waves", type=int, default=d.waves,
                    help="Spark jobs the events are published in, one after another")
-    p.add_argument("--workers", type=int, default=d.workers, help="concurrent renders")
+    p.add_argument("--workers", type=int, default=d.workers,
+                   help="concurrent renders (batches rendered at once)")
+    p.add_argument("--batch", type=int, default=d.batch,
+                   help="most messages a render takes at once (1: one a call)")
+    p.add_argument("--batch-wait-ms", type=int, default=d.batch_wait_ms,
+                   help="how long a render waits for its batch to fill, the messages still "
+                        "merging meanwhile")
+    p.add_argument("--gpu-batch-ms", type=float, default=d.gpu_batch_ms,
+                   help="the simulated GPU's cost of a batch")
+    p.add_argument("--gpu-image-ms", type=float, default=d.gpu_image_ms,
+                   help="the simulated GPU's cost of each image of a batch")
     p.add_argument("--out", type=Path, default=d.out, help="directory for images and summary")
     p.add_argument("--url", default=None,
                    help="Redis URL (default: $RMQ_REDIS_URL, else the embedded server)")
@@ -376,23 +328,27 @@ def parse_args(argv: Sequence[str] | None) -> DemoConfig:
     p.add_argument("--seed", type=int, default=d.seed, help="random seed of the events")
     p.add_argument("--keep", action="store_true", help="keep the topic in Redis afterwards")
     a = p.parse_args(argv)
-    for name in ("events", "products", "merchants", "waves", "workers"):
+    for name in ("events", "products", "merchants", "waves", "workers", "batch"):
         if getattr(a, name) < 1:
             p.error(f"--{name} must be at least 1")
+    for name in ("batch_wait_ms", "gpu_batch_ms", "gpu_image_ms"):
+        if getattr(a, name) < 0:
+            p.error(f"--{name.replace('_', '-')} must be at least 0")
     if not 0 <= a.urgent <= 1:
         p.error("--urgent must be from 0 to 1")
     return DemoConfig(a.events, a.products, a.merchants, a.urgent, a.zipf, a.waves, a.workers,
-                      a.out, a.url, a.master, a.seed, a.keep)
+                      a.batch, a.batch_wait_ms, a.gpu_batch_ms, a.gpu_image_ms, a.out, a.url,
+                      a.master, a.seed, a.keep)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``rmq demo`` / ``python -m rmq.demo``: run and print the summary; 1 if an image
-    is stale."""
+    is stale or a batch held a product twice."""
     config = parse_args(argv)
     require("spark")  # before Spark or Redis is touched
     summary = run(config)
     print(report(summary), flush=True)
-    return 0 if not summary["stale_images"] else 1
+    return 0 if not summary["stale_images"] and not summary["batches_repeating_a_product"] else 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,74 @@
+"""The demo's renderers (src/rmq/demo/render.py) without Spark: the simulated GPU's costs,
+and batch renderers on a serial topic merging by key, on a real Redis."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
+from helpers import wait_for
+
+import rmq
+from rmq.demo.render import Renderer, SimulatedGpu, image_price
+
+pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
+
+
+def messages(n: int) -> list[rmq.Message]:
+    return [rmq.Message(topic="t", group="default", slot=0, seq=i, body=b"{}", priority=0,
+                        attempts=1, due_at=0) for i in range(n)]
+
+
+def test_the_simulated_gpu_pays_its_fixed_part_once_a_batch_and_its_image_part_an_image():
+    gpu = SimulatedGpu(batch_ms=40, image_ms=4)
+
+    started = time.monotonic()
+    rendered = gpu.render(messages(3))
+    took = time.monotonic() - started
+    gpu.render(messages(5))
+
+    assert len(rendered) == 3
+    assert took >= 0.052  # the time is spent, not only counted
+    assert (gpu.batches, gpu.images) == (2, 8)
+    assert gpu.seconds() == pytest.approx(2 * 0.040 + 8 * 0.004)
+    assert gpu.seconds_one_per_call() == pytest.approx(8 * 0.044)
+
+
+def send_prices(client: rmq.Client, cents: int, products: list[str]) -> None:
+    client.send_many("prices", [{"body": json.dumps({"product": p, "cents": cents}), "key": p}
+                                for p in products])
+
+
+@pytest.mark.extras  # Pillow, of the spark extra
+def test_a_price_changed_mid_render_is_drawn_last_and_a_batch_holds_a_product_once(
+        make_client, tmp_path):
+    client = make_client()
+    client.create_topic("prices", slots=1, merge="key", serial_keys=True)
+    products = [f"sku-{rank:06d}" for rank in range(8)]
+    changed = products[-1]
+    send_prices(client, 100, products)
+    # a batch of 8 renders for 0.9 s; a batch of one would take 0.2 s, and would overtake it
+    renderer = Renderer(SimulatedGpu(batch_ms=100, image_ms=100), tmp_path, merchants=4,
+                        urgent=0.25, now=client.now)
+    consumer = rmq.Consumer(make_client(), "prices", renderer, concurrency=2, batch=8,
+                            heartbeat_interval=60).start()
+    try:
+        wait_for(lambda: client.stats("prices").groups["default"].in_flight == 8,
+                 what="the first batch in flight")
+        send_prices(client, 200, [changed])
+
+        def drained() -> bool:
+            group = client.stats("prices").groups["default"]
+            return group.pending == 0 and group.in_flight == 0
+
+        wait_for(drained, timeout=20, what="every price rendered")
+    finally:
+        consumer.stop(grace=5)
+
+    assert {p: image_price(tmp_path / f"{p}.png") for p in products} == {
+        **dict.fromkeys(products, 100), changed: 200}
+    assert renderer.renders == {**dict.fromkeys(products, 1), changed: 2}
+    assert renderer.repeated == 0
+    assert (renderer.gpu.batches, renderer.gpu.images) == (2, 9)

@@ -242,11 +242,12 @@ def test_a_claim_s_arguments_each_land_in_the_field_of_their_name(monkeypatch):
     monkeypatch.setattr(claim_calls, "SERIAL_SCAN", PROMOTE_LIMIT - 1)
     args = claim_args(TopicSettings(serial_keys=True, merge="key"), generation="G", now=11,
                       count=7, lease_ms=33, holder="H", group="grp", limit=ClaimLimit("W", 44),
-                      trace="T")
+                      trace="T", supersede=True)
     assert args._asdict() == {
         "now": 11, "max_count": 7, "lease_ms": 33, "serial": 1, "promote_limit": PROMOTE_LIMIT,
         "scan": PROMOTE_LIMIT - 1, "generation": "G", "holder": "H", "limit_group": "grp",
-        "limit_waiter": "W", "limit_wait_ms": 44, "trace": "T", "by_key": 1}
+        "limit_waiter": "W", "limit_wait_ms": 44, "trace": "T", "by_key": 1,
+        "supersede": 1}
     share = args.bounded(PROMOTE_LIMIT + 5)  # a cluster's share: a serial scan as deep
     assert (share.max_count, share.scan) == (PROMOTE_LIMIT + 5, PROMOTE_LIMIT + 5)
     unlimited = claim_args(TopicSettings(), generation="G", now=11, count=7, lease_ms=33,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json as _json
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -9,11 +10,13 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, NamedTuple, overload
 
+from .stops import BOARD, Delivery
+
 PropertyValue = str | int | float | bool
 
 __all__ = ["Priority", "Message", "Claimed", "DeadLetter", "SendResult", "SendCounts",
            "message_id_of", "MessageIds", "links_of", "attach_links", "claimed_message",
-           "UnfrozenMessage"]
+           "UnfrozenMessage", "stop_key"]
 
 
 def message_id_of(topic: str, member: bytes) -> str:
@@ -134,6 +137,40 @@ class Message:
         return message_id_of(self.topic, self._member or self.body)
 
     @property
+    def superseded(self) -> bool:
+        """Whether this delivery was told to stop (SPEC §14): a newer message of its
+        identity was sent to a group bound with ``supersede``, or it was cancelled. Its
+        handler may stop; however it ends, the delivery is dropped, not retried. Turns
+        true within milliseconds of the send, in the process that claimed it."""
+        return BOARD.reason(stop_key(self)) is not None
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why it was told to stop: "superseded", "cancelled", or None."""
+        return BOARD.reason(stop_key(self))
+
+    def wait_superseded(self, timeout: float | None = None) -> bool:
+        """Block until this delivery is told to stop (:attr:`superseded`), or ``timeout``
+        seconds pass (None: no limit); returns :attr:`superseded`. A simulated or
+        interruptible piece of work can wait here instead of sleeping."""
+        return BOARD.wait(stop_key(self), timeout) is not None
+
+    async def until_superseded(self, timeout: float | None = None) -> bool:
+        """:meth:`wait_superseded` for asyncio: returns once told to stop or after
+        ``timeout`` seconds, without blocking the loop."""
+        loop = asyncio.get_running_loop()
+        told = loop.create_future()
+        stop_listening = BOARD.listen(stop_key(self),
+                                      lambda _: loop.call_soon_threadsafe(_resolve, told))
+        try:
+            await asyncio.wait_for(asyncio.shield(told), timeout)
+        except TimeoutError:
+            pass
+        finally:
+            stop_listening()
+        return self.superseded
+
+    @property
     def text(self) -> str:
         """The body decoded as UTF-8."""
         return self.body.decode("utf-8")
@@ -146,6 +183,16 @@ class Message:
     def id(self) -> str:
         """``"slot-seq"``: unique within the topic's group, never reused."""
         return f"{self.slot}-{self.seq}"
+
+
+def stop_key(message: Message) -> Delivery:
+    """How the process's stop board (rmq/stops.py) names the delivery."""
+    return (message.topic, message.generation, message.group, message.slot, message.seq)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class UnfrozenMessage:

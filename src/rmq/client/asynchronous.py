@@ -43,6 +43,7 @@ from .group_commit import AsyncGroupCommit
 from .limited import KEEP, Keep
 from .ready_watch import AsyncReadyWatch
 from .replication import GIVE_BACK_FAILED, BatchNotReplicated, Replication, claimed_in
+from .stop_watch import StopWatch
 from .sync import Client
 from .tx_handles import AsyncTransactionMethods
 from .urls import check_url
@@ -76,6 +77,7 @@ class AsyncClient(BaseClient, AsyncTransactionMethods, AsyncViewMethods):
         self._handlers: list[tuple[str, Callable[..., Any], dict[str, Any]]] = []
         self._checkers = []  # (topic, fn) of @checker: check-backs run by run()
         self._commit: AsyncGroupCommit | None = None  # concurrent sends share round trips
+        self._stops: StopWatch | None = None  # what to stop, of claimed ones (on open)
 
     @classmethod
     async def connect(cls, url: str | None = None, **options: Any) -> AsyncClient:
@@ -96,6 +98,9 @@ class AsyncClient(BaseClient, AsyncTransactionMethods, AsyncViewMethods):
                              if isinstance(self.redis, aredis.RedisCluster)
                              else AsyncExecutor(self.redis, self.replication))
             self._commit = AsyncGroupCommit(self._execute)
+            # (its own threads and a connection each: a redis.asyncio retry is not theirs)
+            self._stops = StopWatch(self.url, {k: v for k, v in self.redis_options.items()
+                                               if k != "retry"})
             await self._run(self.replication.check_server())
             await self._run(self._now())  # measures the server's clock
 
@@ -173,6 +178,8 @@ class AsyncClient(BaseClient, AsyncTransactionMethods, AsyncViewMethods):
         for waiter in self._waiters.values():
             await waiter.close()
         self._waiters.clear()
+        if self._stops is not None:
+            self._stops.close()
         if self.redis is not None:
             await self.redis.aclose()
 
@@ -220,9 +227,11 @@ class AsyncClient(BaseClient, AsyncTransactionMethods, AsyncViewMethods):
         return PerTopic(results, dict(sorted(broken.items())))
 
     async def bind(self, topic: str, group: str, *, tags: str | None = None,
-                   where: str | None = None, keep_filters: bool = False) -> bool:
+                   where: str | None = None, keep_filters: bool = False,
+                   supersede: bool | None = None, supersede_limit: int | None = None) -> bool:
         """See :meth:`rmq.Client.bind`."""
-        return await self._run(self._bind(topic, group, tags, where, keep_filters))
+        return await self._run(self._bind(topic, group, tags, where, keep_filters, supersede,
+                                          supersede_limit))
 
     async def unbind(self, topic: str, group: str) -> bool:
         """See :meth:`rmq.Client.unbind`."""
@@ -304,6 +313,7 @@ class AsyncClient(BaseClient, AsyncTransactionMethods, AsyncViewMethods):
                     ack: Message | Sequence[Message] = (), holder: str | None = None
                     ) -> list[Message]:
         """See :meth:`rmq.Client.claim`; ``wait`` sleeps on the wake channel, not the loop."""
+        await self._watch_stops(topic)
         try:
             active = otel.tracer()
             if active is None:
@@ -317,10 +327,19 @@ class AsyncClient(BaseClient, AsyncTransactionMethods, AsyncViewMethods):
             await self._give_back(short)
             raise
 
+    async def _watch_stops(self, topic: str) -> None:
+        """Hear which of the topic's deliveries to stop (client/stop_watch.py) from before
+        the first claim from it returns."""
+        if self._stops is None or not self._stops.watching(topic):
+            await self.open()
+            assert self._stops is not None
+            await asyncio.to_thread(self._stops.watch, topic)
+
     async def claim_due(self, topic: str, group: str = DEFAULT_GROUP, count: int = 100, *,
                         lease: float | None = None, ack: Message | Sequence[Message] = (),
                         holder: str | None = None) -> Claimed:
         """See :meth:`rmq.Client.claim_due`."""
+        await self._watch_stops(topic)
         try:
             return await self._run(self._claim_due(topic, group, count, lease, ack, holder))
         except BatchNotReplicated as short:  # as rmq.Client.claim: given back

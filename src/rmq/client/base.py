@@ -215,7 +215,8 @@ class BaseClient(RegistryFlows, ViewFlows):
                 by_key = info.settings.merge == "key"
                 call = queue.enqueue_one(topic, info.generation, info.groups, message, now,
                                          self._heads(info), info.filter_argument,
-                                         trace_argument(topic, info.settings), by_key)
+                                         trace_argument(topic, info.settings), by_key,
+                                         info.stop_argument)
                 if link is None:
                     (reply,) = yield [call]
                 else:
@@ -242,7 +243,8 @@ class BaseClient(RegistryFlows, ViewFlows):
             by_key = info.settings.merge == "key"
             merged = yield from with_links(queue.send(
                 topic, info.generation, info.groups, batch, now, self._heads(info),
-                info.filter_argument, trace_argument(topic, info.settings), by_key),
+                info.filter_argument, trace_argument(topic, info.settings), by_key,
+                info.stop_argument),
                 topic, info.groups, batch, link, by_key)
             return SendCounts(len(batch), sum(merged), MessageIds(
                 topic, batch, _identity_of if by_key else attrgetter("member")))
@@ -300,15 +302,17 @@ class BaseClient(RegistryFlows, ViewFlows):
             now = yield from self._now()
             lease_s = lease or info.settings.visibility_timeout
             limit = fleet.claim_limit(claimer, info.limits(group))
+            supersede = bool(info.supersede) and info.supersede_limit(group) is not None
             claim = self._claimer.claim(topic, info.generation, group, info.settings, count,
-                                        now, lease_s, claimer, limit)
+                                        now, lease_s, claimer, limit, supersede)
             try:
                 # (a claim that acks nothing is the claim alone: no wrapper to go through)
                 claimed = yield from (fleet.with_acks(acking, holding, now, claim) if acking
                                       else claim)
             except AccessDenied as denied:  # perhaps the limits' keys alone: see refused()
                 unlimited = self._claimer.claim(topic, info.generation, group, info.settings,
-                                                count, now, lease_s, claimer)
+                                                count, now, lease_s, claimer,
+                                                supersede=supersede)
                 claimed = yield from fleet.refused(denied, limit, info.limits(group), unlimited)
             return fleet.claimed(info, group, count, claimed)
 

@@ -20,6 +20,30 @@ from .host import ClientHost
 
 __all__ = ["RegistryFlows"]
 
+DEFAULT_SUPERSEDE_LIMIT = 3  # supersedes in a row of one identity before one runs to its end
+MAX_SUPERSEDE_LIMIT = 1_000_000
+
+
+def supersede_option(supersede: object, supersede_limit: object) -> int | None:
+    """bind's ``supersede`` and ``supersede_limit`` as bindings.bind takes them: the limit
+    (on), None (off), or KEEP_SUPERSEDE (``supersede=None``: a bound group keeps its own)."""
+    if supersede is None:
+        if supersede_limit is not None:
+            raise ConflictingOptions("supersede_limit= goes with supersede=True")
+        return bindings.KEEP_SUPERSEDE
+    check_flag(supersede, "supersede")
+    if not supersede:
+        if supersede_limit is not None:
+            raise ConflictingOptions("supersede_limit= goes with supersede=True")
+        return None
+    if supersede_limit is None:
+        return DEFAULT_SUPERSEDE_LIMIT
+    if not isinstance(supersede_limit, int):
+        raise InvalidArgument(f"supersede_limit must be a whole number, got "
+                              f"{supersede_limit!r}")
+    return int(check_number("supersede_limit", supersede_limit, 1, MAX_SUPERSEDE_LIMIT,
+                            InvalidArgument))
+
 
 class RegistryFlows(ClientHost):
     """Flows that change or read the registry (SPEC §4)."""
@@ -41,15 +65,17 @@ class RegistryFlows(ClientHost):
         yield from self._changing(name, registry.delete_topic(info))
 
     def _bind(self, topic: str, group: str, tags: object = None, where: object = None,
-              keep_filters: object = False) -> Flow[bool]:
+              keep_filters: object = False, supersede: object = None,
+              supersede_limit: object = None) -> Flow[bool]:
         check_flag(keep_filters, "keep_filters")
         if keep_filters and (tags is not None or where is not None):
             raise ConflictingOptions("keep_filters=True keeps the group's filters: "
                                      "give no tags= or where= with it")
         filters = None if keep_filters else compile_filter(tags, where)
+        limit = supersede_option(supersede, supersede_limit)
         group = check_group_name(group)
         yield from self._topic(topic)
-        return (yield from self._changing(topic, bindings.bind(topic, group, filters)))
+        return (yield from self._changing(topic, bindings.bind(topic, group, filters, limit)))
 
     def _unbind(self, topic: str, group: str) -> Flow[bool]:
         group = check_group_name(group)

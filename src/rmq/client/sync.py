@@ -38,6 +38,7 @@ from .group_commit import GroupCommit
 from .limited import KEEP, Keep
 from .ready_watch import ReadyWatch
 from .replication import GIVE_BACK_FAILED, BatchNotReplicated, Replication, claimed_in
+from .stop_watch import StopWatch
 from .sync_views import ViewMethods
 from .tx_handles import TransactionMethods
 from .urls import resolve_url
@@ -87,6 +88,7 @@ class Client(BaseClient, TransactionMethods, ViewMethods):
         self._loading: dict[str, threading.Lock] = {}
         self._waiters: dict[str, Waiter] = {}
         self._waiters_lock = threading.Lock()
+        self._stops = StopWatch(self.url, redis_options)  # what to stop, of claimed ones
         self._decorated: list[Consumer] = []
         self._check_backs = []  # of the @checker functions, run by run()
         # concurrent single sends from several threads share round trips
@@ -147,6 +149,7 @@ class Client(BaseClient, TransactionMethods, ViewMethods):
         """Close the connections (and any wake-up subscriptions)."""
         for waiter in self._waiters.values():
             waiter.close()
+        self._stops.close()
         self.redis.close()
 
     def __enter__(self) -> Client:
@@ -199,16 +202,22 @@ class Client(BaseClient, TransactionMethods, ViewMethods):
         return PerTopic(results, dict(sorted(broken.items())))
 
     def bind(self, topic: str, group: str, *, tags: str | None = None,
-             where: str | None = None, keep_filters: bool = False) -> bool:
+             where: str | None = None, keep_filters: bool = False,
+             supersede: bool | None = None, supersede_limit: int | None = None) -> bool:
         """Bind ``group`` to ``topic``: it receives every message sent from now on that its
         filters accept. ``tags``: a tag expression (``"*"`` or ``"a || b"``); ``where``: a
         SQL-92 condition on the message's properties and ``TAG`` (docs/semantics.md). They
         replace the group's filters (None: no filter) and reach producers within their
         ``registry_ttl``. ``keep_filters=True`` binds the group if it is not bound and keeps
         a bound group's filters (what a starting consumer does). An invalid expression
-        raises InvalidFilter naming its column, and nothing is written. Returns False if
-        the group was bound already."""
-        return self._run(self._bind(topic, group, tags, where, keep_filters))
+        raises InvalidFilter naming its column, and nothing is written.
+        ``supersede=True``: a send of a message whose identity one of the group's consumers
+        is running tells that delivery to stop (SPEC §14, docs/semantics.md "Supersede and
+        cancel"), except after ``supersede_limit`` (default 3) supersedes in a row of one
+        identity; ``False`` turns it off; None keeps a bound group's. Returns False if the
+        group was bound already."""
+        return self._run(self._bind(topic, group, tags, where, keep_filters, supersede,
+                                    supersede_limit))
 
     def unbind(self, topic: str, group: str) -> bool:
         """Stop delivering new messages to ``group``; what it holds stays until purged."""
@@ -317,6 +326,7 @@ class Client(BaseClient, TransactionMethods, ViewMethods):
         tracer provider configured (the ``otel`` extra), a receive span covers it. With
         ``replicas``, an ``ack`` no replica confirms raises NotReplicated, and what the same
         call claimed is given back at once, no attempt counted."""
+        self._stops.watch(topic)
         try:
             active = otel.tracer()
             if active is None:
@@ -334,6 +344,7 @@ class Client(BaseClient, TransactionMethods, ViewMethods):
         """``claim`` that never waits, and also says when the next delayed message falls
         due if fewer than ``count`` were due now: what a consumer loop needs to know how
         long it may sleep."""
+        self._stops.watch(topic)
         try:
             return self._run(self._claim_due(topic, group, count, lease, ack, holder))
         except BatchNotReplicated as short:  # as in claim

@@ -155,7 +155,7 @@ class TransactionFlows(ClientHost):
                 tx.topic, info.generation, info.groups, tx.id, slots, commit, now,
                 retention, self._heads(info), info.filter_argument,
                 trace_argument(tx.topic, info.settings), topic_record=not self.is_cluster,
-                by_key=info.settings.merge == "key")
+                by_key=info.settings.merge == "key", stops=info.stop_argument)
             other = [STATES[o.state] for o in outcomes if STATES.get(o.state, done) != done]
             if other:
                 tx.state = other[0]

@@ -22,6 +22,7 @@ without counting an attempt, let running handlers finish within ``grace`` second
 
 from __future__ import annotations
 
+import inspect
 import os
 import socket
 import threading
@@ -103,6 +104,10 @@ class Consumer:
         the batch to fill while its messages stay pending in Redis (merging with duplicates
         sent meanwhile), then take what is there; a message at ``Priority.HIGH`` or above is
         taken at once. Default 0: take what is ready.
+    cancel_superseded: for an ``async`` handler, cancel its task when its delivery is told
+        to stop (a newer message superseded it, or it was cancelled: SPEC §14); the
+        delivery is then dropped, not retried. A plain handler reads
+        ``message.superseded`` or waits with ``message.wait_superseded(timeout)`` instead.
     """
 
     def __init__(self, client: QueueClient, topic: str,
@@ -110,10 +115,17 @@ class Consumer:
                  group: str = DEFAULT_GROUP, concurrency: int = 8, prefetch: int | None = None,
                  lease: float | None = None, grace: float = 30.0, recover_interval: float = 3.0,
                  heartbeat_interval: float = 2.0, name: str | None = None,
-                 batch: int | None = None, batch_wait_ms: int = 0):
+                 batch: int | None = None, batch_wait_ms: int = 0,
+                 cancel_superseded: bool = False):
         _check_options(handler, concurrency, prefetch, lease, grace, recover_interval,
                        heartbeat_interval, name)
         check_batch_options(batch, batch_wait_ms, prefetch, MAX_HELD)
+        if not isinstance(cancel_superseded, bool):
+            raise InvalidArgument(f"cancel_superseded must be True or False, got "
+                                  f"{cancel_superseded!r}")
+        if cancel_superseded and not inspect.iscoroutinefunction(handler):
+            raise InvalidArgument("cancel_superseded=True cancels an async handler's task: "
+                                  "a plain handler reads message.superseded instead")
         self.client = client
         self.topic = check_topic_name(topic)
         self.group = check_group_name(group)
@@ -135,7 +147,8 @@ class Consumer:
         self._workers: Workers | BatchWorkers
         if self._batches is None:
             self._workers = workers_for(cast(Callable[[Message], Any], handler), concurrency,
-                                        starts, self._settler.finished, topic, client.url)
+                                        starts, self._settler.finished, topic, client.url,
+                                        cancel_superseded)
         else:
             self._workers = batch_workers_for(cast(Callable[[list[Message]], Any], handler),
                                               concurrency, starts,

@@ -139,12 +139,17 @@ class Settler:
         guarded(self.consumer_id, lambda: self.client.release(messages))
 
     def _fail(self, message: Message, error: BaseException | str) -> None:
+        outcome = guarded(self.consumer_id, lambda: self.client.nack(message, error))
+        if outcome in ("superseded", "cancelled"):  # told to stop: not a failure
+            log.info("%s: delivery %s (message %s) of topic %r was %s: dropped, not retried "
+                     "(%s)", self.consumer_id, message.id, message.message_id, message.topic,
+                     outcome, _described(error))
+            return
         self.failed += 1
         identity = _identity(message)
         if identity not in self._failing:
             self._failing.add(identity)
             self.failed_messages += 1
-        outcome = guarded(self.consumer_id, lambda: self.client.nack(message, error))
         if outcome == "dead":
             self._failing.discard(identity)
             log.error("%s: handler failed on delivery %s (message %s) of topic %r (attempt "

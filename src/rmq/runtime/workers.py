@@ -16,14 +16,17 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from .. import otel
-from ..message import Message
+from ..message import Message, stop_key
+from ..stops import BOARD
 from .holdings import Holdings
 from .threads import spawn
 
-__all__ = ["Workers", "ThreadWorkers", "AsyncioWorkers", "Starts", "workers_for"]
+__all__ = ["Workers", "ThreadWorkers", "AsyncioWorkers", "Starts", "workers_for",
+           "Superseded"]
 
 # what a worker reports of a run: (message, error or None, seconds); a batch handler's
 # BatchFailed may give a message's error as a text
@@ -124,14 +127,18 @@ class ThreadWorkers:
 
 
 class AsyncioWorkers:
-    """Tasks on one event loop, in a thread of its own, running an ``async`` handler."""
+    """Tasks on one event loop, in a thread of its own, running an ``async`` handler;
+    ``cancel_superseded``: each call in a task of its own, cancelled when its delivery is
+    told to stop (rmq/stops.py), which then finishes as failed with :class:`Superseded`."""
 
     _loop: asyncio.AbstractEventLoop  # made by start(): a consumer never started owns none
 
     def __init__(self, handler: Callable[[Message], Any], concurrency: int, starts: Starts,
-                 finished: Finished, topic: str, url: str):
+                 finished: Finished, topic: str, url: str, cancel_superseded: bool = False):
         self.handler, self.concurrency, self.starts = handler, concurrency, starts
         self.finished, self.topic, self.url = finished, topic, url
+        if cancel_superseded:
+            self.handler = partial(_cancelled_when_stopped, handler)
         self._waiting: asyncio.Queue[Message] = asyncio.Queue()
         self.threads: list[threading.Thread] = []
 
@@ -194,12 +201,37 @@ class AsyncioWorkers:
         loop.close()
 
 
+class Superseded(Exception):
+    """A handler's task cancelled because its delivery was told to stop (its settle drops
+    the delivery: Redis holds the mark)."""
+
+
+async def _cancelled_when_stopped(handler: Callable[[Message], Any], message: Message) -> None:
+    loop = asyncio.get_running_loop()
+    call = asyncio.ensure_future(handler(message))
+    stop_listening = BOARD.listen(stop_key(message),
+                                  lambda _: loop.call_soon_threadsafe(call.cancel))
+    try:
+        await call
+    except asyncio.CancelledError:
+        this = asyncio.current_task()
+        if call.cancelled() and message.superseded and not (this and this.cancelling()):
+            raise Superseded(f"cancelled: {message.stop_reason}") from None
+        raise  # the consumer stops
+    finally:
+        stop_listening()
+
+
 Workers = ThreadWorkers | AsyncioWorkers
 
 
 def workers_for(handler: Callable[[Message], Any], concurrency: int, starts: Starts,
-                finished: Finished, topic: str, url: str) -> Workers:
+                finished: Finished, topic: str, url: str,
+                cancel_superseded: bool = False) -> Workers:
     """Tasks on an event loop for an ``async`` handler, threads for a plain one; ``url``:
-    the client's, which their spans name."""
-    kind = AsyncioWorkers if inspect.iscoroutinefunction(handler) else ThreadWorkers
-    return kind(handler, concurrency, starts, finished, topic, url)
+    the client's, which their spans name. ``cancel_superseded`` (async only): cancel a
+    call whose delivery is told to stop."""
+    if inspect.iscoroutinefunction(handler):
+        return AsyncioWorkers(handler, concurrency, starts, finished, topic, url,
+                              cancel_superseded)
+    return ThreadWorkers(handler, concurrency, starts, finished, topic, url)

@@ -80,20 +80,21 @@ class Claimer:
 
     def claim(self, topic: str, generation: str, group: str, settings: TopicSettings,
               count: int, now: int, lease: float, holder: str = "",
-              limit: ClaimLimit | None = None) -> Op[Claim]:
+              limit: ClaimLimit | None = None, supersede: bool = False) -> Op[Claim]:
         """Claim up to ``count`` messages, best first; returns them and the next delayed due
         time (ms) when fewer than ``count`` were ready. Raises TopicGone if the topic is not
         at ``generation`` any more. ``holder``: who claims (a consumer's id), kept with each
         delivery for the console and ``find`` to show. ``limit`` (a single node only): the
         claim script applies the group's limits itself, whatever they are now, and says
-        what it found (``Claim.verdict``)."""
+        what it found (``Claim.verdict``). ``supersede``: the group supersedes (its
+        deliveries are noted for a send to find: lua/includes/running.lua)."""
         lease_ms = to_ms(lease)
         lease_until = now + lease_ms
         trace = trace_argument(topic, settings)
         if not self.single_node:
             args = claim_args(settings, generation=generation, now=now, count=count,
                               lease_ms=lease_ms, holder=holder, group=group, limit=None,
-                              trace=trace)
+                              trace=trace, supersede=supersede)
             if limit is None:
                 return Claim(*(yield from _claim_on_cluster(topic, generation, group, settings,
                                                             count, now, args, lease_until)))
@@ -101,7 +102,7 @@ class Claimer:
                                                          count, now, args, lease_until, limit))
         args = claim_args(settings, generation=generation, now=now, count=count,
                           lease_ms=lease_ms, holder=holder, group=group, limit=limit,
-                          trace=trace)
+                          trace=trace, supersede=supersede)
         undecodable: list[Undecodable] = []
         if not keeps_heads(settings, True):
             slots = tuple(range(settings.slots))

@@ -47,7 +47,7 @@ def limited_claim_keys(topic: str, group: str, slots: tuple[int, ...],
 
 
 class ClaimArgs(NamedTuple):
-    """ARGV[1..13] of claim.lua and claim_heads.lua. The field order is
+    """ARGV[1..14] of claim.lua and claim_heads.lua. The field order is
     ``lua/includes/claim_args.lua``'s ARGV order, and its header and locals use these
     names: the two change together (tests/test_script_loader.py checks that they agree).
     A script's own arguments follow them (``[*args, ...]``)."""
@@ -65,6 +65,7 @@ class ClaimArgs(NamedTuple):
     limit_wait_ms: int
     trace: str  # the topic's trace argument (``trace.trace_argument``)
     by_key: int  # 1 if the topic merges by key (its messages are in the groups' values)
+    supersede: int  # 1 if the group supersedes (its deliveries are noted in `running`)
 
     def bounded(self, count: int) -> ClaimArgs:
         """The same claim, of at most ``count`` messages (a cluster's share of one slot)."""
@@ -73,7 +74,7 @@ class ClaimArgs(NamedTuple):
 
 def claim_args(settings: TopicSettings, *, generation: str, now: int, count: int,
                lease_ms: int, holder: str, group: str, limit: ClaimLimit | None,
-               trace: str = "") -> ClaimArgs:
+               trace: str = "", supersede: bool = False) -> ClaimArgs:
     """A claim's arguments; ``limit``: the group's limits, applied by the script itself (a
     single node), or None (a cluster's call)."""
     serial = settings.serial_keys
@@ -83,7 +84,7 @@ def claim_args(settings: TopicSettings, *, generation: str, now: int, count: int
     # (tests/test_script_loader.py checks that each argument lands in its field).
     return ClaimArgs(now, count, lease_ms, int(serial), PROMOTE_LIMIT, _scan(serial, count),
                      generation, holder, limit_group, limit_waiter, limit_wait_ms, trace,
-                     int(settings.merge == "key"))
+                     int(settings.merge == "key"), int(supersede))
 
 
 def _scan(serial: bool, count: int) -> int:

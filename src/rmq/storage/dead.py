@@ -44,7 +44,7 @@ def dead_letter(deliveries: Sequence[tuple[Message, str]], settings: TopicSettin
                           by_key_arg(settings), _NO_RETRY, 0, 0, *pairs])
              for (topic, generation, group, slot, trace), pairs in by_slot.items()]
     results = yield calls
-    return sum(dead for _, dead in results)
+    return sum(reply[1] for reply in results)
 
 
 def dead_letter_id(slot: int, delivery: int, generation: str) -> str:

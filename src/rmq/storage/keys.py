@@ -33,6 +33,12 @@ def wake_channel(topic: str) -> str:
     return f"{PREFIX}:wake:{topic}"
 
 
+def stop_channel(topic: str) -> str:
+    """Pub/sub channel that tells consumers of ``topic`` which deliveries to stop (a newer
+    message superseded them, or they were cancelled: lua/includes/running.lua)."""
+    return f"{PREFIX}:stop:{topic}"
+
+
 def topic_of(key: str | bytes) -> str | None:
     """The topic a key of this layout belongs to (its hash tag's topic), or None for a key of
     no topic (``TOPICS``): what an error names when it can only see keys."""
@@ -70,6 +76,10 @@ class RegistryKeys:
         return f"{PREFIX}:{{{self.topic}}}:filters"
 
     @property
+    def supersede(self) -> str:  # hash: bound group -> its supersede_limit (supersede on)
+        return f"{PREFIX}:{{{self.topic}}}:supersede"
+
+    @property
     def paused(self) -> str:  # string "1" while the topic is paused
         return f"{PREFIX}:{{{self.topic}}}:paused"
 
@@ -91,7 +101,7 @@ class RegistryKeys:
     def all(self) -> list[str]:
         """The topic's registry keys (rings of history are per group: ``history_ring``)."""
         return [self.settings, self.generation, self.groups, self.unbound, self.filters,
-                self.paused, self.limits, self.consumers, self.history]
+                self.supersede, self.paused, self.limits, self.consumers, self.history]
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +258,10 @@ class GroupSlotKeys:
     def values(self) -> str:  # hash: identity -> the message as stored (merge="key" topics)
         return self._key("values")
 
+    @property
+    def running(self) -> str:  # hash: deliveries told to stop, and supersede's index
+        return self._key("running")  # (lua/includes/running.lua)
+
     def links(self, message_id: str) -> str:  # list: span contexts of its sends (otel)
         return self._key(f"links:{message_id}")
 
@@ -255,6 +269,7 @@ class GroupSlotKeys:
         return [
             self.ready, self.delayed, self.attempts, self.inflight, self.leases,
             self.locks, self.dead, self.dead_index, self.counters, self.values,
+            self.running,
         ]
 
 

@@ -27,7 +27,7 @@ from ..settings import (
     check_group_name,
     check_topic_name,
 )
-from .bindings import filter_argument, group_filters
+from .bindings import filter_argument, group_filters, group_supersede, stop_argument
 from .calls import Op, command
 from .handler_times import HandlerTimes
 from .keys import TOPICS, HeadsKeys, LimitKeys, RegistryKeys, SlotKeys
@@ -72,10 +72,18 @@ class TopicInfo:
         """The group's filters (an empty Filter when it has none)."""
         return dict(self.filters).get(group, Filter())
     group_limits: Mapping[str, GroupLimits] = field(default_factory=dict)  # limited ones
+    # (group, its supersede_limit) of the groups with supersede on (SPEC §14)
+    supersede: tuple[tuple[str, int], ...] = ()
+    # enqueue.lua's ARGV[8] for ``groups``, computed once per load: "" when none supersedes
+    stop_argument: str = ""
 
     def limits(self, group: str) -> GroupLimits:
         """The group's limits (no limit for a group that has none stored)."""
         return self.group_limits.get(group, NO_LIMITS)
+
+    def supersede_limit(self, group: str) -> int | None:
+        """The group's supersede_limit, or None when its supersede is off."""
+        return dict(self.supersede).get(group)
 
     @property
     def groups(self) -> tuple[str, ...]:
@@ -137,7 +145,7 @@ def load_info(name: str, salvage: bool = False) -> Op[TopicInfo]:
     keys = RegistryKeys(name)
     reads = _entry_reads(keys)
     try:
-        settings, groups, paused, unbound, generation, filters, limits = yield [
+        settings, groups, paused, unbound, generation, filters, limits, supersede = yield [
             command(verb, key) for key, (verb, _) in reads.items()]
     except WrongKeyType:
         problem, stored = yield from _wrong_types(reads)
@@ -152,11 +160,13 @@ def load_info(name: str, salvage: bool = False) -> Op[TopicInfo]:
     try:
         bound = _names(name, groups)
         found = group_filters(name, bound, filters)
+        superseding = group_supersede(name, bound, supersede)
         return TopicInfo(name, _settings(name, settings), bound,
                          paused is not None, _names(name, unbound),
                          _generation(name, generation), found,
                          filter_argument(bound or (DEFAULT_GROUP,), found),
-                         _limits(name, limits))
+                         _limits(name, limits), superseding,
+                         stop_argument(name, bound or (DEFAULT_GROUP,), superseding))
     except CorruptRegistry:
         if not salvage:
             raise
@@ -175,7 +185,7 @@ def _entry_reads(keys: RegistryKeys) -> dict[str, tuple[str, str]]:
     return {keys.settings: ("GET", "string"), keys.groups: ("SMEMBERS", "set"),
             keys.paused: ("GET", "string"), keys.unbound: ("SMEMBERS", "set"),
             keys.generation: ("GET", "string"), keys.filters: ("HGETALL", "hash"),
-            keys.limits: ("HGETALL", "hash")}
+            keys.limits: ("HGETALL", "hash"), keys.supersede: ("HGETALL", "hash")}
 
 
 def _wrong_types(reads: dict[str, tuple[str, str]]) -> Op[tuple[str, dict[str, Any]]]:

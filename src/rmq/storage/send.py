@@ -32,20 +32,21 @@ class Outgoing(NamedTuple):
 
 
 def send(topic: str, generation: str, groups: Sequence[str], batch: Sequence[Outgoing],
-         now: int, heads: bool, filters: str = "", trace: str = "", by_key: bool = False
-         ) -> Op[list[bool]]:
+         now: int, heads: bool, filters: str = "", trace: str = "", by_key: bool = False,
+         stops: str = "") -> Op[list[bool]]:
     """Store ``batch`` in every group whose filters accept it; returns, per message, whether
     it stored nothing new (merged in every group that accepted it). ``filters``: the groups'
     filters (``TopicInfo.filter_argument``), one version for every call of the batch.
     ``heads``: the topic keeps a heads index (``heads.keeps_heads``), which each call
     updates. ``trace``: the topic's trace argument (``trace.trace_argument``). ``by_key``:
-    the topic merges by key (``lua/includes/pending.lua``). Raises
+    the topic merges by key (``lua/includes/pending.lua``). ``stops``: the groups'
+    supersede (``TopicInfo.stop_argument``). Raises
     TopicGone if the topic is not at ``generation`` any more; if so, no slot stored anything
     (each slot's call checks, and every slot shares the generation; a slot that stored
     before a delete reached it has its data removed by that delete)."""
     if len(batch) == 1:  # a single send, the hottest path: none of a batch's bookkeeping
         (reply,) = yield [enqueue_one(topic, generation, groups, batch[0], now, heads,
-                                      filters, trace, by_key)]
+                                      filters, trace, by_key, stops)]
         return [merged_one(topic, reply)]
     by_slot: dict[int, list[int]] = defaultdict(list)
     for index, message in enumerate(batch):
@@ -56,7 +57,7 @@ def send(topic: str, generation: str, groups: Sequence[str], batch: Sequence[Out
         for start in range(0, len(indexes), MAX_SCRIPT_BATCH):
             chunk = indexes[start : start + MAX_SCRIPT_BATCH]
             calls.append(_enqueue_call(topic, generation, groups, slot, heads, now, filters,
-                                       trace, by_key, _runs(batch, chunk)))
+                                       trace, by_key, stops, _runs(batch, chunk)))
             order.append(chunk)
     results = yield calls
     for reply in results:
@@ -70,17 +71,17 @@ def send(topic: str, generation: str, groups: Sequence[str], batch: Sequence[Out
 
 def enqueue_one(topic: str, generation: str, groups: Sequence[str], message: Outgoing,
                 now: int, heads: bool, filters: str = "", trace: str = "",
-                by_key: bool = False) -> Call:
+                by_key: bool = False, stops: str = "") -> Call:
     """A single send's enqueue.lua call: it may travel joined with others sent at once
     (``join``, which reads its arguments back by these names); ``merged_one`` reads its
     reply."""
     slot, member, priority, due = message
     enqueue, keys, channel = _single_target(topic, slot, tuple(groups), heads, trace != "")
-    # enqueue.lua's ARGV: generation, now, channel, heads_slot, filters, trace, by_key, then
-    # the message as a run of one: priority, due, n, member (a plain tuple: one is built per
+    # enqueue.lua's ARGV: generation, now, channel, heads_slot, filters, trace, by_key, stops,
+    # then the message as a run of one: priority, due, n, member (a plain tuple: one is built per
     # single send, a NamedTuple in 5x the time)
     return Call((generation, now, channel, slot if heads else "", filters, trace,
-                 "1" if by_key else "", priority, due, 1, member), enqueue, keys, True)
+                 "1" if by_key else "", stops, priority, due, 1, member), enqueue, keys, True)
 
 
 def merged_one(topic: str, reply: Any) -> bool:
@@ -90,13 +91,13 @@ def merged_one(topic: str, reply: Any) -> bool:
 
 
 def _enqueue_call(topic: str, generation: str, groups: Sequence[str], slot: int, heads: bool,
-                  now: int, filters: str, trace: str, by_key: bool, runs: Sequence[Any]
-                  ) -> Call:
+                  now: int, filters: str, trace: str, by_key: bool, stops: str,
+                  runs: Sequence[Any]) -> Call:
     """One enqueue.lua call into ``slot``; ``runs`` as ``_runs`` makes them."""
     return script_call(script("enqueue"),
                        _enqueue_keys(topic, slot, tuple(groups), heads, trace != ""),
                        (generation, now, wake_channel(topic), slot if heads else "", filters,
-                        trace, "1" if by_key else "", *runs))
+                        trace, "1" if by_key else "", stops, *runs))
 
 
 def _runs(batch: Sequence[tuple[object, bytes, int, int]], chunk: Iterable[int]) -> list[Any]:
@@ -151,13 +152,13 @@ def join(batches: list[list[Call]]) -> Op[list[list[Any]]]:
     ``send`` makes them and the latest ``now`` for all (every message in it is due by then).
     Returns, per batch, the replies its own call would have had (a gone topic's code to
     each sender)."""
-    by_target: dict[tuple[tuple[str, ...], str, str, str], list[int]] = defaultdict(list)
+    by_target: dict[tuple[tuple[str, ...], str, str, str, str], list[int]] = defaultdict(list)
     for b, (call,) in enumerate(batches):
         # enqueue_one's arguments, by name (the keys tell the topic, so its by_key too)
-        generation, _, _, _, filters, trace, _, _, _, _, _ = call.args
-        # one version of the groups' filters (and of the trace) per call: a batch is never
-        # half filtered
-        by_target[(call.keys, generation, filters, trace)].append(b)
+        generation, _, _, _, filters, trace, _, stops, _, _, _, _ = call.args
+        # one version of the groups' filters (and of the trace and supersede) per call: a
+        # batch is never half filtered
+        by_target[(call.keys, generation, filters, trace, stops)].append(b)
     joined: list[Call] = []
     chunks: list[list[int]] = []
     for indexes in by_target.values():
@@ -168,12 +169,12 @@ def join(batches: list[list[Call]]) -> Op[list[list[Any]]]:
             for b in chunk:
                 # enqueue_one's arguments, by name (the same target: all but now and the
                 # message are the same in each)
-                (generation, now, channel, heads_slot, filters, trace, by_key,
+                (generation, now, channel, heads_slot, filters, trace, by_key, stops,
                  priority, due, _, member) = batches[b][0].args
                 messages.append((None, member, priority, due))
                 latest = now if now > latest else latest
             joined.append(script_call(script("enqueue"), batches[chunk[0]][0].keys, (
-                generation, latest, channel, heads_slot, filters, trace, by_key,
+                generation, latest, channel, heads_slot, filters, trace, by_key, stops,
                 *_runs(messages, range(len(messages))))))
             chunks.append(chunk)
     replies = yield joined

@@ -56,7 +56,7 @@ def retry_args(settings: TopicSettings) -> list[Any]:
 def settle_keys(topic: str, slot: int, group: str, heads: bool,
                 traced: bool = False) -> list[str]:
     """KEYS of fail, release, recover and requeue_dead: the slot's generation and clock, the
-    10 group keys, the group's heads index when the topic keeps one, and the slot's trace
+    11 group keys, the group's heads index when the topic keeps one, and the slot's trace
     log when ``traced``."""
     slot_keys = SlotKeys(topic, slot)
     keys = [slot_keys.generation, slot_keys.clock, *slot_keys.group(group).all()]
@@ -136,8 +136,9 @@ def with_acks(acks: Sequence[Message], one_call: bool, op: Op[T]) -> Op[T]:
 
 def fail(message: Message, error: str, settings: TopicSettings, now: int,
          one_call: bool) -> Op[str | None]:
-    """A failed delivery: "retried", "dead", or None if its lease was already gone (or its
-    topic deleted since it was claimed)."""
+    """A failed delivery: "retried", "dead", "superseded" or "cancelled" (told to stop, so
+    dropped: lua/includes/running.lua), or None if its lease was already gone (or its topic
+    deleted since it was claimed)."""
     heads = keeps_heads(settings, one_call)
     trace = message._trace
     args = [message.generation, now, wake_channel(message.topic),
@@ -145,8 +146,9 @@ def fail(message: Message, error: str, settings: TopicSettings, now: int,
             message.seq, error]
     keys = settle_keys(message.topic, message.slot, message.group, heads, trace != "")
     (reply,) = yield [script_call(script("fail"), keys, args)]
-    retried, dead = reply
-    return "retried" if retried else "dead" if dead else None
+    retried, dead, superseded, cancelled = reply
+    return ("retried" if retried else "dead" if dead else "superseded" if superseded
+            else "cancelled" if cancelled else None)
 
 
 def release(messages: Iterable[Message], now: int, heads: Collection[str],

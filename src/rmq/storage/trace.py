@@ -35,9 +35,11 @@ __all__ = ["TraceEvent", "EventName", "EVENTS", "trace_argument", "read_trace", 
            "is_message_id", "trace_target"]
 
 EventName = Literal["sent", "merged", "promoted", "claimed", "extended", "acked", "failed",
-                    "expired", "released", "dead", "requeued", "purged"]
+                    "expired", "released", "dead", "requeued", "purged", "superseded",
+                    "cancelled"]
 EVENTS: tuple[EventName, ...] = ("sent", "merged", "promoted", "claimed", "extended", "acked",
-                                 "failed", "expired", "released", "dead", "requeued", "purged")
+                                 "failed", "expired", "released", "dead", "requeued", "purged",
+                                 "superseded", "cancelled")
 _MESSAGE_ID = re.compile(r"[0-9a-f]{16}")
 
 

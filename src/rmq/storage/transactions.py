@@ -125,16 +125,19 @@ def _runs(batch: Sequence[Outgoing], dues: Sequence[str | int], chunk: list[int]
 
 def close(topic: str, generation: str, groups: Sequence[str], tx_id: str, slots: Sequence[int],
           commit: bool, now: int, retention: float, heads: bool, filters: str = "",
-          trace: str = "", *, topic_record: bool, by_key: bool) -> Op[list[SlotOutcome]]:
+          trace: str = "", *, topic_record: bool, by_key: bool, stops: str = ""
+          ) -> Op[list[SlotOutcome]]:
     """Commit (``commit``) or roll back ``tx_id`` in each of ``slots``: one script call per
     slot, pipelined, each atomic and idempotent. ``groups``, ``heads``, ``filters``,
     ``trace``: as for ``send``. ``topic_record``: each call also checks and writes the
     topic's record of closed ids (a single node; on a cluster ``record_close`` comes
-    first). ``by_key``: the topic merges by key (a commit merges as a send does). Raises
+    first). ``by_key``: the topic merges by key (a commit merges as a send does);
+    ``stops``: the groups' supersede (``TopicInfo.stop_argument``), as for ``send``. Raises
     TopicGone as ``send`` does (a slot of a gone topic closes nothing)."""
     record = [TxTopicKeys(topic).closed] if topic_record else []
     tx = TxArgs(tx_id=tx_id, now=now, retention_ms=to_ms(retention), generation=generation)
-    calls = [_commit_call(topic, tx, groups, slot, heads, filters, trace, topic_record, by_key)
+    calls = [_commit_call(topic, tx, groups, slot, heads, filters, trace, topic_record, by_key,
+                          stops)
              if commit else
              script_call(script("tx_rollback"),
                          [SlotKeys(topic, slot).generation, *TxSlotKeys(topic, slot).of(tx_id),
@@ -148,12 +151,15 @@ def close(topic: str, generation: str, groups: Sequence[str], tx_id: str, slots:
 
 
 def _commit_call(topic: str, tx: TxArgs, groups: Sequence[str], slot: int, heads: bool,
-                 filters: str, trace: str, topic_record: bool, by_key: bool) -> Call:
+                 filters: str, trace: str, topic_record: bool, by_key: bool, stops: str
+                 ) -> Call:
     head, groups_keys = _commit_keys(topic, slot, tuple(groups), heads, trace != "")
     record = (TxTopicKeys(topic).closed,) if topic_record else ()
-    # tx_commit.lua's own arguments: channel, heads_slot, filters, trace, topic_record, by_key
+    # tx_commit.lua's own arguments: channel, heads_slot, filters, trace, topic_record,
+    # by_key, stops
     return Call((*tx, wake_channel(topic), slot if heads else "", filters, trace,
-                 "1" if topic_record else "", "1" if by_key else ""), script("tx_commit"),
+                 "1" if topic_record else "", "1" if by_key else "", stops),
+                script("tx_commit"),
                 (*head, *TxSlotKeys(topic, slot).of(tx.tx_id), *record, *groups_keys))
 
 

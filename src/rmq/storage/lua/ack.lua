@@ -4,7 +4,7 @@
   client passes every slot it has acks for in one call; on a cluster, one slot per call.
 
   KEYS[1]      the generation of the lowest slot (includes/settle_call.lua)
-  KEYS[2..]    per slot, the 10 group keys of includes/group_keys.lua (with the trace on,
+  KEYS[2..]    per slot, the 11 group keys of includes/group_keys.lua (with the trace on,
                ARGV[3], then the slot's trace log: includes/trace.lua);
                then, on a single node for a group whose deliveries hold permits, its
                permits, waiters and wake keys (includes/ack_permits.lua)
@@ -37,14 +37,16 @@ local acked_in_all = 0
 local unlocked_any = false
 local ready_left = false
 local stride = ARGV[3] == "" and GROUP_KEY_COUNT or GROUP_KEY_COUNT + 1
-local slots, locks = groups_from(2, #KEYS - ack_permit_keys(stride), ARGV[3]), {}
+local slots, held_keys = groups_from(2, #KEYS - ack_permit_keys(stride), ARGV[3]), {}
 local acked_ids = {}  -- per slot, for the permits they hold
 for _, k in ipairs(slots) do
-  locks[#locks + 1] = k.locks
+  held_keys[#held_keys + 1] = k.locks
+  held_keys[#held_keys + 1] = k.running
 end
--- Only a serial topic has key locks: one EXISTS over every slot's says whether any slot
--- must look for locks to free (most topics: none, and no slot pays a call to find out).
-local serial = rcall("EXISTS", unpack(locks)) > 0
+-- Only a serial topic has key locks, and only a group with deliveries told to stop or
+-- with supersede on has `running` entries (includes/running.lua): one EXISTS over every
+-- slot's says whether any slot must look (most topics: none, and no slot pays a call).
+local held = rcall("EXISTS", unpack(held_keys)) > 0
 local at = 4
 for _, k in ipairs(slots) do
   local ids, whole
@@ -54,7 +56,7 @@ for _, k in ipairs(slots) do
   if k.trace then
     trace_present(k, "acked", ids, ids)
   end
-  local acked, unlocked = take_inflight_many(k, ids, whole, serial)
+  local acked, unlocked = take_inflight_many(k, ids, whole, held)
   if acked > 0 then
     rcall("HINCRBY", k.counters, "acked", acked)
   end

@@ -1,6 +1,6 @@
 #!lua
 --[[
-  Bind a group to a topic with its filters, in one step (storage/bindings.py): a starting
+  Bind a group to a topic with its filters and supersede, in one step (storage/bindings.py): a starting
   consumer's bind that keeps the group's filters, racing an operator's bind that sets them,
   then either finds the group bound (and keeps what the operator set) or binds it first
   (and the operator's filters replace its none), never erasing them in between.
@@ -8,10 +8,13 @@
   KEYS[1]      groups: set, the topic's bound group names
   KEYS[2]      unbound: set, groups unbound since
   KEYS[3]      filters: hash, bound group -> JSON of its filters
+  KEYS[4]      supersede: hash, bound group -> its supersede_limit (groups with supersede)
   ARGV[1]      the group
   ARGV[2]      "keep": a bound group keeps its filters, a group not bound is bound with
                none; "set": the group's filters become ARGV[3]
   ARGV[3]      with "set": the JSON of the filters, "" for none
+  ARGV[4]      "keep": a bound group keeps its supersede, a group not bound is bound
+               without; "": supersede off; else on, with this supersede_limit
 
   Returns 1 if it bound the group, 0 if the group was bound already.
 
@@ -21,6 +24,15 @@
 local group = ARGV[1]
 local bound = rcall("SISMEMBER", KEYS[1], group) == 1
   and rcall("SISMEMBER", KEYS[2], group) == 0
+if ARGV[4] == "keep" then
+  if not bound then
+    rcall("HDEL", KEYS[4], group)
+  end
+elseif ARGV[4] == "" then
+  rcall("HDEL", KEYS[4], group)
+else
+  rcall("HSET", KEYS[4], group, ARGV[4])
+end
 if ARGV[2] == "keep" then
   if bound then
     return 0

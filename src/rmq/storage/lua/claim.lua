@@ -3,19 +3,19 @@
   Claim up to `count` due messages of one group, highest priority first, then FIFO, moving
   each into in flight with a lease. On a single node the client passes every slot of the
   topic, which makes priority strict across slots; on a cluster, one slot per call, with
-  the count and the lowest priority (ARGV[14]) chosen from the slots' heads (head.lua).
+  the count and the lowest priority (ARGV[15]) chosen from the slots' heads (head.lua).
 
   KEYS[1]      the generation of the first slot claimed from (includes/generation.lua)
-  KEYS[2..]    per slot, 11 keys: the slot's delivery-id counter, then the 10 group keys
-               (with the trace on, 12: then the slot's trace log, includes/trace.lua);
+  KEYS[2..]    per slot, 12 keys: the slot's delivery-id counter, then the 11 group keys
+               (with the trace on, 13: then the slot's trace log, includes/trace.lua);
                on a single node, then the group's 5 limit keys (includes/limit_claim.lua)
-  ARGV[1..13]  the claim's arguments, named in includes/claim_args.lua: now, max_count,
+  ARGV[1..14]  the claim's arguments, named in includes/claim_args.lua: now, max_count,
                lease_ms, serial, promote_limit, scan, generation, holder (kept in each
                in-flight record), limit_group, limit_waiter, limit_wait_ms (the group's
                limits: a single node passes them with the 5 limit keys last in KEYS and
                every slot of the topic in slot order; a cluster passes limit_group "" and
-               no such keys), trace, by_key
-  ARGV[14]     lowest: optional, the lowest priority to claim (a cluster claim's bound to
+               no such keys), trace, by_key, supersede
+  ARGV[15]     lowest: optional, the lowest priority to claim (a cluster claim's bound to
                the bands it chose from the slots' heads)
 
   Returns {next_due, then the claimed messages as take.lua's take_chosen writes them: the
@@ -45,16 +45,16 @@
 --- @include "limit_claim"
 
 local gone, now, max_count, lease_ms, serial, promote_limit, scan, generation, holder,
-  limit_group, limit_waiter, limit_wait_ms, trace, by_key = claim_args(KEYS[1])
+  limit_group, limit_waiter, limit_wait_ms, trace, by_key, supersede = claim_args(KEYS[1])
 if gone then
   return gone
 end
 local lease_until = now + lease_ms
-local lowest = tonumber(ARGV[14])
+local lowest = tonumber(ARGV[15])
 local limit, count = limit_open(now, max_count, limit_group, limit_waiter, limit_wait_ms)
 local function slot_of(i) return i - 1 end  -- with limit keys: every slot, in order
 if count == 0 then
-  return limit_close(limit, new_taken(serial, by_key), {-1, 0}, 2, slot_of, lease_until)
+  return limit_close(limit, new_taken(serial, by_key, supersede), {-1, 0}, 2, slot_of, lease_until)
 end
 
 local slots, delayed = {}, {}
@@ -79,7 +79,7 @@ end
 -- topic from the sorted unlocked heads; otherwise by merging the slots' ready zsets, read a
 -- chunk at a time (nothing is removed until the choice is made, so a refill reads on from
 -- where it was).
-local taken = new_taken(serial, by_key)
+local taken = new_taken(serial, by_key, supersede)
 if serial then
   local candidates = {}
   for i, k in ipairs(slots) do

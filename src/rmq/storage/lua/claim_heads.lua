@@ -24,18 +24,18 @@
   KEYS[2]      zset  heads_ready: slot -> lowest ready score (includes/heads.lua)
   KEYS[3]      zset  heads_delayed: slot -> earliest delayed due, epoch ms
   KEYS[4]      string heads_synced: when the index was last built, epoch ms of Redis's clock
-  KEYS[5..]    per slot of the window, 11 keys: the slot's delivery-id counter, then the 10
-               group keys (with the trace on, 12: then the slot's trace log);
+  KEYS[5..]    per slot of the window, 12 keys: the slot's delivery-id counter, then the 11
+               group keys (with the trace on, 13: then the slot's trace log);
                then the group's 5 limit keys (includes/limit_claim.lua)
-  ARGV[1..13]  the claim's arguments, named in includes/claim_args.lua, as claim.lua's:
+  ARGV[1..14]  the claim's arguments, named in includes/claim_args.lua, as claim.lua's:
                now, max_count, lease_ms, serial, promote_limit, scan, generation, holder,
                limit_group, limit_waiter, limit_wait_ms (the group's limits,
-               includes/limit_claim.lua), trace, by_key
-  ARGV[14]     RESYNC: rebuild the index when it was last built this many ms ago or more
-  ARGV[15]     how many slots of the ready index to return as the next window
-  ARGV[16]     at most this many slots to ask for
-  ARGV[17]     how many messages to read from a slot at a time
-  ARGV[18..]   the window: the slot number of each slot in KEYS, in KEYS order
+               includes/limit_claim.lua), trace, by_key, supersede
+  ARGV[15]     RESYNC: rebuild the index when it was last built this many ms ago or more
+  ARGV[16]     how many slots of the ready index to return as the next window
+  ARGV[17]     at most this many slots to ask for
+  ARGV[18]     how many messages to read from a slot at a time
+  ARGV[19..]   the window: the slot number of each slot in KEYS, in KEYS order
 
   Returns {next_due, needed, window, then the claimed messages as in claim.lua (take.lua's
   take_chosen: the shares' first delivery ids, then runs of messages that share a header),
@@ -69,7 +69,7 @@
 local NEED_SYNC = 2
 
 local gone, now, max_count, lease_ms, serial, promote_limit, scan, generation, holder,
-  limit_group, limit_waiter, limit_wait_ms, trace, by_key = claim_args(KEYS[1])
+  limit_group, limit_waiter, limit_wait_ms, trace, by_key, supersede = claim_args(KEYS[1])
 if gone then
   return gone
 end
@@ -78,27 +78,27 @@ local lease_until = now + lease_ms
 local heads_ready, heads_delayed = KEYS[2], KEYS[3]
 local clock_ms = server_ms()
 local synced = tonumber(rcall("GET", KEYS[4]))
-if not synced or math.abs(clock_ms - synced) >= tonumber(ARGV[14]) then
+if not synced or math.abs(clock_ms - synced) >= tonumber(ARGV[15]) then
   return NEED_SYNC
 end
 local limit, count = limit_open(now, max_count, limit_group, limit_waiter, limit_wait_ms)
-local report = tonumber(ARGV[15])
-local need_max = tonumber(ARGV[16])
-local first_read = math.min(tonumber(ARGV[17]), count)
+local report = tonumber(ARGV[16])
+local need_max = tonumber(ARGV[17])
+local first_read = math.min(tonumber(ARGV[18]), count)
 
 -- The window: slot number -> index i in KEYS order; slots[i], the slot's group key table,
 -- is built when first used (a claim opens a fraction of the slots it is passed).
 local index_of = {}
 local stride = claim_stride(trace)
 for i = 1, (#KEYS - 4 - limit_key_count(limit_group)) / stride do
-  index_of[ARGV[17 + i]] = i
+  index_of[ARGV[18 + i]] = i
 end
 local slots = setmetatable({}, {__index = function(built, i)
   local first = 5 + (i - 1) * stride
   local k = group_keys(first + 1)
   k.seq = KEYS[first]
   k.by_key = by_key
-  k.slot = ARGV[17 + i]
+  k.slot = ARGV[18 + i]
   attach_trace(k, claim_trace(trace, first))
   built[i] = k
   return k
@@ -159,7 +159,7 @@ end
 -- need few); nothing writes it during the merge, so ranks stay put.
 local index = new_pages(heads_ready, 32)
 
-local taken = new_taken(serial, by_key)
+local taken = new_taken(serial, by_key, supersede)
 if #needed == 0 then
   while taken.n < count do
     local slot, bound = pages_peek(index)

@@ -5,9 +5,9 @@
 
   KEYS[1]      string  the slot's generation (includes/settle_call.lua)
   KEYS[2]      string  the slot clock
-  KEYS[3..12]  the 10 group keys of includes/group_keys.lua
-  KEYS[13]     with a heads index (ARGV[4]): the group's heads_ready (includes/heads.lua)
-  KEYS[14]     with a heads index: the group's heads_delayed
+  KEYS[3..13]  the 11 group keys of includes/group_keys.lua
+  KEYS[14]     with a heads index (ARGV[4]): the group's heads_ready (includes/heads.lua)
+  KEYS[15]     with a heads index: the group's heads_delayed
   KEYS[n]      with the trace on (ARGV[5]): the slot's trace log (includes/trace.lua)
   ARGV[1]      the generation the deliveries were claimed under ("": unchecked)
   ARGV[2]      now, epoch ms
@@ -20,8 +20,9 @@
   ARGV[9]      retry backoff cap, ms
   ARGV[10..]   pairs: delivery id, error text
 
-  Returns {retried, dead}; ids whose lease is gone are skipped, and so is every id when the
-  topic was deleted (or deleted and created again) since they were claimed: {0, 0}.
+  Returns {retried, dead, superseded, cancelled}: a delivery told to stop
+  (includes/running.lua) is dropped, not retried; ids whose lease is gone are skipped, and so is every id when the
+  topic was deleted (or deleted and created again) since they were claimed: {0, 0, 0, 0}.
 
   Flags: allow-oom, since it only moves messages already stored (back to pending or to
   the dead letters), so that consumers can drain a Redis that is out of memory.
@@ -31,11 +32,11 @@
 --- @include "settle"
 
 if settle_gone() then
-  return {0, 0}
+  return {0, 0, 0, 0}
 end
 local k, now = open_slot()
 local clock = open_clock(KEYS[2], now)
-local counts = {retried = 0, dead = 0}
+local counts = {retried = 0, dead = 0, superseded = 0, cancelled = 0}
 for i = SLOT_ARGS + 4, #ARGV, 2 do
   local outcome = fail(k, ARGV[i], ARGV[i + 1], now, clock,
     tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), "failed")
@@ -46,4 +47,4 @@ end
 count_outcomes(k, counts)
 trace_save(k.trace)
 finish(clock, ARGV[3])
-return {counts.retried, counts.dead}
+return {counts.retried, counts.dead, counts.superseded, counts.cancelled}

@@ -6,9 +6,9 @@
 
   KEYS[1]      string  the slot's generation (includes/settle_call.lua)
   KEYS[2]      string  the slot clock
-  KEYS[3..12]  the 10 group keys of includes/group_keys.lua
-  KEYS[13]     with a heads index (ARGV[4]): the group's heads_ready (includes/heads.lua)
-  KEYS[14]     with a heads index: the group's heads_delayed
+  KEYS[3..13]  the 11 group keys of includes/group_keys.lua
+  KEYS[14]     with a heads index (ARGV[4]): the group's heads_ready (includes/heads.lua)
+  KEYS[15]     with a heads index: the group's heads_delayed
   KEYS[n]      with the trace on (ARGV[5]): the slot's trace log (includes/trace.lua)
   ARGV[1]      the topic's generation as the client read it from the registry ("": none)
   ARGV[2]      now, epoch ms
@@ -23,7 +23,8 @@
   ARGV[10]     at most this many deliveries' leases per call (whole leases, at least one:
                a lease covers a claim's share of the slot)
 
-  Returns {retried, dead}; or, touching nothing, the integer GONE_UNKNOWN or GONE_STALE when
+  Returns {retried, dead} (a delivery told to stop is dropped: includes/running.lua); or,
+  touching nothing, the integer GONE_UNKNOWN or GONE_STALE when
   the topic is gone (the client read its settings before it was deleted).
 
   Flags: allow-oom, since it only moves messages already stored (back to pending or to
@@ -45,7 +46,7 @@ if #expired == 0 then
   return {0, 0}
 end
 local clock = open_clock(KEYS[2], now)
-local counts = {retried = 0, dead = 0}
+local counts = {retried = 0, dead = 0, superseded = 0, cancelled = 0}
 for _, id in ipairs(expired) do
   local outcome = fail(k, id, "lease expired", now, clock,
     tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), "expired")

@@ -5,9 +5,9 @@
 
   KEYS[1]      string  the slot's generation (includes/settle_call.lua)
   KEYS[2]      string  the slot clock
-  KEYS[3..12]  the 10 group keys of includes/group_keys.lua
-  KEYS[13]     with a heads index (ARGV[4]): the group's heads_ready (includes/heads.lua)
-  KEYS[14]     with a heads index: the group's heads_delayed
+  KEYS[3..13]  the 11 group keys of includes/group_keys.lua
+  KEYS[14]     with a heads index (ARGV[4]): the group's heads_ready (includes/heads.lua)
+  KEYS[15]     with a heads index: the group's heads_delayed
   KEYS[n]      with the trace on (ARGV[5]): the slot's trace log (includes/trace.lua)
   ARGV[1]      the generation the deliveries were claimed under ("": unchecked)
   ARGV[2]      now, epoch ms
@@ -17,7 +17,8 @@
   ARGV[6]      "1" if the topic merges by key, else "" (includes/settle_call.lua)
   ARGV[7..]    delivery ids
 
-  Returns how many were given back: none when the topic was deleted (or deleted and created
+  Returns how many were given back (a delivery told to stop is dropped instead:
+  includes/running.lua): none when the topic was deleted (or deleted and created
   again) since they were claimed.
 
   Flags: allow-oom, since it only moves messages already stored (back to pending), so
@@ -35,12 +36,14 @@ local k, now = open_slot()
 local clock = open_clock(KEYS[2], now)
 local released = 0
 for _, id in ipairs(argv_list(SLOT_ARGS + 1)) do
-  local p, a, due, member = take_inflight(k, id)
+  local p, a, due, member, _, stop = take_inflight(k, id)
   if p then
     if k.trace then
       trace_delivery(k, "released", id)
     end
-    requeue(k, member, p, a - 1, due, now, clock, due_stamp(due))
+    if not stop then  -- (one told to stop is dropped: a newer one is pending, or cancelled)
+      requeue(k, member, p, a - 1, due, now, clock, due_stamp(due))
+    end
     released = released + 1
   end
 end

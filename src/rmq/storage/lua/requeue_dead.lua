@@ -5,9 +5,9 @@
 
   KEYS[1]      string  the slot's generation (includes/settle_call.lua)
   KEYS[2]      string  the slot clock
-  KEYS[3..12]  the 10 group keys of includes/group_keys.lua
-  KEYS[13]     with a heads index (ARGV[4]): the group's heads_ready (includes/heads.lua)
-  KEYS[14]     with a heads index: the group's heads_delayed
+  KEYS[3..13]  the 11 group keys of includes/group_keys.lua
+  KEYS[14]     with a heads index (ARGV[4]): the group's heads_ready (includes/heads.lua)
+  KEYS[15]     with a heads index: the group's heads_delayed
   KEYS[n]      with the trace on (ARGV[5]): the slot's trace log (includes/trace.lua)
   ARGV[1]      the topic's generation as the client read it from the registry ("": none)
   ARGV[2]      now, epoch ms

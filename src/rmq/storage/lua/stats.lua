@@ -4,7 +4,7 @@
   messages first (their place does not depend on when that happens) so that "delayed" means
   due in the future.
 
-  KEYS[1..10]  the 10 group keys of includes/group_keys.lua
+  KEYS[1..11]  the 11 group keys of includes/group_keys.lua
   KEYS[11]     with the trace on (ARGV[2]): the slot's trace log (includes/trace.lua)
   ARGV[1]      now, epoch ms
   ARGV[2]      the topic's trace as the client read it: "" when off (its promotions are

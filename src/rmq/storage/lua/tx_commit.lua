@@ -12,7 +12,7 @@
   KEYS[8]      zset    when ARGV[9] is "1" (a single node): the topic's closed ids, read
                        and written here (on a cluster the client writes them first:
                        tx_decide.lua)
-  KEYS[8 or 9..] per bound group, the 10 group keys of includes/group_keys.lua, followed,
+  KEYS[8 or 9..] per bound group, the 11 group keys of includes/group_keys.lua, followed,
                when ARGV[6] names the slot, by the group's heads_ready and heads_delayed
   KEYS[n]      with the trace on (ARGV[8]): the slot's trace log (includes/trace.lua)
   ARGV[1..4]   the transaction's arguments, named in includes/tx_args.lua: tx_id, now (the
@@ -26,6 +26,7 @@
                merged
   ARGV[9]      topic_record: "1" when KEYS[8] is the topic's closed ids, else ""
   ARGV[10]     by_key: "1" when the topic merges by key (includes/pending.lua), else ""
+  ARGV[11]     stops: the groups' supersede, as enqueue.lua's ARGV[8]
 
   Returns {TX_DONE, halves, merged} when this call committed (merged: how many of them
   stored nothing new), {TX_COMMITTED or TX_ROLLED_BACK, 0, 0} when the slot closed it
@@ -49,7 +50,7 @@ if gone then
   return gone
 end
 
-local channel, heads_slot, filters, trace, topic_record, by_key = unpack(ARGV, 5, 10)
+local channel, heads_slot, filters, trace, topic_record, by_key, stops = unpack(ARGV, 5, 11)
 local first_group = 8
 local t = tx_keys(3, nil)
 if topic_record == "1" then
@@ -89,7 +90,7 @@ local merged = 0
 local clock = open_clock(KEYS[2], now)
 local tracer, last_key = open_batch_trace(trace)
 for _, flag in ipairs(enqueue_batch(halves, 1, first_group, last_key, now, clock, heads_slot,
-                                    filters, tracer, by_key == "1")) do
+                                    filters, tracer, by_key == "1", stops)) do
   merged = merged + flag
 end
 trace_save(tracer)

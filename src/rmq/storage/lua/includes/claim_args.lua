@@ -21,15 +21,17 @@
                            (includes/trace.lua)
   ARGV[13]  by_key         "1" if the topic merges by key: its ready members are
                            identities, the messages in `values` (includes/pending.lua)
+  ARGV[14]  supersede      "1" if the group supersedes: each delivery is noted in its
+                           group's `running` (includes/running.lua)
 
   claim_args(generation_key) checks the topic's generation first (generation.lua): when
   the topic is gone it returns the reply to give instead, and nothing else; otherwise nil,
-  then the thirteen in this order, now, max_count, lease_ms, promote_limit, scan and
-  limit_wait_ms as numbers and serial and by_key booleans, which a script reads into locals of these
+  then the fourteen in this order, now, max_count, lease_ms, promote_limit, scan and
+  limit_wait_ms as numbers and serial, by_key and supersede booleans, which a script reads into locals of these
   names (as values, not a table: a table cost a claim 6 k instructions).
   claim_trace(trace, first) opens the tracer of the slot whose keys start at KEYS[first]
-  (its trace log follows its 11), and claim_stride(trace) says how many keys a slot has:
-  11, or 12 with the trace on.
+  (its trace log follows its 12), and claim_stride(trace) says how many keys a slot has:
+  12, or 13 with the trace on.
 
   Provides: claim_args, claim_trace, claim_stride.  Needs: ARGV, and the includes below.
 ]]
@@ -38,20 +40,20 @@
 
 local function claim_args(generation_key)
   local now, max_count, lease_ms, serial, promote_limit, scan, generation, holder,
-    limit_group, limit_waiter, limit_wait_ms, trace, by_key = unpack(ARGV, 1, 13)
+    limit_group, limit_waiter, limit_wait_ms, trace, by_key, supersede = unpack(ARGV, 1, 14)
   local gone = topic_gone(generation_key, generation)
   if gone then
     return gone
   end
   return nil, tonumber(now), tonumber(max_count), tonumber(lease_ms), serial == "1",
     tonumber(promote_limit), tonumber(scan), generation, holder, limit_group, limit_waiter,
-    tonumber(limit_wait_ms), trace, by_key == "1"
+    tonumber(limit_wait_ms), trace, by_key == "1", supersede == "1"
 end
 
 local function claim_stride(trace)
-  return trace == "" and 11 or 12
+  return trace == "" and 12 or 13
 end
 
 local function claim_trace(trace, first)
-  return open_trace(trace, KEYS[first + 11])
+  return open_trace(trace, KEYS[first + 12])
 end

@@ -5,13 +5,16 @@
   is stored exactly as a sent one.
 
   enqueue_batch(source, first_arg, first_key, last_key, now, clock, slot, filters, tracer,
-  by_key) reads runs of messages from source[first_arg..] (a table shaped as enqueue.lua's
+  by_key, stops) reads runs of messages from source[first_arg..] (a table shaped as enqueue.lua's
   runs: priority, due, n, then n members) and the groups' keys from
-  KEYS[first_key..last_key] (the 10 group keys, plus the 2 heads index keys when `slot` is
+  KEYS[first_key..last_key] (the 11 group keys, plus the 2 heads index keys when `slot` is
   not ""). `filters`: enqueue.lua's filters argument; `tracer`: the slot's (trace.lua), or
   nil; `by_key`: the topic merges by key (pending.lua): each message is placed, merged and
   traced by its identity, and its value, the newest, kept in `values`; a message a group's
-  filter rejects withdraws its identity's pending one from that group.
+  filter rejects withdraws its identity's pending one from that group. `stops`: "" when no
+  group supersedes, else the JSON of {channel, groups}: per group in KEYS order, its
+  [name, supersede_limit] or 0 when it does not supersede; a message such a group accepts
+  supersedes a running delivery of its identity (running.lua), told on the channel.
   Returns one integer per message as enqueue.lua does (1: merged in every group that
   accepted it), counts sent, merged and filtered per group, and traces sent and merged. The
   caller calls trace_save(tracer) and finish(clock, channel) afterwards.
@@ -28,6 +31,7 @@
 --- @include "member"
 --- @include "filter"
 --- @include "trace"
+--- @include "running"
 
 local function open_batch_trace(spec)
   if spec == "" then
@@ -37,7 +41,7 @@ local function open_batch_trace(spec)
 end
 
 local function enqueue_batch(source, first_arg, first_key, last_key, now, clock, slot,
-                             filters_json, tracer, by_key)
+                             filters_json, tracer, by_key, stops_json)
   local runs = {}
   local total = 0
   local i = first_arg
@@ -60,6 +64,7 @@ local function enqueue_batch(source, first_arg, first_key, last_key, now, clock,
 
   local stride = slot == "" and GROUP_KEY_COUNT or GROUP_KEY_COUNT + 2
   local filters = filters_json ~= "" and cjson.decode(filters_json) or nil
+  local stops = stops_json ~= "" and cjson.decode(stops_json) or nil
 
   local function open_group(first)
     local k = group_keys(first)
@@ -68,6 +73,25 @@ local function enqueue_batch(source, first_arg, first_key, last_key, now, clock,
     end
     attach_trace(k, tracer)
     return k
+  end
+
+  -- The group's supersede, as stop(identity) with the deliveries it stops told at the end
+  -- (publish_stops()), or nil when the group does not supersede.
+  local stopped_in = {}
+  local function group_stops(k, first)
+    local group = stops and stops.groups[(first - first_key) / stride + 1]
+    if type(group) ~= "table" then
+      return nil
+    end
+    local stopped = {}
+    stopped_in[#stopped_in + 1] = {group[1], stopped}
+    return function(identity) supersede(k, identity, group[2], stopped) end
+  end
+  local function publish_all()
+    for _, told in ipairs(stopped_in) do
+      publish_stops(stops.channel, KEYS[1], told[1], slot_number(KEYS[first_key]),
+        "superseded", told[2])
+    end
   end
 
   -- The filter of the group whose keys start at KEYS[first], as accepts(i) over source[i],
@@ -115,6 +139,10 @@ local function enqueue_batch(source, first_arg, first_key, last_key, now, clock,
         if by_key then
           put_value(k, member, source[at], merged, true)
         end
+        local stop = group_stops(k, first)
+        if stop then
+          stop(member)
+        end
         if merged then
           rcall("HINCRBY", k.counters, "merged", 1)
           if merged_everywhere == 2 then
@@ -131,6 +159,7 @@ local function enqueue_batch(source, first_arg, first_key, last_key, now, clock,
         end
       end
     end
+    publish_all()
     return {merged_everywhere == 1 and 1 or 0}
   end
 
@@ -142,6 +171,7 @@ local function enqueue_batch(source, first_arg, first_key, last_key, now, clock,
   for first = first_key, last_key, stride do
     local k = open_group(first)
     local accepts = group_filter(first)
+    local stop = group_stops(k, first)
     local merged, accepted = 0, 0
     for _, run in ipairs(runs) do
       local offset = run[5]
@@ -165,6 +195,13 @@ local function enqueue_batch(source, first_arg, first_key, last_key, now, clock,
             trace_sent(k, names[from + n - 1])
           end
           counted(n, was_merged)
+        end
+      end
+      if stop then
+        local told, from = on_send, run[3]
+        on_send = function(n, was_merged, held)
+          told(n, was_merged, held)
+          stop(names[from + n - 1])
         end
       end
       if not by_key then
@@ -211,5 +248,6 @@ local function enqueue_batch(source, first_arg, first_key, last_key, now, clock,
       end
     end
   end
+  publish_all()
   return merged_everywhere
 end

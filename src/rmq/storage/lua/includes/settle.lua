@@ -2,8 +2,10 @@
   Ending an in-flight delivery.
 
   take_inflight removes the delivery's record and key lock, and returns the record's fields
-  plus whether a key lock was released. It returns nil when the record is already gone
-  (acknowledged, or expired and recovered), so a late ack or nack changes nothing. Leases
+  plus whether a key lock was released, and whether it was told to stop: "s" superseded,
+  "c" cancelled, else nil (running.lua; the mark goes with it). It returns nil when the
+  record is already gone (acknowledged, or expired and recovered), so a late ack or nack
+  changes nothing. Leases
   stay: one covers a claim's whole share, and recover drops it once it expires (leases.lua);
   take_inflight_many drops the lease of a share it settles whole.
 
@@ -16,6 +18,17 @@
 --- @include "bulk"
 --- @include "pending"
 --- @include "trace"
+--- @include "running"
+
+-- Whether the slot's group holds any delivery told to stop or any supersede entry: looked
+-- up once per script call and group.
+local function has_running(k)
+  if k.has_running == nil then
+    k.has_running = rcall("EXISTS", k.running) == 1
+  end
+  return k.has_running
+end
+
 local function take_inflight(k, id)
   local record = rcall("HGET", k.inflight, id)
   if not record then
@@ -28,19 +41,36 @@ local function take_inflight(k, id)
   if released then
     rcall("HDEL", k.locks, key)
   end
-  return p, a, due, member, released
+  local stop = nil
+  if has_running(k) then
+    stop = stop_marks(k, {id})[1] or nil
+    forget_running(k, {id}, {member})
+  end
+  return p, a, due, member, released, stop
 end
 
 -- take_inflight for a batch of acks, with a few commands for all of them: returns how many
 -- were still in flight, and whether a key lock was released. Ids are never reused, so
 -- deleting the record of every id is right for ids already settled too: it removes nothing.
 -- `whole`: lease members of ranges every id of which is in `ids` (dropped now, not left to
--- recover). `serial`: false when no slot of the call has key locks (one check for all).
-local function take_inflight_many(k, ids, whole, serial)
+-- recover). `held`: false when no slot of the call has key locks or a `running` entry
+-- (one check for all: most topics have neither).
+local function take_inflight_many(k, ids, whole, held)
   local released = false
+  local locked = held and rcall("EXISTS", k.locks) == 1
+  local records = nil
+  if held and has_running(k) then
+    -- deliveries told to stop, and a superseding group's entries: the records say whose
+    records = bulk("HMGET", k.inflight, ids)
+    local members = {}
+    for j = 1, #ids do
+      members[j] = records[j] and select(4, parse_inflight(records[j])) or nil
+    end
+    forget_running(k, ids, members)
+  end
   -- a serial topic: free the keys these deliveries hold
-  if serial and rcall("EXISTS", k.locks) == 1 then
-    local records = bulk("HMGET", k.inflight, ids)
+  if locked then
+    records = records or bulk("HMGET", k.inflight, ids)
     local keys, holders_of = {}, {}
     for j, record in ipairs(records) do
       if record then
@@ -98,15 +128,21 @@ local function requeue(k, member, p, attempts, due, now, clock, stamp)
 end
 
 -- A failed delivery: retry after the backoff, or dead-letter it when the attempts are spent.
--- Returns "retried" or "dead". `event`: how the trace names the failure ("failed", or
+-- Returns "retried" or "dead", or "superseded" or "cancelled" for a delivery told to stop,
+-- which is dropped. `event`: how the trace names the failure ("failed", or
 -- "expired" for a lease that ran out).
 local function fail(k, id, err, now, clock, max_retries, backoff, backoff_max, event)
-  local p, a, due, member, unlocked = take_inflight(k, id)
+  local p, a, due, member, unlocked, stop = take_inflight(k, id)
   if not p then
     return nil
   end
   if k.trace then
     trace_delivery(k, event, id, err)
+  end
+  if stop then
+    -- told to stop: a newer message is pending (superseded), or it was cancelled; on a
+    -- serial topic its key lock went with it
+    return stop == "s" and "superseded" or "cancelled"
   end
   if a >= 1 + max_retries then
     rcall("HSET", k.dead, id, dead_record(p, a, due, now, err, member))
@@ -128,10 +164,11 @@ local function fail(k, id, err, now, clock, max_retries, backoff, backoff_max, e
   return "retried"
 end
 
--- Add what fail() reported to the group's counters ({retried = n, dead = n}).
+-- Add what fail() reported to the group's counters ({retried = n, dead = n, ...}; a
+-- delivery told to stop was counted when it was told).
 local function count_outcomes(k, counts)
   for name, n in pairs(counts) do
-    if n > 0 then
+    if n > 0 and (name == "retried" or name == "dead") then
       rcall("HINCRBY", k.counters, name, n)
     end
   end

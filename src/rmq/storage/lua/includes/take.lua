@@ -4,11 +4,13 @@
   ids, gets one lease (scores.lua, "leases"), with a few commands per slot instead of five per
   message (claim.lua and claim_heads.lua choose, this writes).
 
-  new_taken(serial, by_key) makes the record of a claim's choice, in claim order, as columns
+  new_taken(serial, by_key, supersede) makes the record of a claim's choice, in claim order, as columns
   (a table per message would cost an allocation per message): taken.n messages, the nth
   from slot index taken.slot[n], with ready score taken.score[n] and member taken.member[n].
   `by_key`: the topic merges by key, so a member is a message's identity and the message
   itself is in the group's `values` (pending.lua), which take_chosen reads and removes.
+  `supersede`: the group supersedes, so each delivery is noted under its identity in the
+  group's `running` (running.lua).
   take(taken, i, score, member) adds the next candidate in claim order, unless on a serial
   topic this call took a message of its key already.
 
@@ -29,10 +31,11 @@
 --- @include "records"
 --- @include "bulk"
 --- @include "leases"
+--- @include "running"
 
-local function new_taken(serial, by_key)
+local function new_taken(serial, by_key, supersede)
   return {n = 0, slot = {}, score = {}, member = {}, serial = serial, keys = {},
-    by_key = by_key}
+    by_key = by_key, supersede = supersede}
 end
 
 local function take(taken, i, score, member)
@@ -111,6 +114,9 @@ local function take_chosen(slots, taken, now, lease_until, holder, out)
     local first = rcall("INCRBY", k.seq, #members + 1) - #members
     local last = first + #members - 1
     id_text[i], next_id[i] = id_texts(first, last), 1  -- spelled a hundred at a time
+    if taken.supersede then
+      note_claimed(k, members, id_text[i])
+    end
     leases[i] = {fmt(lease_score(lease_until, first)), lease_member(first, last)}
     out[o + 1], out[o + 2] = i, first
     o = o + 2

@@ -8,6 +8,7 @@ from .client.tx_handles import AsyncTransaction, Transaction
 from .errors import BatchFailed, RMQError
 from .message import DeadLetter, Message, Priority, SendCounts, SendResult, message_id_of
 from .settings import GroupLimits, TopicSettings
+from .storage.cancel import Cancelled
 from .storage.handler_times import HandlerTimes
 from .storage.history import HistorySample, TopicHistory
 from .storage.isolation import PerTopic
@@ -27,6 +28,7 @@ __all__ = [
     "AsyncClient",
     "AsyncTransaction",
     "BatchFailed",
+    "Cancelled",
     "Consumer",
     "ConsumerInfo",
     "DeadLetter",

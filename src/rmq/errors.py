@@ -25,6 +25,7 @@ __all__ = [
     "InvalidMessage",
     "TopicConflict",
     "InvalidQuery",
+    "UnknownMessage",
     "InvalidTag",
     "InvalidProperties",
     "InvalidFilter",
@@ -144,6 +145,11 @@ class TopicConflict(InputError):
 
     def __reduce__(self) -> tuple[Any, ...]:  # pickled (Spark) with its arguments, not text
         return type(self), (self.topic, self.differences, self.fixed, self.alter)
+
+
+class UnknownMessage(InputError):
+    """An operation named a message (by its id) that is not there: ``cancel`` of a message
+    no group holds pending or running."""
 
 
 class InvalidQuery(InputError):

@@ -29,6 +29,7 @@ from ..settings import (
     check_group_name,
     check_topic_name,
 )
+from ..storage.cancel import Cancelled
 from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, problem_of
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from .async_views import AsyncViewMethods
@@ -404,6 +405,11 @@ class AsyncClient(BaseClient, AsyncTransactionMethods, AsyncViewMethods):
                            ids: Iterable[str] | None = None) -> int:
         """See :meth:`rmq.Client.requeue_dead`."""
         return await self._run(self._requeue_dead(topic, group, ids))
+
+    async def cancel(self, topic: str, message_id: str, group: str | None = None
+                     ) -> Cancelled:
+        """See :meth:`rmq.Client.cancel`."""
+        return await self._run(self._cancel(topic, message_id, group))
 
     async def purge_dead(self, topic: str, group: str = DEFAULT_GROUP) -> int:
         """See :meth:`rmq.Client.purge_dead`."""

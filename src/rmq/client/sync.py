@@ -25,6 +25,7 @@ from ..settings import (
     check_group_name,
     check_topic_name,
 )
+from ..storage.cancel import Cancelled
 from ..storage.isolation import TOPIC_PROBLEMS, PerTopic, problem_of
 from ..storage.registry import ConsumerInfo, ConsumerState, TopicInfo
 from .base import MISSING, BaseClient, Flow, Load, Sleep, Subscribe, log
@@ -415,6 +416,16 @@ class Client(BaseClient, TransactionMethods, ViewMethods):
         again (the id carries the topic's generation). InvalidMessage for an id that is
         no dead-letter id or names a slot the topic lacks."""
         return self._run(self._requeue_dead(topic, group, ids))
+
+    def cancel(self, topic: str, message_id: str, group: str | None = None) -> Cancelled:
+        """Cancel the message ``message_id`` (``SendResult.message_id``) in ``group``, or in
+        every group (SPEC §14): where it is pending it is removed; a running delivery of it
+        is told to stop as a supersede tells it (``message.superseded``), and however it
+        ends it is dropped, not retried. Both counted ``cancelled``, and traced. Returns
+        how many pending messages were removed and running deliveries told;
+        UnknownMessage when none is pending or running. Finding it reads every slot of the
+        groups (docs/semantics.md, "Supersede and cancel")."""
+        return self._run(self._cancel(topic, message_id, group))
 
     def purge_dead(self, topic: str, group: str = DEFAULT_GROUP) -> int:
         """Delete the group's dead letters; returns how many."""

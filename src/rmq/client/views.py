@@ -7,15 +7,19 @@ base holds the queue's hot paths; what it uses of the base is ``host.ClientHost`
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
+from ..errors import InvalidArgument
 from ..message import DeadLetter
 from ..settings import check_group_name
+from ..storage import cancel as cancel_ops
 from ..storage import dead, history, registry
 from ..storage import peek as peek_ops
 from ..storage import transactions as tx_ops
 from ..storage.calls import together
+from ..storage.cancel import Cancelled
 from ..storage.codec import to_ms
 from ..storage.generation import TopicGone
 from ..storage.history import TopicHistory
@@ -30,6 +34,8 @@ from .host import ClientHost
 from .outgoing import as_bytes
 
 __all__ = ["ViewFlows"]
+
+_MESSAGE_ID = re.compile(r"[0-9a-f]{16}")
 
 
 class ViewFlows(ClientHost):
@@ -57,6 +63,22 @@ class ViewFlows(ClientHost):
                                                  wanted, now, not self.is_cluster))
 
         return (yield from self._on_current(topic, requeue))
+
+    def _cancel(self, topic: str, message_id: object, group: str | None) -> Flow[Cancelled]:
+        if not isinstance(message_id, str) or not _MESSAGE_ID.fullmatch(message_id):
+            raise InvalidArgument(f"message_id must be a message id (16 hex digits, as "
+                                  f"SendResult.message_id), got {message_id!r}")
+        if group is not None:
+            check_group_name(group)
+
+        def cancel(info: TopicInfo, first: bool) -> Flow[Cancelled]:
+            groups = registry.groups_with_data(info) if group is None else [group]
+            now = yield from self._now()
+            return (yield from cancel_ops.cancel(topic, info.generation, groups,
+                                                 info.settings, message_id, now,
+                                                 not self.is_cluster))
+
+        return (yield from self._on_current(topic, cancel))
 
     def _purge_dead(self, topic: str, group: str) -> Flow[int]:
         check_group_name(group)

@@ -40,7 +40,7 @@ from .codec import (
 from .keys import GroupSlotKeys, SlotKeys
 from .snapshot import STATES, SnapshotRow, State
 
-__all__ = ["PeekPage", "MAX_PAGE", "peek", "find"]
+__all__ = ["PeekPage", "MAX_PAGE", "peek", "find", "scan_all"]
 
 MAX_PAGE = 1000
 _SCAN_COUNT = 1000
@@ -206,7 +206,7 @@ def _row(topic: str, group: str, slot: int, state: State, name: bytes, score: fl
 # -- find -------------------------------------------------------------------------------
 
 
-def _scan_all(calls: dict[Any, tuple[Any, ...]]) -> Op[dict[Any, list[tuple[bytes, Any]]]]:
+def scan_all(calls: dict[Any, tuple[Any, ...]]) -> Op[dict[Any, list[tuple[bytes, Any]]]]:
     """Run every ``(ZSCAN|HSCAN, key[, MATCH, pattern])`` to its end, side by side; returns
     each one's (member, score) or (field, value) pairs."""
     cursors = dict.fromkeys(calls, b"0")
@@ -275,7 +275,7 @@ def find(topic: str, groups: Sequence[str], slots: int, body: bytes | None,
             for state, score in zip(scored, scores[2 * i: 2 * i + 2], strict=True):
                 if score is not None:
                     pending.append((g, s, state, member, float(score)))
-    scanned = yield from _scan_all(scans)
+    scanned = yield from scan_all(scans)
     held: list[tuple[str, int, State, bytes, bytes]] = []
     newest: dict[tuple[str, int, bytes], bytes] = {}  # merging by key: identity -> value
     for (group, s, state, *_), pairs in scanned.items():

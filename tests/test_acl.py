@@ -443,3 +443,19 @@ def test_a_command_the_acl_refuses_inside_rmqs_code_is_access_denied(add_user, c
         client.delete_topic("jobs")
     finally:
         client.close()
+
+
+def test_a_tenant_without_the_stop_channel_still_claims_and_settles(tenancy, add_user,
+                                                                    caplog):
+    # an ACL written before supersede: no stop channel; the topic's groups do not supersede
+    rules = documented_acl("tenant").replace("TOPIC", "orders").replace(
+        " &rmq:stop:orders", "")
+    tenant = rmq.Client(add_user(rules))
+    try:
+        tenant.send("orders", b"order-1")
+        (message,) = tenant.claim("orders", wait=1)
+        assert not message.superseded
+        assert tenant.ack(message) == 1
+    finally:
+        tenant.close()
+    assert "cannot be heard" in caplog.text

@@ -22,6 +22,7 @@ from typing import Any
 
 import redis
 
+from ..errors import RMQError
 from ..settings import check_topic_name
 from ..stops import BOARD, StopBoard
 from ..storage.keys import stop_channel
@@ -42,7 +43,7 @@ class StopWatch:
     def __init__(self, url: str, redis_options: dict[str, Any],
                  board: StopBoard = BOARD) -> None:
         self._url, self._options, self._board = url, redis_options, board
-        self._topics: dict[str, _TopicWatch] = {}
+        self._topics: dict[str, _TopicWatch | None] = {}  # None: it cannot be heard
         self._lock = threading.Lock()
 
     def watching(self, topic: object) -> bool:
@@ -55,14 +56,22 @@ class StopWatch:
             return
         check_topic_name(topic)
         with self._lock:
-            if topic not in self._topics:
+            if topic in self._topics:
+                return
+            try:
                 self._topics[topic] = _TopicWatch(self._url, self._options, topic, self._board)
+            except RMQError as exc:  # an ACL without the channel, Redis unreachable...
+                # claims go on unheard: Redis's marks still drop what was told to stop
+                log.warning("the stop channel of topic %s cannot be heard (%s): its "
+                            "deliveries' superseded stays false", topic, exc)
+                self._topics[topic] = None
 
     def close(self) -> None:
         with self._lock:
             watches, self._topics = list(self._topics.values()), {}
         for watch in watches:
-            watch.close()
+            if watch is not None:
+                watch.close()
 
 
 class _TopicWatch:

@@ -274,3 +274,35 @@ def test_an_async_handler_awaits_until_superseded(make_client):
         return await waiting
 
     assert asyncio.run(wait_for_it()) is True
+
+
+def test_an_async_batch_is_cancelled_once_all_its_messages_are_superseded(make_client):
+    client = make_client("sync")
+    client.create_topic("renders", merge="key", slots=4)
+    client.bind("renders", "gpu", supersede=True)
+    started, handled, cancelled = threading.Event(), queue.Queue(), []
+
+    async def render(batch):
+        if not started.is_set():
+            started.set()
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                cancelled.append(sorted(m.body for m in batch if m.superseded))
+                raise
+        for message in batch:
+            handled.put(message.body)
+
+    client.send_many("renders", [{"body": "a1", "key": "a"}, {"body": "b1", "key": "b"}])
+    consumer = rmq.Consumer(client, "renders", render, group="gpu", batch=2,
+                            cancel_superseded=True).start()
+    try:
+        assert started.wait(10)
+        client.send("renders", "a2", key="a")  # one of two: the batch runs on
+        client.send("renders", "b2", key="b")  # both: cancelled
+        assert {handled.get(timeout=10), handled.get(timeout=10)} == {b"a2", b"b2"}
+    finally:
+        consumer.stop()
+    assert cancelled == [[b"a1", b"b1"]]
+    stats = counters(client, "renders", "gpu")
+    assert (stats["superseded"], stats.get("retried", 0)) == (2, 0)

@@ -17,13 +17,14 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from .. import otel
 from ..message import Message
 from .batches import BatchRoom, outcomes
 from .threads import spawn
-from .workers import Starts
+from .workers import Starts, cancelled_when_stopped
 
 __all__ = ["BatchThreadWorkers", "BatchAsyncioWorkers", "batch_workers_for", "BatchFinished"]
 
@@ -105,15 +106,19 @@ class BatchThreadWorkers:
 
 
 class BatchAsyncioWorkers:
-    """Tasks on one event loop, in a thread of its own, running an ``async`` batch handler."""
+    """Tasks on one event loop, in a thread of its own, running an ``async`` batch handler;
+    ``cancel_superseded``: a call is cancelled once every message of its batch is told to
+    stop (one that only some are told reads ``message.superseded`` per message)."""
 
     _loop: asyncio.AbstractEventLoop  # made by start()
 
     def __init__(self, handler: Callable[[list[Message]], Any], concurrency: int,
                  starts: Starts, finished: BatchFinished, topic: str, url: str,
-                 room: BatchRoom):
+                 room: BatchRoom, cancel_superseded: bool = False):
         self.handler, self.concurrency, self.starts = handler, concurrency, starts
         self.finished, self.topic, self.url, self.room = finished, topic, url, room
+        if cancel_superseded:
+            self.handler = partial(cancelled_when_stopped, handler)
         self._waiting: asyncio.Queue[list[Message]] = asyncio.Queue()
         self.threads: list[threading.Thread] = []
 
@@ -179,7 +184,10 @@ BatchWorkers = BatchThreadWorkers | BatchAsyncioWorkers
 
 def batch_workers_for(handler: Callable[[list[Message]], Any], concurrency: int,
                       starts: Starts, finished: BatchFinished, topic: str, url: str,
-                      room: BatchRoom) -> BatchWorkers:
-    """Tasks on an event loop for an ``async`` handler, threads for a plain one."""
-    kind = BatchAsyncioWorkers if inspect.iscoroutinefunction(handler) else BatchThreadWorkers
-    return kind(handler, concurrency, starts, finished, topic, url, room)
+                      room: BatchRoom, cancel_superseded: bool = False) -> BatchWorkers:
+    """Tasks on an event loop for an ``async`` handler, threads for a plain one;
+    ``cancel_superseded`` (async only) as BatchAsyncioWorkers says."""
+    if inspect.iscoroutinefunction(handler):
+        return BatchAsyncioWorkers(handler, concurrency, starts, finished, topic, url, room,
+                                   cancel_superseded)
+    return BatchThreadWorkers(handler, concurrency, starts, finished, topic, url, room)

@@ -153,7 +153,7 @@ class Consumer:
             self._workers = batch_workers_for(cast(Callable[[list[Message]], Any], handler),
                                               concurrency, starts,
                                               self._settler.batch_finished, topic,
-                                              client.url, self._batches)
+                                              client.url, self._batches, cancel_superseded)
         gather = (Gather(client, self.topic, self.group, batch, batch_wait_ms, recover_interval)
                   if batch is not None and batch_wait_ms > 0 else None)
         self._keeper = Keeper(client, topic, self._holdings, self.id, self._state,

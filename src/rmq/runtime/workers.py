@@ -26,7 +26,7 @@ from .holdings import Holdings
 from .threads import spawn
 
 __all__ = ["Workers", "ThreadWorkers", "AsyncioWorkers", "Starts", "workers_for",
-           "Superseded"]
+           "Superseded", "cancelled_when_stopped"]
 
 # what a worker reports of a run: (message, error or None, seconds); a batch handler's
 # BatchFailed may give a message's error as a text
@@ -138,7 +138,7 @@ class AsyncioWorkers:
         self.handler, self.concurrency, self.starts = handler, concurrency, starts
         self.finished, self.topic, self.url = finished, topic, url
         if cancel_superseded:
-            self.handler = partial(_cancelled_when_stopped, handler)
+            self.handler = partial(cancelled_when_stopped, handler)
         self._waiting: asyncio.Queue[Message] = asyncio.Queue()
         self.threads: list[threading.Thread] = []
 
@@ -206,20 +206,34 @@ class Superseded(Exception):
     the delivery: Redis holds the mark)."""
 
 
-async def _cancelled_when_stopped(handler: Callable[[Message], Any], message: Message) -> None:
+async def cancelled_when_stopped(handler: Callable[[Any], Any],
+                                 taken: Message | list[Message]) -> None:
+    """``await handler(taken)`` (a message, or a batch of them), cancelled once every
+    message of it is told to stop (rmq/stops.py): raises Superseded then."""
     loop = asyncio.get_running_loop()
-    call = asyncio.ensure_future(handler(message))
-    stop_listening = BOARD.listen(stop_key(message),
-                                  lambda _: loop.call_soon_threadsafe(call.cancel))
+    call = asyncio.ensure_future(handler(taken))
+    messages = taken if isinstance(taken, list) else [taken]
+    told = set()
+
+    def hearing(message: Message) -> Callable[[str], None]:
+        def heard(_: str) -> None:  # (on the stop watch's thread)
+            told.add(stop_key(message))
+            if len(told) == len(messages):
+                loop.call_soon_threadsafe(call.cancel)
+        return heard
+
+    stops = [BOARD.listen(stop_key(m), hearing(m)) for m in messages]
     try:
         await call
     except asyncio.CancelledError:
         this = asyncio.current_task()
-        if call.cancelled() and message.superseded and not (this and this.cancelling()):
-            raise Superseded(f"cancelled: {message.stop_reason}") from None
+        if call.cancelled() and len(told) == len(messages) and not (
+                this and this.cancelling()):
+            raise Superseded(f"cancelled: {messages[0].stop_reason}") from None
         raise  # the consumer stops
     finally:
-        stop_listening()
+        for stop_listening in stops:
+            stop_listening()
 
 
 Workers = ThreadWorkers | AsyncioWorkers

@@ -306,3 +306,27 @@ def test_an_async_batch_is_cancelled_once_all_its_messages_are_superseded(make_c
     assert cancelled == [[b"a1", b"b1"]]
     stats = counters(client, "renders", "gpu")
     assert (stats["superseded"], stats.get("retried", 0)) == (2, 0)
+
+
+def test_a_batch_handler_tells_which_of_its_messages_went_stale(make_client):
+    client = make_client("sync")
+    client.create_topic("renders", merge="key", slots=4)
+    client.bind("renders", "gpu", supersede=True)
+    started, seen = threading.Event(), queue.Queue()
+
+    def render(batch):
+        if not started.is_set():
+            started.set()
+            stale = next(m for m in batch if m.key == b"a")
+            assert stale.wait_superseded(timeout=10)
+            seen.put({m.body: m.superseded for m in batch})
+        # (returning acknowledges the batch: its stale message is dropped all the same)
+
+    client.send_many("renders", [{"body": "a1", "key": "a"}, {"body": "b1", "key": "b"}])
+    consumer = rmq.Consumer(client, "renders", render, group="gpu", batch=2).start()
+    try:
+        assert started.wait(10)
+        client.send("renders", "a2", key="a")
+        assert seen.get(timeout=10) == {b"a1": True, b"b1": False}
+    finally:
+        consumer.stop()

@@ -56,8 +56,8 @@ def client(redis_url: str):
     [], ["server"], ["server", "start"], ["server", "status"], ["server", "stop"], ["topic"],
     ["topic", "create"], ["topic", "list"], ["topic", "show"],
     ["topic", "alter"], ["topic", "delete"], ["topic", "pause"], ["topic", "resume"],
-    ["topic", "bind"], ["topic", "unbind"], ["send"], ["worker"], ["stats"], ["dead"],
-    ["consumers"],
+    ["topic", "bind"], ["topic", "unbind"], ["send"], ["cancel"], ["worker"], ["stats"],
+    ["dead"], ["consumers"],
 ])
 def test_every_command_has_help(command: list[str]) -> None:
     done = run(*command, "--help")
@@ -467,7 +467,7 @@ def test_stats_show_filtered_transactions_in_flight_of_the_limit_and_expired_apa
     lines = text.splitlines()
     assert lines[1].split() == ["group", "ready", "delayed", "in", "flight", "expired", "dead",
                                 "oldest", "ready", "sent", "merged", "merge", "%", "filtered",
-                                "acked", "retried", "dead-lettered"]
+                                "acked", "retried", "dead-lettered", "superseded", "cancelled"]
     rows = {line.split()[0]: line.split() for line in lines[2:] if line.split()}
     assert "default" not in rows  # not bound, and nothing in it
     assert rows["gpu"][1:6] == ["3", "0", "3/4", "0", "0"]

@@ -1,9 +1,10 @@
 """The ``rmq`` command (SPEC §5).
 
-Subcommands: ``server [start|status|stop]``, ``topic ...``, ``send``, ``trace``, ``worker``,
-``stats``, ``dead ...``, ``consumers``, ``console``, ``metrics``, and ``demo`` and ``bench``, which
-hand their arguments to ``main(argv)`` of the module of that name. Errors end the
-command with one line on stderr and a non-zero status: 1 for a failure, 2 for bad arguments.
+Subcommands: ``server [start|status|stop]``, ``topic ...``, ``send``, ``cancel``, ``trace``,
+``worker``, ``stats``, ``dead ...``, ``consumers``, ``console``, ``metrics``, and ``demo`` and
+``bench``, which hand their arguments to ``main(argv)`` of the module of that name. Errors end
+the command with one line on stderr and a non-zero status: 1 for a failure, 2 for bad
+arguments.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import NoReturn
 
 from ..errors import RMQError
 from ..extras import extra_of, install_hint
-from . import console, messages, runtime, server, stats, topics, tracing
+from . import cancel, console, messages, runtime, server, stats, topics, tracing
 from .advice import error_line, first_line
 from .common import CommandError, add_replication_options
 from .notices import show_once
@@ -51,6 +52,7 @@ def build_parser() -> Parser:
     server.add_parsers(commands)
     topics.add_parsers(commands)
     messages.add_parsers(commands)
+    cancel.add_parsers(commands)
     tracing.add_parsers(commands)
     stats.add_parsers(commands)
     console.add_parsers(commands)

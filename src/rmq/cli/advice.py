@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..errors import RedisUnavailable, UnboundGroup, UnknownTopic
+from ..errors import RedisUnavailable, UnboundGroup, UnknownMessage, UnknownTopic
 
 __all__ = ["error_line"]
 
@@ -25,6 +25,9 @@ def error_line(exc: BaseException, args: argparse.Namespace) -> str:
         return first_line(UnboundGroup(exc.topic, exc.group, exc.bound, fix=(
             f"bind it first with `rmq topic bind {exc.topic} {exc.group}`")))
     line = first_line(exc)
+    if isinstance(exc, UnknownMessage):
+        # what else becomes of a message: handled, or dead-lettered (cancel takes neither)
+        return f"{line}: handled already, or dead-lettered (`rmq dead list` shows those)"
     if isinstance(exc, RedisUnavailable):
         url = getattr(args, "url", None) or os.environ.get("RMQ_REDIS_URL") or ""
         if any(text in line for text in PASSWORD_REFUSALS):

@@ -74,7 +74,10 @@ def transactions_line(stats: TopicStats) -> str | None:
 
 
 HEADERS = ["group", "ready", "delayed", "in flight", "expired", "dead", "oldest ready", "sent",
-           "merged", "merge %", "filtered", "acked", "retried", "dead-lettered"]
+           "merged", "merge %", "filtered", "acked", "retried", "dead-lettered", "superseded",
+           "cancelled"]
+# Counted only once they happen (SPEC §14): a group's counters may not name them yet.
+STOPS = ("superseded", "cancelled")
 
 
 def render(stats: TopicStats, previous: TopicStats | None, interval: float,
@@ -92,7 +95,7 @@ def render(stats: TopicStats, previous: TopicStats | None, interval: float,
         row = [name, group.ready, group.delayed, in_flight(group), group.expired, group.dead,
                _oldest(group.ready, group.oldest_ready_ms), c["sent"], c["merged"],
                round(100 * c["merged"] / c["sent"], 1) if c["sent"] else 0.0, c["filtered"],
-               c["acked"], c["retried"], c["dead"]]
+               c["acked"], c["retried"], c["dead"], *(c.get(name, 0) for name in STOPS)]
         if previous is not None:
             before = previous.groups.get(name)
             for counter in ("sent", "acked"):
@@ -158,6 +161,7 @@ def view(current: TopicStats, previous: TopicStats | None, interval: float,
                        _oldest(group.ready, group.oldest_ready_ms), f"{c['sent']:,}",
                        f"{c['merged']:,}", share, f"{c['filtered']:,}",
                        f"{c['acked']:,}", f"{c['retried']:,}", f"{c['dead']:,}",
+                       *(f"{c.get(stop, 0):,}" for stop in STOPS),
                        *_rates(current, previous, name, interval))
     for name, group in shown.items():
         if group.ready_by_priority:
@@ -232,8 +236,9 @@ def add_parsers(commands: Any) -> None:
     p = commands.add_parser("stats", help="backlog, counters and rates of a topic",
                             description="Per group: ready, delayed, in flight (used/max of "
                                         "a max_in_flight), expired leases not yet recovered, "
-                                        "dead, oldest ready age, the counters, handler times "
-                                        "and the transactions; --watch refreshes live.")
+                                        "dead, oldest ready age, the counters (superseded and "
+                                        "cancelled among them), handler times and the "
+                                        "transactions; --watch refreshes live.")
     p.add_argument("topic", metavar="TOPIC")
     p.add_argument("--json", action="store_true",
                    help="print JSON (one object per line with --watch)")

@@ -10,7 +10,7 @@ from ..errors import TopicConflict
 from ..filters import compile_filter
 from ..settings import TopicSettings
 from . import limits, transactions
-from .common import CommandError, open_client, print_json, table
+from .common import CommandError, at_least_one, open_client, print_json, table
 
 __all__ = ["add_parsers"]
 
@@ -135,16 +135,20 @@ def show(args: argparse.Namespace) -> None:
         info = client.topic(args.name, fresh=True)
     filters = {group: {"tags": f.tags, "where": f.where} for group, f in info.filters}
     limited = {group: info.limits(group) for group in sorted(info.group_limits)}
+    superseding = dict(info.supersede)
     data = {"name": info.name, "groups": list(info.groups), "paused": info.paused,
             "settings": info.settings.to_dict(), "filters": filters,
+            "supersede": superseding,
             "limits": {group: limits.as_json(value) for group, value in limited.items()}}
     if args.json:
         print_json(data)
         return
     print(f"topic:   {info.name}{'  (paused)' if info.paused else ''}")
     print(f"groups:  {', '.join(info.groups)}")
-    for group, f in info.filters:
-        shown = [f"tags {f.tags}" if f.tags else "", f"where {f.where}" if f.where else ""]
+    for group in sorted(set(filters) | set(superseding)):
+        f, limit = info.filter_of(group), superseding.get(group)
+        shown = [f"tags {f.tags}" if f.tags else "", f"where {f.where}" if f.where else "",
+                 "" if limit is None else _supersede(limit)]
         print(f"  {group}: {'; '.join(part for part in shown if part)}")
     for name, value in info.settings.to_dict().items():
         print(f"  {name:<20} {value}")
@@ -174,14 +178,31 @@ def resume(args: argparse.Namespace) -> None:
 
 
 def bind(args: argparse.Namespace) -> None:
+    supersede = args.supersede
+    if args.supersede_limit is not None:
+        if supersede is False:
+            raise CommandError("--supersede-limit goes with --supersede, not --no-supersede")
+        supersede = True  # a limit of supersedes in a row: supersede is on
+    if args.keep_filters and (args.tags is not None or args.where is not None):
+        raise CommandError("--keep-filters keeps the group's filters: give no --tags or "
+                           "--where with it")
     with open_client(args) as client:
-        added = client.bind(args.name, args.group, tags=args.tags, where=args.where)
-    filtered = " (no filter)" if args.tags is None and args.where is None else (
-        " with its filters")
+        added = client.bind(args.name, args.group, tags=args.tags, where=args.where,
+                            keep_filters=args.keep_filters, supersede=supersede,
+                            supersede_limit=args.supersede_limit)
+        info = client.topic(args.name, fresh=True)  # the binding as stored now
+    filtered = " with its filters" if info.filter_of(args.group).program else " (no filter)"
+    limit = info.supersede_limit(args.group)
+    said = "" if limit is None and supersede is None else f"; {_supersede(limit)}"
     print(f"group {args.group!r} {'bound to' if added else 'was already bound to'} "
-          f"topic {args.name!r}{filtered}")
+          f"topic {args.name!r}{filtered}{said}")
     for note in compile_filter(args.tags, args.where).notes():
         print(f"note: in --where, {note}")
+
+
+def _supersede(limit: int | None) -> str:
+    """A group's supersede setting in words (SPEC §14)."""
+    return "supersede off" if limit is None else f"supersede on, limit {limit}"
 
 
 def unbind(args: argparse.Namespace) -> None:
@@ -220,12 +241,22 @@ def add_parsers(commands: Any) -> None:
     action("pause", pause, "stop consumers claiming from a topic")
     action("resume", resume, "let consumers claim from a paused topic again")
     parser = action("bind", bind, "bind a group: it receives every message sent from now on "
-                    "that its filters accept (binding again replaces them)", group=True)
+                    "that its filters accept (binding again replaces them, unless --keep-filters)",
+                    group=True)
     parser.add_argument("--tags", metavar="EXPR",
                         help="tag expression: '*' or 'a || b' (default: no tag filter)")
     parser.add_argument("--where", metavar="EXPR",
                         help="SQL condition on properties and TAG, e.g. "
                              "\"region = 'eu' AND price > 10\" (default: none)")
+    parser.add_argument("--keep-filters", action="store_true",
+                        help="keep a bound group's filters (to change only its supersede)")
+    parser.add_argument("--supersede", action=argparse.BooleanOptionalAction, default=None,
+                        help="a send of a message one of the group's consumers is running "
+                             "tells that delivery to stop (default: a bound group keeps its "
+                             "setting, a new one is off)")
+    parser.add_argument("--supersede-limit", type=at_least_one, metavar="N",
+                        help="with --supersede: after N supersedes in a row of one message, "
+                             "its next delivery runs to its end (default 3)")
     action("unbind", unbind, "unbind a group: it receives no new messages", group=True)
     limits.configure(action("limits", limits.limits,
                             "show or set a group's fleet-wide limits (held by all its "

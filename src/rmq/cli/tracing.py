@@ -18,9 +18,14 @@ def _when(epoch_ms: int) -> str:
 
 
 def _detail(event: Any) -> str:
-    """What an event adds to its name: the merges it counts, or the error."""
+    """What an event adds to its name: the merges it counts, why a delivery was told to
+    stop, or the error."""
     if event.event == "merged":
         return f"{event.count} send(s), the last at {_when(event.last_time)}"
+    if event.event == "superseded":
+        return "a newer send told this delivery to stop"
+    if event.event == "cancelled":
+        return "told to stop" if event.delivery_id else "removed while pending"
     return event.error or ""
 
 

@@ -18,7 +18,7 @@ from helpers import states
 
 import rmq
 from rmq.errors import ConflictingOptions, InvalidArgument
-from rmq.storage.keys import SlotKeys, stop_channel
+from rmq.storage.keys import SlotKeys, stop_channel, wake_channel
 
 pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
 
@@ -330,3 +330,25 @@ def test_a_batch_handler_tells_which_of_its_messages_went_stale(make_client):
         assert seen.get(timeout=10) == {b"a1": True, b"b1": False}
     finally:
         consumer.stop()
+
+
+@pytest.mark.parametrize("settle", ["nack", "release"])
+def test_on_a_serial_topic_dropping_a_superseded_delivery_wakes_sleeping_claimers(
+        client, redis_url, settle):
+    client.create_topic("renders", serial_keys=True, merge="key")
+    client.bind("renders", "gpu", supersede=True)
+    client.send("renders", "v1", key="p")
+    (stale,) = client.claim("renders", "gpu")
+    client.send("renders", "v2", key="p")  # pending, its key held by the stale one
+    assert client.claim("renders", "gpu") == []
+    sleepers = redis.Redis.from_url(redis_url).pubsub(ignore_subscribe_messages=True)
+    sleepers.subscribe(wake_channel("renders"))  # where sleeping claimers listen
+    sleepers.get_message(timeout=1.0)  # the subscription's confirmation
+    if settle == "nack":
+        assert client.nack(stale) == "superseded"
+    else:
+        assert client.release([stale]) == 1
+    woken = sleepers.get_message(timeout=5.0)  # the freed key: v2 can run now
+    sleepers.close()
+    assert woken is not None
+    assert [m.body for m in client.claim("renders", "gpu")] == [b"v2"]

@@ -36,13 +36,15 @@ local k, now = open_slot()
 local clock = open_clock(KEYS[2], now)
 local released = 0
 for _, id in ipairs(argv_list(SLOT_ARGS + 1)) do
-  local p, a, due, member, _, stop = take_inflight(k, id)
+  local p, a, due, member, unlocked, stop = take_inflight(k, id)
   if p then
     if k.trace then
       trace_delivery(k, "released", id)
     end
-    if not stop then  -- (one told to stop is dropped: a newer one is pending, or cancelled)
+    if not stop then
       requeue(k, member, p, a - 1, due, now, clock, due_stamp(due))
+    else  -- dropped: a newer one is pending, or it was cancelled; a freed key wakes sleepers
+      CALL.woke = CALL.woke or unlocked
     end
     released = released + 1
   end

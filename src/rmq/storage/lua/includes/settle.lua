@@ -141,7 +141,8 @@ local function fail(k, id, err, now, clock, max_retries, backoff, backoff_max, e
   end
   if stop then
     -- told to stop: a newer message is pending (superseded), or it was cancelled; on a
-    -- serial topic its key lock went with it
+    -- serial topic its key lock went with it, which frees the newer one for a sleeper
+    CALL.woke = CALL.woke or unlocked
     return stop == "s" and "superseded" or "cancelled"
   end
   if a >= 1 + max_retries then

@@ -67,11 +67,22 @@ class NewTopic(TopicChanges):
 
 
 class Binding(Strict):
-    """A group to bind, with its filters (docs/semantics.md); binding again replaces them."""
+    """A group to bind, with its filters (docs/semantics.md); binding again replaces them
+    unless ``keep_filters``. ``supersede`` (null: a bound group keeps its setting) and its
+    ``supersede_limit`` as ``Client.bind`` takes them."""
 
     group: str
     tags: str | None = Field(None, description="tag expression: '*' or 'a || b'")
     where: str | None = Field(None, description="SQL condition on properties and TAG")
+    keep_filters: bool = Field(False, description="keep a bound group's filters (no tags or "
+                                                  "where with it)")
+    supersede: bool | None = Field(None, description="a send of a message the group is "
+                                                     "running tells that delivery to stop; "
+                                                     "null keeps the group's setting")
+    supersede_limit: Int | None = Field(None, description="with supersede: after this many "
+                                                          "supersedes in a row of one message "
+                                                          "its next delivery runs to its end "
+                                                          "(default 3)")
 
 
 class Rate(Strict):
@@ -122,6 +133,13 @@ class Requeue(Strict):
     group: str = "default"
     ids: list[str] | None = None
     all: bool = False
+
+
+class Cancel(Strict):
+    """A message to cancel, by its id; in ``group``, or every group when null."""
+
+    message_id: str = Field(max_length=64, description="16 hex digits, as a send answers it")
+    group: str | None = None
 
 
 class Confirmed(Strict):
@@ -207,9 +225,15 @@ def resume(request: Request, topic: str) -> dict[str, Any]:
              summary="Bind a group: it gets every later message its filters accept")
 def bind(request: Request, topic: str, binding: Binding) -> dict[str, Any]:
     tags, where = binding.tags or None, binding.where or None
-    added = _client(request).bind(topic, binding.group, tags=tags, where=where)
-    return {"name": topic, "group": binding.group, "added": added, "tags": tags,
-            "where": where, "notes": compile_filter(tags, where).notes()}
+    client = _client(request)
+    added = client.bind(topic, binding.group, tags=tags, where=where,
+                        keep_filters=binding.keep_filters, supersede=binding.supersede,
+                        supersede_limit=binding.supersede_limit)
+    info = client.topic(topic, fresh=True)  # the binding as stored now
+    stored = info.filter_of(binding.group)
+    return {"name": topic, "group": binding.group, "added": added, "tags": stored.tags,
+            "where": stored.where, "supersede_limit": info.supersede_limit(binding.group),
+            "notes": compile_filter(tags, where).notes()}
 
 
 @router.post("/topics/{topic}/limits", summary="Set a group's fleet-wide limits "
@@ -285,6 +309,14 @@ def requeue(request: Request, topic: str, what: Requeue) -> dict[str, Any]:
         raise InvalidQuery("ids is empty: select at least one dead letter")
     count = _client(request).requeue_dead(topic, what.group, None if what.all else what.ids)
     return {"requeued": count}
+
+
+@router.post("/topics/{topic}/cancel", summary="Cancel a message: remove it where pending, "
+             "tell its running deliveries to stop")
+def cancel(request: Request, topic: str, what: Cancel) -> dict[str, Any]:
+    done = _client(request).cancel(topic, what.message_id, what.group)
+    return {"topic": topic, "message_id": what.message_id, "group": what.group,
+            "pending": done.pending, "running": done.running}
 
 
 @router.post("/topics/{topic}/dead/purge", summary="Delete every dead letter of a group")

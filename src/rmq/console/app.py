@@ -25,6 +25,7 @@ from rmq.errors import (
     RMQError,
     TopicConflict,
     UnboundGroup,
+    UnknownMessage,
     UnknownTopic,
     WrongKeyType,
 )
@@ -41,7 +42,7 @@ log = logging.getLogger("rmq.console")
 
 
 def _status(exc: RMQError) -> int:
-    if isinstance(exc, UnknownTopic):
+    if isinstance(exc, UnknownTopic | UnknownMessage):
         return 404
     if isinstance(exc, TopicConflict | CorruptRegistry | WrongKeyType):
         return 409  # a broken topic's own requests: its stored state is not RMQ's

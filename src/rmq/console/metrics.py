@@ -32,9 +32,12 @@ COUNTER_HELP = {
     "acked": "Deliveries acknowledged",
     "retried": "Deliveries that failed and were scheduled again",
     "dead": "Messages dead-lettered after their last retry",
+    "superseded": "Running deliveries a newer send told to stop (groups bound with supersede)",
+    "cancelled": "Pending messages removed and running deliveries told to stop by a cancel",
 }
 COUNTER_NAMES = {"sent": "sent", "merged": "merged", "filtered": "filtered", "acked": "acked",
-                 "retried": "retried", "dead": "dead_lettered"}
+                 "retried": "retried", "dead": "dead_lettered", "superseded": "superseded",
+                 "cancelled": "cancelled"}
 DEAD_AFTER = 10.0
 log = logging.getLogger("rmq.console")
 
@@ -111,7 +114,8 @@ class QueueCollector(Collector):
                     limit.add_metric(key, group.limits.max_in_flight)
                     limit_used.add_metric(key, group.limit_in_use or 0)
                 for name, family in counters.items():
-                    family.add_metric(key, group.counters[name])
+                    # superseded and cancelled are stored once they first happen
+                    family.add_metric(key, group.counters.get(name, 0))
                 mine = [c for c in found if c.group == group.group]
                 alive.add_metric(key, sum(c.alive for c in mine))
                 dead.add_metric(key, sum(not c.alive for c in mine))

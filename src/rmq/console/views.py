@@ -18,6 +18,8 @@ __all__ = ["HEAT_CELLS", "ConsumerRates", "overview", "topic_detail", "heat",
 HEAT_CELLS = 256  # at most this many cells in the slot heat map; slots share a cell beyond
 STATES = ("ready", "delayed", "in_flight", "dead")
 RATES = ("sent", "merged", "acked", "retried", "dead")
+# Counted once they first happen (SPEC §14): shown as 0 before, like the other counters.
+STOP_COUNTERS = ("superseded", "cancelled")
 DEAD_AFTER = 10.0  # seconds of silence after which a consumer shows as dead
 
 
@@ -51,7 +53,7 @@ def _group_view(group: rmq.GroupStats, samples: list[rmq.HistorySample],
         "backlog": _backlog(group),
         "ready_by_priority": {str(p): n for p, n in group.ready_by_priority.items()},
         "oldest_ready_ms": group.oldest_ready_ms,
-        "counters": group.counters,
+        "counters": {**dict.fromkeys(STOP_COUNTERS, 0), **group.counters},
         "rates": _latest_rates(samples),
         "consumers_alive": sum(c.alive for c in mine),
         "consumers_dead": sum(not c.alive for c in mine),
@@ -98,6 +100,7 @@ def _topic_view(client: rmq.Client, info: rmq.TopicInfo) -> tuple[rmq.TopicStats
     view = {"name": name, "paused": info.paused, "slots": info.settings.slots,
             "bound_groups": list(info.groups), "groups": groups,
             "filters": {group: {"tags": f.tags, "where": f.where} for group, f in info.filters},
+            "supersede": dict(info.supersede),
             "transactions": {"open": tx.open, "halves": tx.halves, "abandoned": tx.abandoned}}
     return stats, view
 

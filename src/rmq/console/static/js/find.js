@@ -28,7 +28,30 @@
 
   function detail(e) {
     if (e.event === "merged") return `${e.count} send${e.count === 1 ? "" : "s"} merged, the last at ${fmt.time(e.last_time)}`;
+    if (e.event === "superseded") return "a newer send told this delivery to stop";
+    if (e.event === "cancelled") return e.delivery_id ? "cancelled: told to stop" : "cancelled: removed while pending";
     return e.error || "";
+  }
+
+  // Cancel a message (in one group, or every group): removed where pending, its running
+  // deliveries told to stop; the page says what was done, or why nothing was.
+  async function cancel(topic, id, group) {
+    const where = group ? `group ${group}` : "every group";
+    if (!confirm(`Cancel message ${id} in ${where}? Where it is pending it is removed; a running delivery is told to stop and is not retried.`)) return;
+    try {
+      const done = await api("POST", `/api/topics/${encodeURIComponent(topic)}/cancel`, { message_id: id, group: group || null });
+      showMessage("find-message", `Cancelled message ${id} in ${where}: removed ${RMQ.plural(done.pending, "pending message")}, told ${done.running} running ${done.running === 1 ? "delivery" : "deliveries"} to stop.`, "ok");
+    } catch (err) {
+      showMessage("find-message", err.message, "error");
+      return;
+    }
+    if (last) await search(last);
+  }
+
+  function cancelButton(topic, id, group) {
+    return el("button", { type: "button", class: "small danger", "data-cancel": id, "data-group": group || "",
+                          title: group ? `cancel it in group ${group}` : "cancel it in every group",
+                          onclick: () => cancel(topic, id, group) }, group ? "Cancel" : "Cancel in every group");
   }
 
   // One timeline per message id: its events in every group, oldest first.
@@ -50,7 +73,8 @@
           .map((h) => el("th", {}, h)))),
         el("tbody", {}, ...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 7, class: "muted" },
           "Nothing recorded for this message."))])));
-      return el("div", { class: "table-wrap" }, el("h3", { class: "mono" }, `message ${id}`), table);
+      return el("div", { class: "table-wrap" }, el("div", { class: "timeline-head" },
+        el("h3", { class: "mono" }, `message ${id}`), cancelButton(topic, id, null)), table);
     }));
   }
 
@@ -72,7 +96,9 @@
       td(r.attempts, "num"), holder(r), td(r.message_id, "mono"), td(r.id || "–", "mono"),
       td(r.key === null ? "" : r.key, "mono"),
       td(RMQ.tagAndProperties(r), "mono"),
-      el("td", { class: "body" }, r.body), el("td", { class: "error" }, r.error || ""))), 13,
+      el("td", { class: "body" }, r.body), el("td", { class: "error" }, r.error || ""),
+      // a dead letter is not pending: requeue or purge it on the dead-letters page
+      el("td", {}, r.state === "dead" ? null : cancelButton(fields.topic, r.message_id, r.group)))), 14,
       "Nothing stored with that body or key (it may have been handled already).");
     const ids = [...new Set([fields.message_id, ...result.rows.map((r) => r.message_id)].filter(Boolean))];
     if (!ids.length && fields.body) {  // handled already: its trace may still tell its story

@@ -115,6 +115,8 @@
     setText("c-acked", fmt.rate(g.rates.acked));
     setText("c-merge", fmt.pct(g.rates.merge_rate));
     setText("c-filtered", fmt.n(g.counters.filtered || 0));
+    setText("c-superseded", fmt.n(g.counters.superseded || 0));
+    setText("c-cancelled", fmt.n(g.counters.cancelled || 0));
     setText("c-consumers", `${g.consumers_alive}${g.consumers_dead ? ` (+${g.consumers_dead} dead)` : ""}`);
     for (const button of document.querySelectorAll("#state-tabs button")) {
       button.querySelector(".count").textContent = fmt.n(g.backlog[button.dataset.state]);
@@ -136,9 +138,15 @@
                      onclick: () => unbind(name) }, "×")));
     const unbound = d.unbound_groups.map((name) => el("span", { class: "chip unbound", title: "unbound; keeps what it holds" }, `${name} (unbound)`));
     document.getElementById("groups").replaceChildren(...chips, ...unbound);
-    document.getElementById("filters").replaceChildren(...Object.entries(d.filters).flatMap(([name, f]) => [
-      el("dt", {}, name), el("dd", { class: "mono" },
-        [f.tags ? `tags ${f.tags}` : "", f.where ? `where ${f.where}` : ""].filter(Boolean).join("; "))]));
+    // each group's binding: its filters and its supersede setting, where it has either
+    const described = [...new Set([...Object.keys(d.filters), ...Object.keys(d.supersede)])].sort();
+    document.getElementById("filters").replaceChildren(...described.flatMap((name) => {
+      const f = d.filters[name] || {};
+      const limit = d.supersede[name];
+      return [el("dt", {}, name), el("dd", { class: "mono", "data-group": name },
+        [f.tags ? `tags ${f.tags}` : "", f.where ? `where ${f.where}` : "",
+         limit === undefined ? "" : `supersede on, limit ${limit}`].filter(Boolean).join("; "))];
+    }));
   }
 
   function showHeat(heat) {
@@ -306,15 +314,32 @@
     await round();
     return `Limits of ${result.group}: ${describeLimits(result.limits)}.`;
   });
-  onSubmit(document.getElementById("bind-form"), "bind-message", async (fields) => {
-    const result = await api("POST", `${base}/bindings`,
-      { group: fields.group || "", tags: fields.tags || null, where: fields.where || null });
-    document.getElementById("bind-form").reset();
+  // "keep its filters" leaves Tags and Where out: the group keeps what it has
+  const bindForm = document.getElementById("bind-form");
+  bindForm.elements.keep_filters.addEventListener("change", (e) => {
+    for (const name of ["tags", "where"]) bindForm.elements[name].disabled = e.target.checked;
+  });
+  onSubmit(bindForm, "bind-message", async (fields) => {
+    const binding = fields.keep_filters ? { group: fields.group || "", keep_filters: true }
+      : { group: fields.group || "", tags: fields.tags || null, where: fields.where || null };
+    if (fields.supersede) binding.supersede = fields.supersede === "on";
+    if (fields.supersede_limit !== undefined) {
+      if (fields.supersede === "off") throw new Error("A supersede limit goes with supersede on.");
+      binding.supersede_limit = fields.supersede_limit;
+      if (!fields.supersede) binding.supersede = true;  // a limit of supersedes: supersede on
+    }
+    const result = await api("POST", `${base}/bindings`, binding);
+    bindForm.reset();
+    for (const name of ["tags", "where"]) bindForm.elements[name].disabled = false;
     await round();
     const filtered = result.tags || result.where ? " that its filters accept" : "";
     const notes = result.notes.map((note) => ` Note: ${note}.`).join("");
+    const kept = fields.keep_filters ? "its filters are kept" : "its filters are now as given";
+    // said when asked for, or when on: a group that supersedes behaves differently
+    const supersede = "supersede" in binding || result.supersede_limit !== null
+      ? ` ${result.supersede_limit === null ? "Supersede off" : `Supersede on, limit ${result.supersede_limit}`}.` : "";
     return (result.added ? `Bound ${result.group}: it gets every message sent from now on${filtered}.`
-                         : `${result.group} was already bound; its filters are now as given.`) + notes;
+                         : `${result.group} was already bound; ${kept}.`) + supersede + notes;
   });
   // A named level sets the number sent; "Custom…" shows the number itself to type.
   const level = document.getElementById("send-priority");

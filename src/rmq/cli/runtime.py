@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import logging
 import os
 import sys
@@ -51,6 +52,10 @@ def worker(args: argparse.Namespace) -> None:
                            "smaller --prefetch, or none (adaptive)")
     _check_batch(args)
     handler = load_handler(args.target)
+    if args.cancel_superseded and not inspect.iscoroutinefunction(handler):
+        raise CommandError(f"--cancel-superseded cancels an async handler's task: "
+                           f"{args.target} is not async (a plain one reads "
+                           "message.superseded)")
     checker = None if args.checker is None else load_handler(args.checker)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -59,7 +64,8 @@ def worker(args: argparse.Namespace) -> None:
         consumer = Consumer(client, args.topic, handler, group=args.group,
                             concurrency=args.concurrency, prefetch=args.prefetch,
                             lease=args.lease, grace=args.grace, batch=args.batch,
-                            batch_wait_ms=args.batch_wait_ms or 0)
+                            batch_wait_ms=args.batch_wait_ms or 0,
+                            cancel_superseded=args.cancel_superseded)
         batches = "" if args.batch is None else (
             f", batches of up to {args.batch} (waiting up to {args.batch_wait_ms or 0} ms)")
         # The check-back runs beside the consumer, in this process: one checker at a time
@@ -145,6 +151,9 @@ def add_parsers(commands: Any) -> None:
                    help="with --batch: once a message is ready, wait up to MS more for the "
                         "batch to fill while its messages stay pending (default 0; a "
                         "message at HIGH priority or above is taken at once)")
+    p.add_argument("--cancel-superseded", action="store_true",
+                   help="cancel an async handler's task when its delivery is superseded or "
+                        "cancelled (docs/semantics.md, \"Supersede and cancel\")")
     p.add_argument("--checker", metavar="module:function",
                    help="also run this transaction checker (fn(tx_id) -> True to commit, "
                         "False to roll back, None: unknown) on TOPIC's transactions left "

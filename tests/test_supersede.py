@@ -18,6 +18,8 @@ from helpers import states
 
 import rmq
 from rmq.errors import ConflictingOptions, InvalidArgument
+from rmq.message import stop_key
+from rmq.stops import BOARD
 from rmq.storage.keys import SlotKeys, stop_channel, wake_channel
 
 pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
@@ -352,3 +354,19 @@ def test_on_a_serial_topic_dropping_a_superseded_delivery_wakes_sleeping_claimer
     sleepers.close()
     assert woken is not None
     assert [m.body for m in client.claim("renders", "gpu")] == [b"v2"]
+
+
+def test_a_consumer_that_missed_the_signal_learns_it_by_extending_the_lease(client):
+    client.create_topic("renders")
+    client.bind("renders", "gpu", supersede=True)
+    client.send("renders", "p")
+    client.send("renders", "q")
+    deliveries = {m.body: m for m in client.claim("renders", "gpu", count=2)}
+    client.send("renders", "p")
+    stale = deliveries[b"p"]
+    assert stale.wait_superseded(timeout=10)
+    BOARD.forget([stop_key(stale)])  # as if the stop channel's message never came
+    assert not stale.superseded
+    assert client.extend(list(deliveries.values()), 30) == [True, True]
+    assert stale.stop_reason == "superseded"
+    assert not deliveries[b"q"].superseded

@@ -22,6 +22,7 @@ from typing import Any, TypeVar, cast
 
 from ..message import Message
 from ..settings import TopicSettings
+from ..stops import BOARD
 from .calls import Op, script_call, together
 from .codec import run_leases, to_ms
 from .generation import check_stored
@@ -40,6 +41,8 @@ RECOVER_LIMIT = 1000  # deliveries a recover call returns per slot and group, in
 
 # Deliveries of one call: (topic, generation, group, slot, trace argument).
 _Slot = tuple[str, str, str, int, str]
+
+_STOPPED = {2: "superseded", 3: "cancelled"}  # extend.lua's reply of a delivery told to stop
 
 
 def by_key_arg(settings: TopicSettings) -> str:
@@ -171,12 +174,15 @@ def extend(messages: Sequence[Message], until_ms: int,
     """Move the leases of ``messages`` to ``until_ms``; per message, whether it was still in
     flight. The deliveries of the (topic, generation, group)s in ``holding`` hold permits of
     their group's max_in_flight, which the same script call checks and moves with them (a
-    single node): one whose permit is gone is not extended (False)."""
+    single node): one whose permit is gone is not extended (False). A delivery the reply
+    says was told to stop is marked on the process's stop board (rmq/stops.py): a consumer
+    whose stop channel missed it learns it by its next extension."""
     grouped = _by_slot(messages)
     calls = []
     for (t, n, g, s, trace), ms_ in grouped.items():
         group_keys = SlotKeys(t, s).group(g)
-        keys = [_generation_key(t, s), group_keys.inflight, group_keys.leases]
+        keys = [_generation_key(t, s), group_keys.inflight, group_keys.leases,
+                group_keys.running]
         if trace:
             keys.append(SlotKeys(t, s).trace_log)
         permits: int | str = ""
@@ -190,6 +196,8 @@ def extend(messages: Sequence[Message], until_ms: int,
     for (where, ms_), flags in zip(grouped.items(), results, strict=True):
         for m, flag in zip(ms_, flags, strict=True):
             held[(*where, m.seq)] = bool(flag)
+            if flag > 1 and not m.superseded:
+                BOARD.mark(m.topic, m.generation, m.group, m.slot, [m.seq], _STOPPED[flag])
     return [held[(m.topic, m.generation, m.group, m.slot, m._trace, m.seq)] for m in messages]
 
 

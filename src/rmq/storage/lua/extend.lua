@@ -10,7 +10,9 @@
   KEYS[1]      string  the slot's generation (includes/settle_call.lua)
   KEYS[2]      hash  the group's in-flight records in one slot
   KEYS[3]      zset  the group's leases in one slot
-  KEYS[4]      list  with the trace on (ARGV[3]): the slot's trace log (includes/trace.lua)
+  KEYS[4]      hash  the group's running in one slot: deliveries told to stop
+               (includes/running.lua)
+  KEYS[5]      list  with the trace on (ARGV[3]): the slot's trace log (includes/trace.lua)
   KEYS[n]      zset  last, with permits checked here (ARGV[4]): the group's permits,
                "slot-id" -> deadline, epoch ms (includes/limit_grant.lua)
   ARGV[1]      the generation the deliveries were claimed under ("": unchecked)
@@ -21,7 +23,8 @@
 
   Returns one integer per id: 1 if extended, 0 if the delivery was no longer in flight, or
   no longer held its permit, or its topic was deleted (or deleted and created again) since
-  it was claimed.
+  it was claimed; 2 or 3 if extended and told to stop, superseded or cancelled (what a
+  consumer that missed the stop channel's message learns this way).
 
   Flags: allow-oom, so that consumers draining a Redis that is out of memory keep
   their leases; allow-cross-slot-keys, since on a single node the permits live under the
@@ -31,6 +34,7 @@
 --- @include "bulk"
 --- @include "settle_call"
 --- @include "trace"
+--- @include "running"
 
 local ids = argv_list(5)
 local out = {}
@@ -66,8 +70,16 @@ bulk("ZADD", KEYS[3], moved)
 if permits then
   bulk("ZADD", KEYS[#KEYS], permits_moved)
 end
-local k = {inflight = KEYS[2]}
-attach_trace(k, open_trace(ARGV[3], KEYS[4]))
+local k = {inflight = KEYS[2], running = KEYS[4]}
+if rcall("EXISTS", k.running) == 1 then
+  local marks = stop_marks(k, ids)
+  for j = 1, #ids do
+    if extended[j] and marks[j] then
+      out[j] = marks[j] == "s" and 2 or 3
+    end
+  end
+end
+attach_trace(k, open_trace(ARGV[3], KEYS[5]))
 if k.trace then
   trace_present(k, "extended", ids, extended)
   trace_save(k.trace)

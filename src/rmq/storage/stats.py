@@ -19,7 +19,8 @@ from .transactions import TransactionStats
 
 __all__ = ["SlotStats", "GroupStats", "TopicStats", "collect"]
 
-COUNTERS = ("sent", "merged", "filtered", "acked", "retried", "dead")
+COUNTERS = ("sent", "merged", "filtered", "acked", "retried", "dead", "superseded",
+            "cancelled")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +29,8 @@ class SlotStats:
     ``oldest_ready_ms`` is the age of the longest-waiting ready message (0 if none);
     ``expired``: of the ``in_flight``, those whose lease ran out, not recovered yet;
     counters: sent (accepted by the group's filters), merged, filtered (rejected by them),
-    acked, retried, dead (dead-lettered)."""
+    acked, retried, dead (dead-lettered), superseded (running deliveries a send told to
+    stop) and cancelled (pending messages removed and running deliveries told to stop)."""
 
     slot: int
     delayed: int

@@ -82,6 +82,42 @@ def test_quick_merge_counts_exactly_the_duplicates_as_merged(quick_run: QuickRun
     assert rate["value"] == pytest.approx(100 * (sends - distinct) / sends)
 
 
+def test_quick_newest_measures_supersede_and_the_renders_with_and_without_it(
+        quick_run: QuickRun) -> None:
+    report = quick_run.report("newest")
+    params, figures = report["params"], {f["name"]: f for f in report["figures"]}
+    checks = {c["what"]: c for c in report["checks"]}
+    # a group that supersedes against one that does not, in the same run
+    for workload in ("send_many", "claim+ack"):
+        on, off = (figures[f"{workload}, merge by key{with_}"]
+                   for with_ in (", supersede on", ""))
+        assert on["ratios"] == {off["name"]: pytest.approx(on["value"] / off["value"])}
+    assert checks["supersede on: a send of an identity not in flight pays no extra round "
+                  "trip"]["ok"]
+    p50, p99 = (figures[f"supersede: send to the running handler told, {q}"]
+                for q in ("p50", "p99"))
+    assert (p50["unit"], p99["unit"]) == ("ms", "ms") and 0 < p50["value"] <= p99["value"]
+    assert [t["text"] for t in p99["targets"]] == ["≤ 100.00 ms"]
+    assert len(report["series"]["stop_latency_ms"]) == params["supersede_probes"]
+    on, off = (figures[f"renders: GPU time, supersede {label}"] for label in ("on", "off"))
+    assert on["ratios"] == {off["name"]: pytest.approx(on["value"] / off["value"])}
+    renders = report["series"]["renders"]
+    assert renders["off"]["stopped"] == 0  # without supersede every render runs to its end
+    assert renders["off"]["gpu_seconds"] >= 0.999 * renders["off"]["completed"] * params[
+        "render_s"]
+    for label in ("on", "off"):
+        assert figures[f"renders completed, supersede {label}"]["value"] == renders[label][
+            "completed"]
+        assert renders[label]["gpu_seconds"] == pytest.approx(
+            figures[f"renders: GPU time, supersede {label}"]["value"])
+        check = checks[f"renders, supersede {label}: every product's last completed render "
+                       "shows its latest price"]
+        assert check["ok"] and check["detail"] == (f"{params['render_products']} of "
+                                                   f"{params['render_products']} products")
+    assert figures["renders stopped early, supersede on"]["value"] == renders["on"]["stopped"]
+    assert params["render_hot"] == 1  # 5 % of the quick run's 20 products
+
+
 def test_quick_references_are_reported_as_ratios(quick_run: QuickRun) -> None:
     send = quick_run.report("send")
     assert any(f["role"] == "reference" for f in send["figures"])

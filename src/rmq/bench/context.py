@@ -42,6 +42,11 @@ class Sizes:
     delay_messages: int = 300
     delay_max_ms: int = 2_000
     delay_load: int = 10_000
+    supersede_probes: int = 300
+    render_products: int = 200  # newest's renders: 5 % of them hot
+    render_s: float = 2.0  # a render's length, when nothing supersedes it
+    change_every_s: float = 0.5  # how often each hot product's price changes
+    changing_s: float = 20.0  # for how long
     memory: int = 100_000
     headline: int = 5_000_000
     reference_cap: int = 1_000_000
@@ -57,6 +62,8 @@ FULL = Sizes()
 QUICK = Sizes(send=5_000, send_single=1_000, merge=10_000, consume=4_000, replicated=2_000,
               priority_backlog=20_000, priority_probes=10, priority_burst=100, wake_probes=20,
               idle_gap_ms=5.0, delay_messages=30, delay_max_ms=300, delay_load=2_000,
+              supersede_probes=30, render_products=20, render_s=0.4, change_every_s=0.1,
+              changing_s=2.0,
               memory=3_000, headline=20_000, reference_cap=20_000, scaling=(1_000, 3_000, 10_000),
               scaling_rounds=5, scale_messages=3_000)
 

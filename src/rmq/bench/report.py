@@ -136,8 +136,10 @@ def format_value(value: float, unit: str) -> str:
         return f"{value / 1000:,.1f} k/s"
     if unit in ("ms", "µs"):
         return f"{value:,.2f} {unit}"
-    if unit in ("B/msg", "B"):
+    if unit in ("B/msg", "B", "renders"):
         return f"{value:,.0f} {unit}"
+    if unit == "GPU-s":
+        return f"{value:,.1f} {unit}"
     return f"{value:,.3g} {unit}"
 
 

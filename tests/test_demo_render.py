@@ -1,9 +1,11 @@
 """The demo's renderers (src/rmq/demo/render.py) without Spark: the simulated GPU's costs,
-and batch renderers on a serial topic merging by key, on a real Redis."""
+its images stopped early when their price changes, and batch renderers on a serial topic
+merging by key, on a real Redis."""
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
@@ -34,6 +36,7 @@ def test_the_simulated_gpu_pays_its_fixed_part_once_a_batch_and_its_image_part_a
     assert (gpu.batches, gpu.images) == (2, 8)
     assert gpu.seconds() == pytest.approx(2 * 0.040 + 8 * 0.004)
     assert gpu.seconds_one_per_call() == pytest.approx(8 * 0.044)
+    assert (gpu.stopped, gpu.seconds_saved()) == (0, 0)
 
 
 def send_prices(client: rmq.Client, cents: int, products: list[str]) -> None:
@@ -41,11 +44,33 @@ def send_prices(client: rmq.Client, cents: int, products: list[str]) -> None:
                                 for p in products])
 
 
+def test_an_image_whose_price_changes_while_the_gpu_renders_it_stops_there(make_client):
+    client = make_client()
+    client.create_topic("prices", merge="key")
+    client.bind("prices", "gpu", supersede=True)
+    send_prices(client, 100, ["sku-000001"])
+    (stale,) = client.claim("prices", "gpu")
+    gpu = SimulatedGpu(batch_ms=0, image_ms=30_000)
+    rendered: list[list[rmq.Message]] = []
+    render = threading.Thread(target=lambda: rendered.append(gpu.render([stale])), daemon=True)
+
+    started = time.monotonic()
+    render.start()
+    send_prices(client, 200, ["sku-000001"])
+    render.join(timeout=10)
+    took = time.monotonic() - started
+
+    assert rendered == [[]]  # stopped: nothing to draw
+    assert (gpu.batches, gpu.images, gpu.stopped) == (1, 0, 1)
+    assert gpu.seconds() <= took < 10  # the time actually spent, not the image's 30 s
+    assert gpu.seconds() + gpu.seconds_saved() == pytest.approx(30)
+
+
 @pytest.mark.extras  # Pillow, of the spark extra
 def test_a_price_changed_mid_render_is_drawn_last_and_a_batch_holds_a_product_once(
         make_client, tmp_path):
     client = make_client()
-    client.create_topic("prices", slots=1, merge="key", serial_keys=True)
+    client.create_topic("prices", slots=1, merge="key", serial_keys=True)  # no supersede
     products = [f"sku-{rank:06d}" for rank in range(8)]
     changed = products[-1]
     send_prices(client, 100, products)
@@ -71,4 +96,44 @@ def test_a_price_changed_mid_render_is_drawn_last_and_a_batch_holds_a_product_on
         **dict.fromkeys(products, 100), changed: 200}
     assert renderer.renders == {**dict.fromkeys(products, 1), changed: 2}
     assert renderer.repeated == 0
-    assert (renderer.gpu.batches, renderer.gpu.images) == (2, 9)
+    assert (renderer.gpu.batches, renderer.gpu.images, renderer.gpu.stopped) == (2, 9, 0)
+
+
+@pytest.mark.extras  # Pillow, of the spark extra
+def test_with_supersede_a_price_changed_mid_render_stops_its_image_and_the_newer_is_drawn(
+        make_client, tmp_path):
+    client = make_client()
+    client.create_topic("prices", slots=1, merge="key", serial_keys=True)
+    client.bind("prices", "default", supersede=True)
+    products = [f"sku-{rank:06d}" for rank in range(8)]
+    changed = products[-1]
+    send_prices(client, 100, products)
+    # a batch of 8 takes 0.9 s on the GPU: the change lands before the changed image is done
+    renderer = Renderer(SimulatedGpu(batch_ms=100, image_ms=100), tmp_path, merchants=4,
+                        urgent=0.25, now=client.now)
+    consumer = rmq.Consumer(make_client(), "prices", renderer, concurrency=2, batch=8,
+                            heartbeat_interval=60).start()
+    try:
+        wait_for(lambda: client.stats("prices").groups["default"].in_flight == 8,
+                 what="the first batch in flight")
+        send_prices(client, 200, [changed])
+
+        def drained() -> bool:
+            group = client.stats("prices").groups["default"]
+            return group.pending == 0 and group.in_flight == 0
+
+        wait_for(drained, timeout=20, what="every price rendered")
+    finally:
+        consumer.stop(grace=5)
+
+    assert {p: image_price(tmp_path / f"{p}.png") for p in products} == {
+        **dict.fromkeys(products, 100), changed: 200}
+    assert renderer.renders == dict.fromkeys(products, 1)  # the stale image was not drawn
+    gpu = renderer.gpu
+    assert (gpu.batches, gpu.images, gpu.stopped) == (2, 8, 1)
+    assert 0 < gpu.seconds_saved() <= 0.1
+    # the GPU spent less than it would have rendering the stale image to its end
+    assert gpu.seconds() < 2 * 0.1 + 9 * 0.1
+    assert gpu.seconds() + gpu.seconds_saved() == pytest.approx(2 * 0.1 + 9 * 0.1)
+    counters = client.stats("prices").groups["default"].counters
+    assert (counters["superseded"], counters.get("retried", 0)) == (1, 0)

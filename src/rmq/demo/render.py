@@ -1,5 +1,6 @@
 """The demo's renderers: a simulated GPU that renders a batch of product images at a cost
-per batch plus a cost per image, and the Pillow drawing of each image it renders.
+per batch plus a cost per image, stopping an image whose price changed meanwhile, and the
+Pillow drawing of each image it renders.
 
 A GPU pays a fixed part for every call (loading the model's state, moving a batch in and out)
 and a small part per image, which is why the renderers take their messages in batches
@@ -34,45 +35,61 @@ def is_urgent(merchant: int, config_urgent: float, merchants: int) -> bool:
 class SimulatedGpu:
     """Stands in for a GPU: a batch costs ``batch_ms`` and then ``image_ms`` for each of its
     images, one after another, spent waiting as a CPU waits for its GPU (the CPU stays free
-    for the Pillow work of other batches). It counts what it ran, thread-safely."""
+    for the Pillow work of other batches). An image whose delivery is superseded (a newer
+    price was sent meanwhile) stops there: the wait is ``message.wait_superseded``, so the
+    GPU moves on to the next image at once, and the stale image is not rendered. It counts
+    what it ran, and the time it spent, thread-safely."""
 
     batch_ms: float = 40.0
     image_ms: float = 4.0
     batches: int = 0
-    images: int = 0
+    images: int = 0  # rendered to the end
+    stopped: int = 0  # stopped early: superseded before or while the GPU rendered them
+    stopped_ms: float = 0.0  # the image time the stopped images spent before they stopped
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def render(self, messages: Sequence[Message]) -> list[Message]:
         """Spend the batch's GPU time; return the messages whose images it rendered, in
-        their order (every one: no render stops early here)."""
-        started = time.monotonic()
-        spent_ms = self.batch_ms
-        _wait_until(started + spent_ms / 1000)
-        rendered = []
+        their order: every one but those superseded before their image was done."""
+        image_starts = time.monotonic() + self.batch_ms / 1000
+        _wait_until(image_starts)
+        rendered, stopped_ms = [], 0.0
         for message in messages:
-            spent_ms += self.image_ms
-            if self._image_time(message, started + spent_ms / 1000):
+            done_at = image_starts + self.image_ms / 1000
+            if self._image_time(message, done_at):
                 rendered.append(message)
+                image_starts = done_at  # the next image starts where this one ended
+                continue
+            stopped_at = min(time.monotonic(), done_at)  # the GPU is free from here
+            stopped_ms += max(0.0, stopped_at - image_starts) * 1000
+            image_starts = max(image_starts, stopped_at)
         with self.lock:
             self.batches += 1
             self.images += len(rendered)
+            self.stopped += len(messages) - len(rendered)
+            self.stopped_ms += stopped_ms
         return rendered
 
     @staticmethod
     def _image_time(message: Message, until: float) -> bool:
         """Spend one image's GPU time, up to the monotonic time ``until``; whether the image
-        was rendered. The time is a wait, so a wait that returns early for this message (its
-        delivery superseded, say) can take its place and skip the image."""
-        _wait_until(until)
-        return True
+        was rendered: False once its delivery is superseded (at once if it was before the
+        image started), as the GPU's work on a stale price is wasted."""
+        return not message.wait_superseded(max(0.0, until - time.monotonic()))
 
     def seconds(self) -> float:
-        """The GPU-seconds spent: the fixed part once a batch, the image part once an
-        image."""
-        return (self.batches * self.batch_ms + self.images * self.image_ms) / 1000
+        """The GPU-seconds spent: the fixed part once a batch, the image part once a
+        rendered image, and what the stopped images spent before they stopped."""
+        return (self.batches * self.batch_ms + self.images * self.image_ms
+                + self.stopped_ms) / 1000
+
+    def seconds_saved(self) -> float:
+        """The GPU-seconds the stopped images did not spend: the rest of their image time,
+        which the GPU would have spent on them without supersede."""
+        return (self.stopped * self.image_ms - self.stopped_ms) / 1000
 
     def seconds_one_per_call(self) -> float:
-        """What the same images would have cost rendered one per call: the fixed part once
+        """What the same rendered images would have cost one per call: the fixed part once
         an image."""
         return self.images * (self.batch_ms + self.image_ms) / 1000
 
@@ -89,8 +106,9 @@ def _wait_until(deadline: float) -> None:
 @dataclass
 class Renderer:
     """The expensive consumer, a batch handler: the GPU renders a batch of products, then
-    each image is drawn with its message's price into ``out/<product>.png``, whose text
-    chunks record ``product`` and ``price_cents`` (what the checks read back)."""
+    each image it rendered (not those superseded meanwhile: their newer price renders next)
+    is drawn with its message's price into ``out/<product>.png``, whose text chunks record
+    ``product`` and ``price_cents`` (what the checks read back)."""
 
     gpu: SimulatedGpu
     out: Path

@@ -370,3 +370,15 @@ def test_a_consumer_that_missed_the_signal_learns_it_by_extending_the_lease(clie
     assert client.extend(list(deliveries.values()), 30) == [True, True]
     assert stale.stop_reason == "superseded"
     assert not deliveries[b"q"].superseded
+
+
+def test_deleting_the_topic_leaves_none_of_its_supersede_keys(client, redis_url):
+    client.create_topic("renders", slots=2)
+    client.bind("renders", "gpu", supersede=True)
+    client.send("renders", "p")
+    client.claim("renders", "gpu")
+    client.send("renders", "p")  # a running entry, a mark
+    server = redis.Redis.from_url(redis_url)
+    assert server.keys("*renders*running"), "the test made no running key"
+    client.delete_topic("renders")
+    assert server.keys("*renders*") == []

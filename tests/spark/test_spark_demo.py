@@ -29,12 +29,23 @@ def test_demo_renders_every_changed_product_with_its_latest_price(spark, tmp_pat
     assert summary["products_changed"] == len(prices) > 100
     assert summary["rendered"] >= len(prices)
     assert summary["stale_images"] == []
+    # bound with supersede: a message is rendered, or stopped early as a newer price came
+    assert summary["supersede"] is True
+    assert summary["rendered"] + summary["renders_stopped"] == summary["stored"]
+    assert 0 <= summary["renders_stopped"] <= summary["superseded"]
+    # the GPU-seconds count the time spent; the saved ones are the rest of the stopped images'
+    images = summary["rendered"] + summary["renders_stopped"]
+    assert summary["gpu_seconds"] + summary["gpu_seconds_saved"] == pytest.approx(
+        (summary["batches"] * 40 + images * 4) / 1000, abs=0.02)
+    assert 0 <= summary["gpu_seconds_saved"] <= summary["renders_stopped"] * 4 / 1000
+    assert summary["mean_batch"] == round(images / summary["batches"], 2)  # stopped ones too
     for product, cents in prices.items():
         assert demo.image_price(out / f"{product}.png") == cents
     assert sorted(p.stem for p in out.glob("sku-*.png")) == sorted(prices)
     printed = capsys.readouterr().out
     assert "merged while queued" in printed and "images show the latest price" in printed
     assert "GPU batches" in printed and "one image a call" in printed
+    assert "renders stopped" in printed and "GPU time saved" in printed
     # no line of progress before anything moved, and the embedded server's closing note
     assert not re.search(r"published +0/", printed), printed
     assert "rmq server stop" in printed
@@ -44,9 +55,10 @@ def test_demo_renders_every_changed_product_with_its_latest_price(spark, tmp_pat
 def test_the_demo_renders_in_batches_and_reports_the_gpu_time_they_saved(spark, tmp_path):
     out = tmp_path / "demo"
 
+    # without supersede every render runs to its end: the GPU time is the nominal one
     status = demo.main(["--events", "4000", "--products", "150", "--waves", "2",
                         "--workers", "2", "--batch", "8", "--batch-wait-ms", "30",
-                        "--out", str(out)])
+                        "--no-supersede", "--out", str(out)])
 
     assert status == 0
     summary = json.loads((out / "summary.json").read_text())
@@ -60,6 +72,9 @@ def test_the_demo_renders_in_batches_and_reports_the_gpu_time_they_saved(spark, 
     assert summary["gpu_seconds_one_per_call"] == round(rendered * 44 / 1000, 2)
     # a serial topic's claim takes a product once, so its newest price is drawn last
     assert summary["batches_repeating_a_product"] == 0
+    assert summary["supersede"] is False
+    assert (summary["superseded"], summary["renders_stopped"], summary["gpu_seconds_saved"]
+            ) == (0, 0, 0)
 
 
 def test_a_process_started_while_the_demo_starts_spark_logs_into_its_file(tmp_path, capfd):

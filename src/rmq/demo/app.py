@@ -16,10 +16,14 @@ changes. Prices change all the time, from many systems at once; rendering is slo
    is what makes that both correct and cheap: one render covers every change queued before
    it, with the newest price; a change that arrives while its product is being rendered
    queues a new render, and the topic's serial keys run a product's renders one at a time,
-   in order (a batch holds a product at most once), so the newest price is drawn last.
+   in order (a batch holds a product at most once), so the newest price is drawn last. The
+   renderers are bound with ``supersede``: that change also tells the running render its
+   price is stale, and the GPU stops that image at once instead of finishing it
+   (``--no-supersede`` lets it finish, for comparison).
 3. When the queue is empty, it checks every image against each product's latest price,
-   prints a summary (with what batching saved the GPU) and writes it as ``summary.json``
-   next to the images (``prices.json`` holds the latest prices).
+   prints a summary (with what batching and the renders stopped early saved the GPU) and
+   writes it as ``summary.json`` next to the images (``prices.json`` holds the latest
+   prices).
 
 The topic is removed at the end unless ``--keep``. ``python -m rmq.demo --help`` lists the
 options.
@@ -72,6 +76,7 @@ class DemoConfig:
     batch_wait_ms: int = 50
     gpu_batch_ms: float = 40.0
     gpu_image_ms: float = 4.0
+    supersede: bool = True
     out: Path = Path("rmq-demo")
     url: str | None = None
     master: str | None = None
@@ -172,6 +177,8 @@ def run(config: DemoConfig) -> dict[str, Any]:
     topic = f"demo.renders.{time.strftime('%Y%m%d-%H%M%S')}.{secrets.token_hex(3)}"
     # the newest price of a product wins while it waits; its renders run one at a time
     client.create_topic(topic, slots=8, merge="key", serial_keys=True)
+    # and a newer price tells the render still running with the older one to stop
+    client.bind(topic, "default", supersede=config.supersede)
     config.out.mkdir(parents=True, exist_ok=True)
     for old in config.out.glob("sku-*.png"):
         old.unlink()
@@ -215,7 +222,9 @@ def run(config: DemoConfig) -> dict[str, Any]:
         consumer.stop()
         done.set()
     wall = time.monotonic() - started
-    summary = _summarise(config, topic, latest, renderer, sent, merged, publish_seconds, wall)
+    superseded = client.stats(topic).groups["default"].counters.get("superseded", 0)
+    summary = _summarise(config, topic, latest, renderer, sent, merged, superseded,
+                         publish_seconds, wall)
     if not config.keep:
         client.delete_topic(topic)
     client.close()
@@ -225,7 +234,8 @@ def run(config: DemoConfig) -> dict[str, Any]:
 
 
 def _summarise(config: DemoConfig, topic: str, prices: dict[str, int], renderer: Renderer,
-               sent: int, merged: int, publish_seconds: float, wall: float) -> dict[str, Any]:
+               sent: int, merged: int, superseded: int, publish_seconds: float, wall: float
+               ) -> dict[str, Any]:
     (config.out / "prices.json").write_text(json.dumps(prices, indent=1, sort_keys=True))
     stale = sorted(p for p, cents in prices.items()
                    if not (config.out / f"{p}.png").exists()
@@ -246,9 +256,13 @@ def _summarise(config: DemoConfig, topic: str, prices: dict[str, int], renderer:
         "images_up_to_date": len(prices) - len(stale), "stale_images": stale,
         "batch": config.batch, "batch_wait_ms": config.batch_wait_ms,
         "gpu_batch_ms": gpu.batch_ms, "gpu_image_ms": gpu.image_ms,
-        "batches": gpu.batches, "mean_batch": round(gpu.images / max(gpu.batches, 1), 2),
+        "batches": gpu.batches,
+        "mean_batch": round((gpu.images + gpu.stopped) / max(gpu.batches, 1), 2),
         "gpu_seconds": round(gpu.seconds(), 2),
         "gpu_seconds_one_per_call": round(gpu.seconds_one_per_call(), 2),
+        # deliveries a newer price superseded; those still on the GPU stopped there
+        "supersede": config.supersede, "superseded": superseded,
+        "renders_stopped": gpu.stopped, "gpu_seconds_saved": round(gpu.seconds_saved(), 2),
         "batches_repeating_a_product": renderer.repeated,
         "median_wait_ms": {"urgent": median_wait(int(Priority.HIGH)),
                            "normal": median_wait(int(Priority.MEDIUM))},
@@ -284,6 +298,7 @@ def report(summary: dict[str, Any]) -> str:
         f"{s['batch']}; {s['gpu_batch_ms']:g} ms a batch + {s['gpu_image_ms']:g} ms an image)",
         f"  GPU time            {s['gpu_seconds']:>9.1f}s  (one image a call: "
         f"{s['gpu_seconds_one_per_call']:.1f}s, {saving:.1f}x as much)",
+        *_supersede_lines(s),
         f"  median wait         urgent {waits['urgent']} ms, normal {waits['normal']} ms",
         f"  publish             {s['publish_seconds']:>9.1f}s  "
         f"({s['publish_per_second']:,} events/s)",
@@ -294,6 +309,17 @@ def report(summary: dict[str, Any]) -> str:
         *(["  embedded Redis      still running for the next client (rmq server status; "
            "rmq server stop stops it)"] if s.get("embedded_server") else []),
     ])
+
+
+def _supersede_lines(s: dict[str, Any]) -> list[str]:
+    if not s["supersede"]:
+        return ["  renders stopped              0  (--no-supersede: each runs to its end)"]
+    return [
+        f"  renders stopped     {s['renders_stopped']:>10,}  early, by a newer price (of "
+        f"{s['superseded']:,} superseded; the rest had left the GPU)",
+        f"  GPU time saved      {s['gpu_seconds_saved']:>9.1f}s  (the stopped renders' "
+        f"remaining image time)",
+    ]
 
 
 def parse_args(argv: Sequence[str] | None) -> DemoConfig:
@@ -320,6 +346,10 @@ def parse_args(argv: Sequence[str] | None) -> DemoConfig:
                    help="the simulated GPU's cost of a batch")
     p.add_argument("--gpu-image-ms", type=float, default=d.gpu_image_ms,
                    help="the simulated GPU's cost of each image of a batch")
+    p.add_argument("--supersede", action=argparse.BooleanOptionalAction, default=d.supersede,
+                   help="bind the renderers with supersede: a newer price stops the render "
+                        "of the older one early (--no-supersede: it runs to its end, to "
+                        "compare the GPU time)")
     p.add_argument("--out", type=Path, default=d.out, help="directory for images and summary")
     p.add_argument("--url", default=None,
                    help="Redis URL (default: $RMQ_REDIS_URL, else the embedded server)")
@@ -337,8 +367,8 @@ def parse_args(argv: Sequence[str] | None) -> DemoConfig:
     if not 0 <= a.urgent <= 1:
         p.error("--urgent must be from 0 to 1")
     return DemoConfig(a.events, a.products, a.merchants, a.urgent, a.zipf, a.waves, a.workers,
-                      a.batch, a.batch_wait_ms, a.gpu_batch_ms, a.gpu_image_ms, a.out, a.url,
-                      a.master, a.seed, a.keep)
+                      a.batch, a.batch_wait_ms, a.gpu_batch_ms, a.gpu_image_ms, a.supersede,
+                      a.out, a.url, a.master, a.seed, a.keep)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -157,7 +157,8 @@ class TransactionRules:
         self.client._run(tx_ops.close(self.topic, info.generation, info.groups, tx.id, reached,
                                       True, now, retention, self.client._heads(info),
                                       info.filter_argument, topic_record=not cluster,
-                                      by_key=info.settings.merge == "key"))
+                                      by_key=info.settings.merge == "key",
+                                      stops=info.stop_argument))
         self._commit_halves([a for a in tx.halves if self.m.slot_of(a["body"], a.get("key"))
                              in reached], now)
         tx.halves = [a for a in tx.halves

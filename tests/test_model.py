@@ -21,6 +21,13 @@ The model (``Model``) is a reference implementation of the contract, not of the 
   dead-letters the message once it has been delivered ``1 + max_retries`` times; a release
   gives the message back at its old place without counting the attempt;
 * ``requeue_dead`` puts dead letters back, ready now, attempts reset, merging like a send;
+* where the group supersedes (SPEC §14: bound with ``supersede``, drawn for most examples
+  with a ``supersede_limit`` of 1-3), a send (or a commit) of an identity in flight tells
+  its latest delivery to stop, and the claiming process hears it (``message.superseded``);
+  however that delivery settles it is dropped, not retried (an ack counts ``acked``, a nack
+  says "superseded", a release or an expired lease puts nothing back); after
+  ``supersede_limit`` supersedes in a row of one identity its next delivery is left to run,
+  and one that ran to its end starts the streak again;
 * ``delete_topic`` drops everything of the topic; created again (maybe with other
   settings), it starts empty, and the deliveries of the deleted one settle nothing: an ack,
   nack, release or extension of one changes nothing and says so, although the new topic
@@ -38,7 +45,7 @@ pending, so some processing of X starts after the send); nothing lost (every bod
 acknowledged, purged, pending, in flight or dead). ``stats`` and ``dead_letters`` are
 compared as steps of their own (``stats`` promotes due messages, which must not change what
 anyone sees). At the end every delay and lease runs out and everything is consumed: every
-send must have been followed by a claim.
+send must have been followed by a claim, and no supersede entry is left behind in Redis.
 
 One slot checks exact order; four slots check priority and due order across slots on a
 single node (and 64 slots, on a single node, the same through the heads index), and on a
@@ -75,6 +82,7 @@ from hypothesis.stateful import (
 from model_transactions import CHECK_INTERVAL_MS, MAX_CHECKS, TransactionRules
 
 import rmq
+from rmq.storage.keys import SlotKeys
 from rmq.storage.queue import keeps_heads
 
 EXAMPLES = int(os.environ.get("RMQ_MODEL_EXAMPLES", "60"))
@@ -88,6 +96,8 @@ KEYS = [None, None, None, b"k1", b"k2"]
 PRIORITIES = [None, 0, int(rmq.Priority.LOW), MEDIUM, int(rmq.Priority.HIGH), 255]
 DELAYS = [1, 2, 5, 20, 100, 1000, 3000]
 CLOCK_STEPS = [1, 2, 5, 10, 50, 200, 1000, 2500, 5000]
+# the group's supersede_limit (SPEC §14), or None: it does not supersede
+SUPERSEDE = st.sampled_from([None, 1, 2, 3])
 
 Member = tuple[bytes, bytes | None]  # (body, key): what merges
 
@@ -120,6 +130,16 @@ class InFlight:
 
 
 @dataclass
+class Running:
+    """A superseding group's latest delivery of an identity (SPEC §14): how many of the
+    identity's deliveries in a row were superseded, this one included once it is."""
+
+    where: tuple[str, int, int]
+    streak: int
+    superseded: bool = False
+
+
+@dataclass
 class Dead:
     id: str
     body: bytes
@@ -142,8 +162,12 @@ class Model:
     backoff_max_ms: int
     visibility_ms: int
     by_key: bool = False  # the topic merges by key
+    supersede_limit: int | None = None  # the group supersedes (SPEC §14), with this limit
     pending: dict[Member, Pending] = field(default_factory=dict)
-    inflight: dict[tuple[int, int], InFlight] = field(default_factory=dict)  # (slot, id)
+    # (generation, slot, id): QueueMachine.in_flight_key
+    inflight: dict[tuple[str, int, int], InFlight] = field(default_factory=dict)
+    running: dict[Member, Running] = field(default_factory=dict)  # by identity
+    superseded: set[tuple[str, int, int]] = field(default_factory=set)  # told to stop
     dead: dict[str, Dead] = field(default_factory=dict)
     counters: Counter[str] = field(default_factory=Counter)
     seq: int = 0
@@ -186,7 +210,41 @@ class Model:
         merged = self.put(body, key, priority, due, now, 0, self.next_seq(), newest=True)
         self.counters["sent"] += 1
         self.counters["merged"] += merged
+        self.supersede(self.ident(body, key))
         return merged
+
+    def supersede(self, name: Member) -> None:
+        """A send of ``name``: its running delivery is told to stop, unless its streak of
+        supersedes reached the limit (then it runs to its end) or it was told already."""
+        entry = self.running.get(name)
+        if (self.supersede_limit is None or entry is None or entry.superseded
+                or entry.streak >= self.supersede_limit or entry.where not in self.inflight):
+            return
+        entry.streak += 1
+        entry.superseded = True
+        self.superseded.add(entry.where)
+        self.counters["superseded"] += 1
+
+    def claimed(self, name: Member, where: tuple[str, int, int]) -> None:
+        """A claim of ``name`` in a superseding group: the identity's latest delivery, which
+        carries the streak on from a superseded one (a finished one ended the streak)."""
+        if self.supersede_limit is not None:
+            before = self.running.get(name)
+            streak = before.streak if before is not None and before.superseded else 0
+            self.running[name] = Running(where, streak)
+
+    def settle(self, where: tuple[str, int, int]) -> tuple[InFlight, bool]:
+        """The delivery leaves in flight (acknowledged, failed, released or recovered);
+        returns it and whether it was told to stop (then it is dropped). Its identity's
+        entry goes with it, unless superseded: the streak waits for the next claim."""
+        held = self.inflight.pop(where)
+        name = self.ident(held.message.body, held.message.key)
+        entry = self.running.get(name)
+        if entry is not None and entry.where == where and not entry.superseded:
+            del self.running[name]
+        stopped = where in self.superseded
+        self.superseded.discard(where)
+        return held, stopped
 
     def ready(self, now: int) -> list[Pending]:
         return [p for p in self.pending.values() if p.due <= now]
@@ -194,8 +252,10 @@ class Model:
     def next_due(self, now: int) -> int | None:
         return min((p.due for p in self.pending.values() if p.due > now), default=None)
 
-    def fail(self, where: tuple[int, int], error: str, now: int, seq: int | None) -> str:
-        held = self.inflight.pop(where)
+    def fail(self, where: tuple[str, int, int], error: str, now: int, seq: int | None) -> str:
+        held, stopped = self.settle(where)
+        if stopped:
+            return "superseded"  # dropped, not retried: a newer message is pending
         m = held.message
         if held.attempts >= 1 + self.max_retries:
             self.dead[m.id] = Dead(m.id, m.body, m.key, m.slot, held.priority,
@@ -295,16 +355,19 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
                 backoff=st.sampled_from([0, 0.005, 0.05]),
                 backoff_max=st.sampled_from([0.012, 0.1, 1.0]),
                 visibility=st.sampled_from([1.0, 3.0]),
-                merge=st.sampled_from(["body", "body", "key"]))
+                merge=st.sampled_from(["body", "body", "key"]),
+                supersede=SUPERSEDE)
     def create(self, max_retries: int, backoff: float, backoff_max: float,
-               visibility: float, merge: str) -> None:
+               visibility: float, merge: str, supersede: int | None) -> None:
         self.client.create_topic(self.topic, slots=self.SLOTS, max_retries=max_retries,
                                  retry_backoff=backoff, retry_backoff_max=backoff_max,
                                  visibility_timeout=visibility, merge=merge,
                                  check_interval=CHECK_INTERVAL_MS / 1000, max_checks=MAX_CHECKS)
+        if supersede is not None:
+            self.client.bind(self.topic, GROUP, supersede=True, supersede_limit=supersede)
         self.model = Model(self.SLOTS, max_retries, round(backoff * 1000),
                            round(backoff_max * 1000), round(visibility * 1000),
-                           by_key=merge == "key")
+                           by_key=merge == "key", supersede_limit=supersede)
         self.live = True
         self.generation = self.client.topic(self.topic).generation
 
@@ -321,7 +384,7 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
         self.forget_transactions()
         m = self.m
         self.model = Model(m.slots, m.max_retries, m.backoff_ms, m.backoff_max_ms,
-                           m.visibility_ms, by_key=m.by_key)
+                           m.visibility_ms, by_key=m.by_key, supersede_limit=m.supersede_limit)
         self.unsatisfied.clear()
         self.ever_sent.clear()
         self.ever_gone.clear()
@@ -331,12 +394,13 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
           backoff=st.sampled_from([0, 0.005, 0.05]),
           backoff_max=st.sampled_from([0.012, 0.1, 1.0]),
           visibility=st.sampled_from([1.0, 3.0]),
-          merge=st.sampled_from(["body", "key"]))
+          merge=st.sampled_from(["body", "key"]),
+          supersede=SUPERSEDE)
     def create_topic_again(self, max_retries: int, backoff: float, backoff_max: float,
-                           visibility: float, merge: str) -> None:
+                           visibility: float, merge: str, supersede: int | None) -> None:
         """Under the same name, maybe other settings: a new generation, starting empty."""
         old = self.generation
-        self.create(max_retries, backoff, backoff_max, visibility, merge)
+        self.create(max_retries, backoff, backoff_max, visibility, merge, supersede)
         assert self.generation != old
 
     def teardown(self) -> None:
@@ -380,7 +444,56 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
     @precondition(lambda self: self.live)
     @rule(data=st.data())
     def send(self, data: st.DataObject) -> None:
-        args = self._send_args(data)
+        self._send(self._send_args(data))
+
+    @precondition(lambda self: self.live and self.m.inflight)
+    @rule(data=st.data())
+    def send_a_running_one_again(self, data: st.DataObject) -> None:
+        """A newer value of a message being handled, as the founding case's price changes
+        (the same body, or merging by key the same key with any body): where the group
+        supersedes, the running delivery is told to stop (SPEC §14)."""
+        where = data.draw(st.sampled_from(sorted(self.m.inflight)), label="running")
+        args = self._again(self.m.inflight[where].message, self._send_args(data))
+        others = data.draw(st.integers(0, 3), label="sent beside it")
+        if not others:
+            self._send(args)
+            return
+        batch = [self._send_args(data) for _ in range(others)]
+        batch.insert(data.draw(st.integers(0, others), label="at"), args)
+        self._send_many(data, batch)
+
+    @precondition(lambda self: self.live)
+    @rule(data=st.data(), rounds=st.integers(1, 4))
+    def keep_changing(self, data: st.DataObject, rounds: int) -> None:
+        """A message sent again, due now, each time one starts to run (a product whose
+        price changes every second), the delivery it supersedes acknowledged, failed or
+        left running: the streak reaches supersede_limit, then one runs to its end."""
+        for _ in range(rounds):
+            before = len(self.handed)
+            self.claim(data.draw(st.sampled_from([1, 1, 3]), label="claim"), None)
+            if len(self.handed) == before:
+                return
+            running = data.draw(st.sampled_from(self.handed[before:]), label="running")
+            self._send(self._again(running, {
+                "body": data.draw(st.sampled_from(BODIES), label="body"),
+                "priority": data.draw(st.sampled_from(PRIORITIES[1:]), label="priority")}))
+            how = data.draw(st.sampled_from(["ack", "nack", "leave"]), label="then")
+            if how == "ack":
+                self._ack([running])
+            elif how == "nack":
+                self.fail(running, "stopped early")
+
+    def _again(self, running: rmq.Message, args: dict) -> dict:
+        """``args`` made a newer value of ``running``'s message: its body, or merging by
+        key its key with the body of ``args``."""
+        args.pop("key", None)
+        if running.key is not None:
+            args["key"] = running.key
+        if running.key is None or not self.m.by_key:
+            args["body"] = running.body
+        return args
+
+    def _send(self, args: dict) -> None:
         self.reserve_stamps(1)
         now = self.now()
         if "deliver_at" in args:
@@ -394,7 +507,10 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
     @rule(data=st.data())
     def send_many(self, data: st.DataObject) -> None:
         n = data.draw(st.integers(1, 8), label="batch size")
-        batch = [self._send_args(data) for _ in range(n)]
+        self._send_many(data, [self._send_args(data) for _ in range(n)])
+
+    def _send_many(self, data: st.DataObject, batch: list[dict]) -> None:
+        n = len(batch)
         if data.draw(st.booleans(), label="one priority and due time"):
             # the usual batch, which travels as one run (enqueue.lua's batched path)
             shared = {k: v for k, v in batch[0].items() if k not in ("body", "key")}
@@ -461,6 +577,7 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
             assert where not in self.m.inflight, f"delivery id {where} handed out twice"
             self.m.inflight[where] = InFlight(message, entry.priority, entry.attempts + 1,
                                               entry.due, now + lease_ms)
+            self.m.claimed(self.m.ident(message.body, message.key), where)
             self.unsatisfied[self.m.ident(message.body, message.key)] = 0
             self.handed.append(message)
         # A cluster claim takes a priority slot by slot, the slot with the oldest message
@@ -477,12 +594,16 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
     @precondition(lambda self: self.handed or self.deleted)
     @rule(data=st.data())
     def ack(self, data: st.DataObject) -> None:
-        batch = self.pick(data, "ack")
+        self._ack(self.pick(data, "ack"))
+
+    def _ack(self, batch: list[rmq.Message]) -> None:
         acked = self.client.ack(batch)
         self.settled(batch)
         expected = 0
         for message in batch:
-            if self.m.inflight.pop(self.in_flight_key(message), None) is not None:
+            if self.in_flight_key(message) in self.m.inflight:
+                # (one told to stop is acknowledged too: dropped, a newer one is pending)
+                self.m.settle(self.in_flight_key(message))
                 expected += 1
                 self.ever_gone.add(self.m.ident(message.body, message.key))
         self.m.counters["acked"] += expected
@@ -521,11 +642,12 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
         self.settled(batch)
         expected = 0
         for message in batch:
-            held = self.m.inflight.pop(self.in_flight_key(message), None)
-            if held is not None:
+            if self.in_flight_key(message) in self.m.inflight:
+                held, stopped = self.m.settle(self.in_flight_key(message))
                 expected += 1
-                self.m.put(message.body, message.key, held.priority, held.due, now,
-                           held.attempts - 1, None)
+                if not stopped:  # one told to stop is dropped: a newer one is pending
+                    self.m.put(message.body, message.key, held.priority, held.due, now,
+                               held.attempts - 1, None)
         assert released == expected
 
     def namesakes(self) -> list[rmq.Message]:
@@ -568,6 +690,17 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
             expected.append(entry is not None)
         assert held == expected
 
+    @precondition(lambda self: self.live and self.m.superseded)
+    @rule()
+    def hear_superseded(self) -> None:
+        """In the process that claimed them (the model's), the deliveries told to stop hear
+        it (``message.superseded``, published on the topic's stop channel); no other does."""
+        for where, held in self.m.inflight.items():
+            told = where in self.m.superseded
+            assert held.message.wait_superseded(timeout=5 if told else 0) == told, (
+                f"delivery {held.message.id} of {held.message.body!r}: superseded "
+                f"{held.message.superseded}, model {told}")
+
     def settled(self, messages: list[rmq.Message]) -> None:
         """A limited group's settled deliveries give back their permits."""
         if self.max_in_flight is not None:
@@ -595,9 +728,8 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
         now = self.now()
         recovered = self.client.recover(self.topic)
         seq = self.m.next_seq()  # one call: the retries of equal due time come in any order
-        for _, _, where in expired:
-            self.m.fail(where, "lease expired", now, seq)
-        assert recovered == len(expired)
+        outcomes = [self.m.fail(where, "lease expired", now, seq) for _, _, where in expired]
+        assert recovered == len(expired) - outcomes.count("superseded")  # those dropped
 
     @precondition(lambda self: self.live and self.m.dead)
     @rule(data=st.data())
@@ -658,9 +790,13 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
         now = self.now()
         g = self.client.stats(self.topic).groups[GROUP]
         ready = self.m.ready(now)
-        assert g.counters == {name: self.m.counters[name]
-                              for name in ("sent", "merged", "filtered", "acked", "retried",
-                                           "dead")}
+        counters = dict(g.counters)
+        # (nothing here is cancelled)
+        assert (counters.pop("superseded", 0), counters.pop("cancelled", 0)) == (
+            self.m.counters["superseded"], 0)
+        assert counters == {name: self.m.counters[name]
+                            for name in ("sent", "merged", "filtered", "acked", "retried",
+                                         "dead")}
         assert (g.ready, g.delayed, g.in_flight, g.dead) == (
             len(ready), len(self.m.pending) - len(ready), len(self.m.inflight),
             len(self.m.dead))
@@ -759,7 +895,7 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
                     assert outcome == self.m.fail(where, "drain", self.now(), self.m.next_seq())
                 assert self.client.ack(done) == len(done)
                 for message in done:
-                    del self.m.inflight[self.in_flight_key(message)]
+                    self.m.settle(self.in_flight_key(message))
                     self.ever_gone.add(self.m.ident(message.body, message.key))
                 self.m.counters["acked"] += len(done)
                 self.agrees_with_model()
@@ -768,6 +904,11 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
         assert not self.m.pending and not self.m.inflight
         assert not +self.unsatisfied, f"sends never followed by a claim: {+self.unsatisfied}"
         self.check_stats()
+        # each identity's last delivery ran to its end: no streak or mark is left behind
+        assert not self.m.running and not self.m.superseded
+        left = [slot for slot in range(self.SLOTS) if self.client.redis.exists(
+            SlotKeys(self.topic, slot).group(GROUP).running)]
+        assert not left, f"supersede entries left in the running hashes of slots {left}"
 
 
 class OneSlot(QueueMachine):

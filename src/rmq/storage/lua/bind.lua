@@ -1,9 +1,9 @@
 #!lua
 --[[
-  Bind a group to a topic with its filters and supersede, in one step (storage/bindings.py): a starting
-  consumer's bind that keeps the group's filters, racing an operator's bind that sets them,
-  then either finds the group bound (and keeps what the operator set) or binds it first
-  (and the operator's filters replace its none), never erasing them in between.
+  Bind a group to a topic with its filters and supersede, in one step (storage/bindings.py):
+  a starting consumer's bind that keeps the group's filters, racing an operator's bind that
+  sets them, then either finds the group bound (and keeps what the operator set) or binds
+  it first (and the operator's filters replace its none), never erasing them in between.
 
   KEYS[1]      groups: set, the topic's bound group names
   KEYS[2]      unbound: set, groups unbound since

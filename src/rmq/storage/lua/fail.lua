@@ -21,8 +21,9 @@
   ARGV[10..]   pairs: delivery id, error text
 
   Returns {retried, dead, superseded, cancelled}: a delivery told to stop
-  (includes/running.lua) is dropped, not retried; ids whose lease is gone are skipped, and so is every id when the
-  topic was deleted (or deleted and created again) since they were claimed: {0, 0, 0, 0}.
+  (includes/running.lua) is dropped, not retried; ids whose lease is gone are skipped, and
+  so is every id when the topic was deleted (or deleted and created again) since they
+  were claimed: {0, 0, 0, 0}.
 
   Flags: allow-oom, since it only moves messages already stored (back to pending or to
   the dead letters), so that consumers can drain a Redis that is out of memory.

@@ -2,11 +2,11 @@
   A single node's ack of a group whose deliveries hold permits of its max_in_flight
   (docs/limits.md) frees them in the same call, as limit_free.lua does on a cluster: the
   client passes the group's permits, waiters and wake keys last in KEYS (3 keys beyond the
-  slots' 9 each, or 11 with the trace's keys: which is how the script tells), and after the slots' lists in ARGV the
-  time now (epoch ms) and each slot's number, in KEYS order.
+  slots' 11 each, or 12 with the trace's key: which is how the script tells), and after the
+  slots' lists in ARGV the time now (epoch ms) and each slot's number, in KEYS order.
 
   ack_permit_keys(stride): how many of the last KEYS are limit keys (3, or 0), for slots
-  of `stride` keys each (9, or 11 with the trace's keys).
+  of `stride` keys each (11, or 12 with the trace's key).
   release_permits(ids_per_slot, at): the permits of the deliveries named (per slot, in KEYS
   order, their ids within the slot) removed, ARGV[at] being the time now; one token per
   unit freed for a waiting consumer (capacity.lua). Returns how many held a permit.

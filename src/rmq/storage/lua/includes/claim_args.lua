@@ -27,8 +27,8 @@
   claim_args(generation_key) checks the topic's generation first (generation.lua): when
   the topic is gone it returns the reply to give instead, and nothing else; otherwise nil,
   then the fourteen in this order, now, max_count, lease_ms, promote_limit, scan and
-  limit_wait_ms as numbers and serial, by_key and supersede booleans, which a script reads into locals of these
-  names (as values, not a table: a table cost a claim 6 k instructions).
+  limit_wait_ms as numbers and serial, by_key and supersede booleans, which a script reads
+  into locals of these names (as values, not a table: a table cost a claim 6 k instructions).
   claim_trace(trace, first) opens the tracer of the slot whose keys start at KEYS[first]
   (its trace log follows its 12), and claim_stride(trace) says how many keys a slot has:
   12, or 13 with the trace on.

@@ -5,8 +5,8 @@
   is stored exactly as a sent one.
 
   enqueue_batch(source, first_arg, first_key, last_key, now, clock, slot, filters, tracer,
-  by_key, stops) reads runs of messages from source[first_arg..] (a table shaped as enqueue.lua's
-  runs: priority, due, n, then n members) and the groups' keys from
+  by_key, stops) reads runs of messages from source[first_arg..] (a table shaped as
+  enqueue.lua's runs: priority, due, n, then n members) and the groups' keys from
   KEYS[first_key..last_key] (the 11 group keys, plus the 2 heads index keys when `slot` is
   not ""). `filters`: enqueue.lua's filters argument; `tracer`: the slot's (trace.lua), or
   nil; `by_key`: the topic merges by key (pending.lua): each message is placed, merged and

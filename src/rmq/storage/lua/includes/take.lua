@@ -4,9 +4,10 @@
   ids, gets one lease (scores.lua, "leases"), with a few commands per slot instead of five per
   message (claim.lua and claim_heads.lua choose, this writes).
 
-  new_taken(serial, by_key, supersede) makes the record of a claim's choice, in claim order, as columns
-  (a table per message would cost an allocation per message): taken.n messages, the nth
-  from slot index taken.slot[n], with ready score taken.score[n] and member taken.member[n].
+  new_taken(serial, by_key, supersede) makes the record of a claim's choice, in claim
+  order, as columns (a table per message would cost an allocation per message): taken.n
+  messages, the nth from slot index taken.slot[n], with ready score taken.score[n] and
+  member taken.member[n].
   `by_key`: the topic merges by key, so a member is a message's identity and the message
   itself is in the group's `values` (pending.lua), which take_chosen reads and removes.
   `supersede`: the group supersedes, so each delivery is noted under its identity in the

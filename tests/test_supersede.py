@@ -382,3 +382,12 @@ def test_deleting_the_topic_leaves_none_of_its_supersede_keys(client, redis_url)
     assert server.keys("*renders*running"), "the test made no running key"
     client.delete_topic("renders")
     assert server.keys("*renders*") == []
+
+
+@pytest.mark.both_clients
+@pytest.mark.parametrize("topic", [[], {}, None, 7])
+def test_a_claim_of_what_is_no_topic_name_is_refused_before_the_stop_watch(client, topic):
+    with pytest.raises(rmq.errors.InvalidTopicName):
+        client.claim(topic)
+    with pytest.raises(rmq.errors.InvalidTopicName):
+        client.claim_due(topic)

@@ -47,12 +47,13 @@ class StopWatch:
         self._lock = threading.Lock()
 
     def watching(self, topic: object) -> bool:
-        return topic in self._topics
+        return type(topic) is str and topic in self._topics
 
     def watch(self, topic: str) -> None:
         """Listen to ``topic``'s stop channel (at once if this client does already);
-        returns once the subscription is confirmed."""
-        if topic in self._topics:
+        returns once the subscription is confirmed. InvalidTopicName for what is no topic
+        name (before anything is looked up)."""
+        if type(topic) is str and topic in self._topics:
             return
         check_topic_name(topic)
         with self._lock:

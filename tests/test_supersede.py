@@ -391,3 +391,14 @@ def test_a_claim_of_what_is_no_topic_name_is_refused_before_the_stop_watch(clien
         client.claim(topic)
     with pytest.raises(rmq.errors.InvalidTopicName):
         client.claim_due(topic)
+
+
+def test_a_newer_value_the_group_s_filter_rejects_supersedes_nothing(client):
+    client.create_topic("prices", merge="key")
+    client.bind("prices", "eu", tags="eu", supersede=True)
+    client.send("prices", "price=10", key="p", tag="eu")
+    (running_one,) = client.claim("prices", "eu")
+    client.send("prices", "price=12", key="p", tag="us")  # not for this group
+    assert counters(client, "prices", "eu")["superseded"] == 0
+    assert not running_one.superseded
+    assert client.nack(running_one) == "retried"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from typing import Any
 
 import pytest
 from core_fixtures import client_fixture, clock_fixture, make_client_fixture  # noqa: F401
@@ -66,15 +67,20 @@ def test_an_image_whose_price_changes_while_the_gpu_renders_it_stops_there(make_
     assert gpu.seconds() + gpu.seconds_saved() == pytest.approx(30)
 
 
-@pytest.mark.extras  # Pillow, of the spark extra
-def test_a_price_changed_mid_render_is_drawn_last_and_a_batch_holds_a_product_once(
-        make_client, tmp_path):
+PRODUCTS = [f"sku-{rank:06d}" for rank in range(8)]
+CHANGED = PRODUCTS[-1]
+
+
+def render_a_price_change(make_client, tmp_path, supersede: bool) -> tuple[Any, Renderer]:
+    """Eight products priced 100 rendered by a batch consumer (batches of 8, 0.9 s on the
+    GPU: a batch of one would take 0.2 s and overtake it) on a serial topic merging by key;
+    the last one's price changes to 200 while the first batch renders; run until drained.
+    Returns the client and the renderer."""
     client = make_client()
-    client.create_topic("prices", slots=1, merge="key", serial_keys=True)  # no supersede
-    products = [f"sku-{rank:06d}" for rank in range(8)]
-    changed = products[-1]
-    send_prices(client, 100, products)
-    # a batch of 8 renders for 0.9 s; a batch of one would take 0.2 s, and would overtake it
+    client.create_topic("prices", slots=1, merge="key", serial_keys=True)
+    if supersede:
+        client.bind("prices", "default", supersede=True)
+    send_prices(client, 100, PRODUCTS)
     renderer = Renderer(SimulatedGpu(batch_ms=100, image_ms=100), tmp_path, merchants=4,
                         urgent=0.25, now=client.now)
     consumer = rmq.Consumer(make_client(), "prices", renderer, concurrency=2, batch=8,
@@ -82,7 +88,7 @@ def test_a_price_changed_mid_render_is_drawn_last_and_a_batch_holds_a_product_on
     try:
         wait_for(lambda: client.stats("prices").groups["default"].in_flight == 8,
                  what="the first batch in flight")
-        send_prices(client, 200, [changed])
+        send_prices(client, 200, [CHANGED])
 
         def drained() -> bool:
             group = client.stats("prices").groups["default"]
@@ -91,10 +97,16 @@ def test_a_price_changed_mid_render_is_drawn_last_and_a_batch_holds_a_product_on
         wait_for(drained, timeout=20, what="every price rendered")
     finally:
         consumer.stop(grace=5)
+    assert {p: image_price(tmp_path / f"{p}.png") for p in PRODUCTS} == {
+        **dict.fromkeys(PRODUCTS, 100), CHANGED: 200}
+    return client, renderer
 
-    assert {p: image_price(tmp_path / f"{p}.png") for p in products} == {
-        **dict.fromkeys(products, 100), changed: 200}
-    assert renderer.renders == {**dict.fromkeys(products, 1), changed: 2}
+
+@pytest.mark.extras  # Pillow, of the spark extra
+def test_a_price_changed_mid_render_is_drawn_last_and_a_batch_holds_a_product_once(
+        make_client, tmp_path):
+    _, renderer = render_a_price_change(make_client, tmp_path, supersede=False)
+    assert renderer.renders == {**dict.fromkeys(PRODUCTS, 1), CHANGED: 2}
     assert renderer.repeated == 0
     assert (renderer.gpu.batches, renderer.gpu.images, renderer.gpu.stopped) == (2, 9, 0)
 
@@ -102,33 +114,8 @@ def test_a_price_changed_mid_render_is_drawn_last_and_a_batch_holds_a_product_on
 @pytest.mark.extras  # Pillow, of the spark extra
 def test_with_supersede_a_price_changed_mid_render_stops_its_image_and_the_newer_is_drawn(
         make_client, tmp_path):
-    client = make_client()
-    client.create_topic("prices", slots=1, merge="key", serial_keys=True)
-    client.bind("prices", "default", supersede=True)
-    products = [f"sku-{rank:06d}" for rank in range(8)]
-    changed = products[-1]
-    send_prices(client, 100, products)
-    # a batch of 8 takes 0.9 s on the GPU: the change lands before the changed image is done
-    renderer = Renderer(SimulatedGpu(batch_ms=100, image_ms=100), tmp_path, merchants=4,
-                        urgent=0.25, now=client.now)
-    consumer = rmq.Consumer(make_client(), "prices", renderer, concurrency=2, batch=8,
-                            heartbeat_interval=60).start()
-    try:
-        wait_for(lambda: client.stats("prices").groups["default"].in_flight == 8,
-                 what="the first batch in flight")
-        send_prices(client, 200, [changed])
-
-        def drained() -> bool:
-            group = client.stats("prices").groups["default"]
-            return group.pending == 0 and group.in_flight == 0
-
-        wait_for(drained, timeout=20, what="every price rendered")
-    finally:
-        consumer.stop(grace=5)
-
-    assert {p: image_price(tmp_path / f"{p}.png") for p in products} == {
-        **dict.fromkeys(products, 100), changed: 200}
-    assert renderer.renders == dict.fromkeys(products, 1)  # the stale image was not drawn
+    client, renderer = render_a_price_change(make_client, tmp_path, supersede=True)
+    assert renderer.renders == dict.fromkeys(PRODUCTS, 1)  # the stale image was not drawn
     gpu = renderer.gpu
     assert (gpu.batches, gpu.images, gpu.stopped) == (2, 8, 1)
     assert 0 < gpu.seconds_saved() <= 0.1

@@ -289,12 +289,15 @@ def test_recover_finds_the_deliveries_still_held_anywhere_in_a_claims_range(clie
     client.create_topic("t", slots=1, visibility_timeout=5, retry_backoff=0)
     client.send_many("t", [f"m{i}" for i in range(1, 251)])
     held = client.claim("t", count=250)
-    assert [m.seq for m in held] == list(range(1, 251))
-    kept = {5, 99, 100, 101, 199, 200, 250}
-    assert client.ack([m for m in held if m.seq not in kept]) == 250 - len(kept)
+    first = held[0].seq
+    assert [m.seq for m in held] == list(range(first, first + 250))
+    # the ids at both sides of the first two hundreds the range crosses, its first and last
+    hundred = first - first % 100 + 100
+    kept = {0, hundred - first - 1, hundred - first, hundred - first + 100, 249}
+    assert client.ack([m for j, m in enumerate(held) if j not in kept]) == 250 - len(kept)
     clock.advance(5000)
     assert client.recover("t") == len(kept)
-    assert states(client, "t")["ready"] == sorted(f"m{i}".encode() for i in kept)
+    assert states(client, "t")["ready"] == sorted(f"m{j + 1}".encode() for j in kept)
 
 
 def test_a_recover_call_takes_whole_leases_up_to_its_limit_of_deliveries(client, clock):

@@ -379,3 +379,27 @@ def test_the_cli_waits_for_replicas_given_by_option_or_environment(pair):
     bad = subprocess.run([*command, "--replicas", "-1", "send", TOPIC, "d"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--replicas: must be at least 0" in bad.stderr
+
+
+def test_a_late_ack_from_before_a_failover_settles_no_delivery_the_promoted_replica_made(pair):
+    """The replica missed a claim; promoted, it hands out deliveries of its own. The old
+    holder's ack, arriving late, names a delivery the new primary never made: it settles
+    nothing, and the delivery made since (another message) still fails and retries."""
+    primary, replica = pair
+    with rmq.Client(primary.url) as client:
+        client.create_topic("one-slot", slots=1)
+        client.send("one-slot", "product:1")
+    wait_until(lambda: _offsets_equal(primary, replica), 10, "the send replicated")
+    _cut_off(primary, replica)
+    with rmq.Client(primary.url) as old_holder:
+        (stale,) = old_holder.claim("one-slot", count=1, lease=60)  # never reaches the replica
+    with _fail_over(primary, replica) as promoted:
+        promoted.send("one-slot", "product:2", priority=rmq.Priority.HIGH)
+        (urgent,) = promoted.claim("one-slot", count=1, lease=60)
+        assert urgent.body == b"product:2"
+        assert urgent.id != stale.id  # ids never repeat, whatever the replica missed
+        assert promoted.ack([stale]) == 0
+        assert promoted.nack(urgent, "render failed") == "retried"
+        group = promoted.stats("one-slot").groups["default"]
+        assert (group.counters["acked"], group.counters["retried"]) == (0, 1)
+        assert group.in_flight == 0 and group.ready + group.delayed == 2

@@ -10,6 +10,10 @@
            divides the score itself by 2^46: shifting it first would leave [-2^53, 2^53].
   delayed: due_ms * 256 + (255 - priority)
            -> earliest due first.
+  delivery ids: a claim's first id in a slot is at least (now - EPOCH) * IDS_PER_MS + 1
+           (first_id_floor), above every id handed out in an earlier millisecond, so a
+           slot whose counter went back (a replica promoted without the last writes, an
+           append-only file that lost its last second) never hands out an id again.
   leases:  -(lease_until_ms * 1024 + id % 1024) - 2^52, id the first of the lease's range
            (leases.lua; an earlier version wrote one lease per id, without the - 2^52)
            -> the newest lease first. A zset of up to 128 small members is a
@@ -19,12 +23,13 @@
            unique, so an insert never falls back to comparing members among equal scores.
 
   Provides: fmt, SUB, ready_score, ready_priority, ready_stamp, stamp_due, due_stamp,
-  delayed_score, delayed_due, delayed_priority, LEASE_SHIFT, lease_score, expired_from,
-  earlier_expired_from.  Needs: nothing.
+  delayed_score, delayed_due, delayed_priority, first_id_floor, LEASE_SHIFT, lease_score,
+  expired_from, earlier_expired_from.  Needs: nothing.
 ]]
 local EPOCH = 1704067200000     -- 2024-01-01T00:00:00Z; stamps count from here
 local BAND = 70368744177664     -- 2^46: one priority's share of the ready score range
 local SUB = 32                  -- stamps per millisecond before a slot's clock runs ahead
+local IDS_PER_MS = 1024         -- delivery ids per millisecond before a slot's ids run ahead
 
 local function fmt(n)
   return string.format("%d", n)
@@ -52,6 +57,10 @@ end
 
 local function delayed_score(due, priority)
   return due * 256 + (255 - priority)
+end
+
+local function first_id_floor(now)
+  return (now - EPOCH) * IDS_PER_MS
 end
 
 local function delayed_due(score)

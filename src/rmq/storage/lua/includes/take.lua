@@ -112,7 +112,10 @@ local function take_chosen(slots, taken, now, lease_until, holder, out)
     end
     -- one id more than the share needs, left unused: two shares are then never one run of
     -- ids, so an ack that takes in a share whole names its lease whatever else it settles
-    local first = rcall("INCRBY", k.seq, #members + 1) - #members
+    -- Ids never repeat: at least this millisecond's floor (scores.lua), so a counter that
+    -- went back with a failover or a lost append-only tail starts above what it handed out
+    local first = math.max((tonumber(rcall("GET", k.seq)) or 0), first_id_floor(now)) + 1
+    rcall("SET", k.seq, fmt(first + #members))
     local last = first + #members - 1
     id_text[i], next_id[i] = id_texts(first, last), 1  -- spelled a hundred at a time
     if taken.supersede then

@@ -365,7 +365,7 @@ def test_a_consumer_that_missed_the_signal_learns_it_by_extending_the_lease(clie
     client.send("renders", "p")
     stale = deliveries[b"p"]
     assert stale.wait_superseded(timeout=10)
-    BOARD.forget([stop_key(stale)])  # as if the stop channel's message never came
+    BOARD.settled([stop_key(stale)])  # as if the stop channel's message never came
     assert not stale.superseded
     assert client.extend(list(deliveries.values()), 30) == [True, True]
     assert stale.stop_reason == "superseded"

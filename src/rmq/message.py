@@ -138,10 +138,22 @@ class Message:
 
     @property
     def superseded(self) -> bool:
-        """Whether this delivery was told to stop (SPEC §14): a newer message of its
-        identity was sent to a group bound with ``supersede``, or it was cancelled. Its
-        handler may stop; however it ends, the delivery is dropped, not retried. Turns
-        true within milliseconds of the send, in the process that claimed it."""
+        """Whether Redis told this delivery to stop because a newer message of its identity
+        was sent to a group bound with ``supersede`` (SPEC §14). Its handler may stop;
+        however it ends, the delivery is dropped, not retried. Turns true within
+        milliseconds of the send, in the process that claimed it, once Redis confirms
+        the mark heard on the stop channel (rmq/stops.py)."""
+        return BOARD.reason(stop_key(self)) == "superseded"
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether Redis told this delivery to stop because it was cancelled
+        (``Client.cancel``); dropped however it ends, as a superseded one."""
+        return BOARD.reason(stop_key(self)) == "cancelled"
+
+    @property
+    def stopped(self) -> bool:
+        """Whether Redis told this delivery to stop, superseded or cancelled."""
         return BOARD.reason(stop_key(self)) is not None
 
     @property
@@ -149,14 +161,17 @@ class Message:
         """Why it was told to stop: "superseded", "cancelled", or None."""
         return BOARD.reason(stop_key(self))
 
-    def wait_superseded(self, timeout: float | None = None) -> bool:
-        """Block until this delivery is told to stop (:attr:`superseded`), or ``timeout``
-        seconds pass (None: no limit); returns :attr:`superseded`. A simulated or
-        interruptible piece of work can wait here instead of sleeping."""
+    def wait_stopped(self, timeout: float | None = None) -> bool:
+        """Block until Redis tells this delivery to stop (superseded or cancelled:
+        :attr:`stop_reason` says which), or ``timeout`` seconds pass (None: no limit);
+        returns :attr:`stopped`. A simulated or interruptible piece of work can wait here
+        instead of sleeping."""
         return BOARD.wait(stop_key(self), timeout) is not None
 
-    async def until_superseded(self, timeout: float | None = None) -> bool:
-        """:meth:`wait_superseded` for asyncio: returns once told to stop or after
+    wait_superseded = wait_stopped  # (its first name: superseded or cancelled, it stops)
+
+    async def until_stopped(self, timeout: float | None = None) -> bool:
+        """:meth:`wait_stopped` for asyncio: returns once told to stop or after
         ``timeout`` seconds, without blocking the loop."""
         loop = asyncio.get_running_loop()
         told = loop.create_future()
@@ -168,7 +183,9 @@ class Message:
             pass
         finally:
             stop_listening()
-        return self.superseded
+        return self.stopped
+
+    until_superseded = until_stopped
 
     @property
     def text(self) -> str:
@@ -181,7 +198,8 @@ class Message:
 
     @property
     def id(self) -> str:
-        """``"slot-seq"``: unique within the topic's group, never reused."""
+        """``"slot-seq"``: unique within the topic's group, never reused (not after a
+        failover either: docs/storage.md, "Delivery ids")."""
         return f"{self.slot}-{self.seq}"
 
 

@@ -28,8 +28,9 @@ from typing import Any, TypeVar
 
 from .. import otel
 from ..errors import AccessDenied, InvalidArgument, RedisUnavailable, UnknownTopic
-from ..message import Claimed, Message, MessageIds, SendCounts, SendResult, message_id_of
+from ..message import Claimed, Message, MessageIds, SendCounts, SendResult, message_id_of, stop_key
 from ..settings import check_group_name, check_topic_name
+from ..stops import BOARD
 from ..storage import queue, registry, settle
 from ..storage.calls import Op
 from ..storage.codec import merge_identity
@@ -56,6 +57,13 @@ from .registry_flows import RegistryFlows
 from .views import ViewFlows
 
 __all__ = ["BaseClient", "Flow", "Load", "Subscribe", "Sleep", "MISSING"]
+
+
+def _settled(messages: Sequence[Message]) -> None:
+    """Settled deliveries' stop signals are forgotten (rmq/stops.py): nothing to do when
+    this process asked about none."""
+    if BOARD:
+        BOARD.settled(stop_key(m) for m in messages)
 
 
 def _identity_of(message: queue.Outgoing) -> bytes:
@@ -317,6 +325,7 @@ class BaseClient(RegistryFlows, ViewFlows):
             return fleet.claimed(info, group, count, claimed)
 
         claimed = yield from self._on_current(topic, claim_due)
+        _settled(acks)
         if claimed.messages and otel.tracer() is not None:
             yield from take_links(claimed.messages)
         return claimed
@@ -330,7 +339,9 @@ class BaseClient(RegistryFlows, ViewFlows):
         if not batch:
             return 0
         holding = yield from self._fleet.holding(batch)
-        return (yield from self._fleet.ack(batch, holding))
+        acked = yield from self._fleet.ack(batch, holding)
+        _settled(batch)
+        return acked
 
     def _nack(self, message: Message, error: str | BaseException) -> Flow[str | None]:
         check_message(message)
@@ -345,7 +356,9 @@ class BaseClient(RegistryFlows, ViewFlows):
             return None
         now = yield from self._now()
         fail = settle.fail(message, text, info.settings, now, not self.is_cluster)
-        return (yield from self._fleet.nack(message, info, now, fail))
+        outcome = yield from self._fleet.nack(message, info, now, fail)
+        _settled([message])
+        return outcome
 
     def _release(self, messages: Sequence[Message]) -> Flow[int]:
         messages = check_messages(messages)
@@ -363,8 +376,10 @@ class BaseClient(RegistryFlows, ViewFlows):
                 by_key.append(name)
         holding = yield from self._fleet.holding(messages)
         now = yield from self._now()
-        return (yield from self._fleet.release(holding, now,
-                                               settle.release(messages, now, heads, by_key)))
+        released = yield from self._fleet.release(holding, now,
+                                                  settle.release(messages, now, heads, by_key))
+        _settled(messages)
+        return released
 
     def _extend(self, messages: Message | Sequence[Message], seconds: float) -> Flow[list[bool]]:
         batch = check_messages(messages)

@@ -175,8 +175,8 @@ def extend(messages: Sequence[Message], until_ms: int,
     flight. The deliveries of the (topic, generation, group)s in ``holding`` hold permits of
     their group's max_in_flight, which the same script call checks and moves with them (a
     single node): one whose permit is gone is not extended (False). A delivery the reply
-    says was told to stop is marked on the process's stop board (rmq/stops.py): a consumer
-    whose stop channel missed it learns it by its next extension."""
+    says was told to stop is confirmed on the process's stop board (rmq/stops.py): a
+    consumer whose stop channel missed it learns it by its next extension."""
     grouped = _by_slot(messages)
     calls = []
     for (t, n, g, s, trace), ms_ in grouped.items():
@@ -196,8 +196,9 @@ def extend(messages: Sequence[Message], until_ms: int,
     for (where, ms_), flags in zip(grouped.items(), results, strict=True):
         for m, flag in zip(ms_, flags, strict=True):
             held[(*where, m.seq)] = bool(flag)
-            if flag > 1 and not m.superseded:
-                BOARD.mark(m.topic, m.generation, m.group, m.slot, [m.seq], _STOPPED[flag])
+            if flag > 1:
+                BOARD.confirmed((m.topic, m.generation, m.group, m.slot, m.seq),
+                                _STOPPED[flag])
     return [held[(m.topic, m.generation, m.group, m.slot, m._trace, m.seq)] for m in messages]
 
 

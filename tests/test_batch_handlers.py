@@ -7,6 +7,7 @@ woken by the sends that fill it, and takes an urgent message at once."""
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 import zlib
@@ -140,6 +141,46 @@ def test_batch_failed_naming_a_message_not_in_the_batch_retries_the_whole_batch(
     assert {d.error for d in producer.dead_letters("t")} == {
         "BatchFailed: 1 message(s) of the batch failed: 7-77"}
     assert "which is no message of its batch" in caplog.text
+
+
+def test_batch_failed_with_no_error_for_a_message_fails_the_whole_batch(make_client,
+                                                                       consumers):
+    producer = make_client()
+    producer.create_topic("t", max_retries=0)
+    producer.send_many("t", [b"a", b"b"])
+
+    def careless(messages: list[rmq.Message]) -> None:
+        raise rmq.BatchFailed({m: None for m in messages if m.body == b"b"})
+
+    consumers(make_client(), "t", careless, batch=2, concurrency=1)
+    wait_for(lambda: len(producer.dead_letters("t")) == 2, what="both dead-lettered")
+    (error,) = {d.error for d in producer.dead_letters("t")}
+    assert re.match(r"InvalidArgument: BatchFailed entry '\d+-\d+': None: ", error)
+    assert counters(producer, "t")["acked"] == 0
+
+
+class Named:
+    """Something with a delivery id but no message id: no Message."""
+
+    id = "1-1"
+
+
+@pytest.mark.parametrize("failures", [
+    {"1-1": None}, {"1-1": ""}, {"1-1": 7}, {"1-1": ValueError}, {"": "bad"},
+    {None: "bad"}, {7: "bad"}, {Named(): "bad"}, [("1-1", "bad")]])
+def test_batch_failed_refuses_an_entry_that_is_no_message_and_error(failures):
+    with pytest.raises(InvalidArgument, match="BatchFailed"):
+        rmq.BatchFailed(failures)
+
+
+def test_batch_failed_takes_exceptions_and_texts_by_message_or_id(make_client):
+    client = make_client()
+    client.create_topic("t")
+    client.send("t", b"a")
+    (message,) = client.claim("t")
+    failures = {message: ValueError("bad"), "1-9": "out of stock", message.message_id: "x"}
+    assert rmq.BatchFailed(failures).failures == failures
+    assert rmq.BatchFailed({}).failures == {}
 
 
 def test_an_async_batch_handler_is_awaited_and_its_batches_acknowledged(make_client,

@@ -263,9 +263,33 @@ class BatchFailed(RMQError):
     delivery id ``message.id`` or its ``message_id``) to its error (an exception, or a text
     recorded as it is). Those are retried (an attempt each, each with its own error); the
     rest of the batch is acknowledged. One that names no message of the batch makes the
-    whole batch fail, as any other exception does."""
+    whole batch fail, as any other exception does. Building one checks its entries: a name
+    that is no message and no non-empty text, or an error that is no exception and no
+    non-empty text (``None`` would acknowledge what it names as failed), raises
+    :class:`InvalidArgument` naming the entry, so the handler fails the whole batch."""
 
     def __init__(self, failures: Mapping[Any, BaseException | str]):
+        if not isinstance(failures, Mapping):
+            raise InvalidArgument("BatchFailed takes a dict of message -> error, got "
+                                  f"{type(failures).__name__}")
+        for name, error in failures.items():
+            if not (_names_a_message(name)
+                    and (isinstance(error, BaseException) or _is_text(error))):
+                named = getattr(name, "id", name)  # a Message by its delivery id
+                raise InvalidArgument(
+                    f"BatchFailed entry {named!r}: {error!r}: each key must be a Message of "
+                    "the batch (or its id or message_id), each value the failure's error, "
+                    "an exception or a non-empty str")
         self.failures = dict(failures)
         named = ", ".join(str(getattr(name, "id", name)) for name in self.failures)
         super().__init__(f"{len(self.failures)} message(s) of the batch failed: {named}")
+
+
+def _is_text(value: object) -> bool:
+    return isinstance(value, str) and value != ""
+
+
+def _names_a_message(name: object) -> bool:
+    """A Message (rmq.message is above this module: known by its two ids), or an id."""
+    return _is_text(name) or (_is_text(getattr(name, "id", None))
+                               and _is_text(getattr(name, "message_id", None)))

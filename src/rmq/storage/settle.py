@@ -32,12 +32,13 @@ from .scripts import script
 from .trace import trace_argument
 
 __all__ = ["ack", "with_acks", "fail", "release", "extend", "recover", "RECOVER_LIMIT",
-           "settle_keys", "retry_args", "by_key_arg"]
+           "ERROR_LIMIT", "bounded_error", "settle_keys", "retry_args", "by_key_arg"]
 
 T = TypeVar("T")
 
 _SLOT_NUMBER = itemgetter(0)  # of a (slot, deliveries) pair
 RECOVER_LIMIT = 1000  # deliveries a recover call returns per slot and group, in whole leases
+ERROR_LIMIT = 8192  # bytes of UTF-8 a failure's error keeps in a dead letter and the trace
 
 # Deliveries of one call: (topic, generation, group, slot, trace argument).
 _Slot = tuple[str, str, str, int, str]
@@ -137,16 +138,32 @@ def with_acks(acks: Sequence[Message], one_call: bool, op: Op[T]) -> Op[T]:
     return cast(T, value)
 
 
+def bounded_error(error: str) -> str:
+    """``error`` as a failure stores it: at most ERROR_LIMIT bytes of UTF-8. A longer text
+    is cut on a character's boundary and ends with a marker that says so and how long it
+    was, so an exception with a huge message, failing again and again, cannot fill Redis
+    with copies of it in the dead letter and the trace."""
+    if len(error) * 4 <= ERROR_LIMIT:  # short whatever its characters: no encoding
+        return error
+    data = error.encode("utf-8", "replace")
+    if len(data) <= ERROR_LIMIT:
+        return error
+    marker = f" [... cut: {len(data)} bytes in all]"
+    kept = data[:ERROR_LIMIT - len(marker)].decode("utf-8", "ignore")  # no half character
+    return kept + marker
+
+
 def fail(message: Message, error: str, settings: TopicSettings, now: int,
          one_call: bool) -> Op[str | None]:
     """A failed delivery: "retried", "dead", "superseded" or "cancelled" (told to stop, so
     dropped: lua/includes/running.lua), or None if its lease was already gone (or its topic
-    deleted since it was claimed)."""
+    deleted since it was claimed). The dead letter and the trace keep ``error`` bounded
+    (bounded_error)."""
     heads = keeps_heads(settings, one_call)
     trace = message._trace
     args = [message.generation, now, wake_channel(message.topic),
             message.slot if heads else "", trace, by_key_arg(settings), *retry_args(settings),
-            message.seq, error]
+            message.seq, bounded_error(error)]
     keys = settle_keys(message.topic, message.slot, message.group, heads, trace != "")
     (reply,) = yield [script_call(script("fail"), keys, args)]
     retried, dead, superseded, cancelled = reply

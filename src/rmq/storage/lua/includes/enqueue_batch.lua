@@ -130,8 +130,8 @@ local function enqueue_batch(source, first_arg, first_key, last_key, now, clock,
       local accepts = group_filter(first)
       if accepts and not accepts(at) then
         rcall("HINCRBY", k.counters, "filtered", 1)
-        if by_key then
-          withdraw_pending(k, member)
+        if by_key and withdraw_pending(k, member) then
+          forget_withdrawn(k, member)
         end
       else
         rcall("HINCRBY", k.counters, "sent", 1)
@@ -225,8 +225,8 @@ local function enqueue_batch(source, first_arg, first_key, last_key, now, clock,
             local merged, held = put_pending(k, names[at], run[1], run[2], now, clock, nil)
             put_value(k, names[at], source[at], merged, true)
             on_send(at - run[3] + 1, merged, held)
-          else
-            withdraw_pending(k, names[at])
+          elseif withdraw_pending(k, names[at]) then
+            forget_withdrawn(k, names[at])
           end
         end
       end

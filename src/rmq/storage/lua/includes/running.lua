@@ -13,20 +13,26 @@
                             one; supersede_limit stops the streak there)
 
   A `#` field lives while its delivery is in flight; an `=` field while its delivery is,
-  or, superseded, until the identity's next claim. A lost publish loses nothing: the newer
-  message is pending in any case, and the mark decides at settling.
+  or, superseded, while the identity is pending, until its next claim: a settle of the
+  identity drops an entry past that (one left from before supersede was turned off), and
+  a withdrawal of the pending identity drops an entry whose delivery has settled. A lost
+  publish loses nothing: the newer message is pending in any case, and the mark decides at
+  settling.
 
   note_claimed(k, identities, ids): a superseding group's claim writes each identity's
   entry. supersede(k, identity, limit, stopped): a send of `identity` into a superseding
   group marks its running delivery, unless its streak reached `limit`, counts it
   `superseded`, traces it and appends its id to `stopped`. stop_marks(k, ids): the marks of
   deliveries (false where none). forget_running(k, ids, members): settling these deliveries
-  (their in-flight members) removes their marks, and the entries that name them, except a
-  superseded one's (its streak). publish_stops(channel, generation_key, group, slot,
-  reason, ids) tells the consumers.
+  (their in-flight members) removes their marks, and their identities' entries of no more
+  use: all but a superseded one's whose identity is pending (its streak), and one naming
+  another delivery in flight. forget_withdrawn(k, identity): once the identity has left pending
+  (a newer value the group's filter rejects), its entry goes too, unless the entry's
+  delivery is in flight. publish_stops(channel, generation_key, group, slot, reason, ids)
+  tells the consumers.
 
-  Provides: note_claimed, supersede, stop_marks, forget_running, publish_stops,
-  slot_number.
+  Provides: note_claimed, supersede, stop_marks, forget_running, forget_withdrawn,
+  publish_stops, slot_number.
   Needs: rcall, and the includes below.
 ]]
 --- @include "scores"
@@ -79,19 +85,39 @@ local function stop_marks(k, ids)
   return bulk("HMGET", k.running, fields)  -- (false where none)
 end
 
+-- Whether an identity's entry (`value`) is of no more use. It is of use while its delivery
+-- is in flight (a send may supersede it) and, once superseded, while the identity is
+-- pending (the identity's next claim carries the streak on); any other entry is left from a
+-- pending message withdrawn since, or from before supersede was turned off. `settling`:
+-- the ids settled now, in flight no more.
+local function entry_spent(k, identity, value, settling)
+  local id, _, superseded = entry_of(value)
+  if not id then
+    return true
+  end
+  if not settling[id] and rcall("HEXISTS", k.inflight, id) == 1 then
+    return false
+  end
+  return not (superseded and (rcall("ZSCORE", k.ready, identity)
+    or rcall("ZSCORE", k.delayed, identity)))
+end
+
 -- `members[j]`: the in-flight member of ids[j] (nil when it is no longer in flight). Its
 -- entry is under its identity: the member itself (merging by body), or its key (merging by
--- key); the entry's delivery id says which, so both are looked up.
+-- key); both are looked up, and whichever entry is spent goes (entry_spent: an entry that
+-- names the settled delivery and is not superseded, at no command more).
 local function forget_running(k, ids, members)
-  local marks, fields, named = {}, {}, {}
+  local marks, fields, settling = {}, {}, {}
   for j, id in ipairs(ids) do
     marks[#marks + 1] = "#" .. id
+    settling[id] = true
     local member = members[j]
     if member then
       fields[#fields + 1] = "=" .. member
-      named[#fields] = id
-      fields[#fields + 1] = "=" .. member_key(member)
-      named[#fields] = id
+      local key = member_key(member)
+      if key ~= member then
+        fields[#fields + 1] = "=" .. key
+      end
     end
   end
   bulk("HDEL", k.running, marks)
@@ -101,12 +127,22 @@ local function forget_running(k, ids, members)
   local entries = bulk("HMGET", k.running, fields)
   local gone = {}
   for j, value in ipairs(entries) do
-    local id, _, superseded = entry_of(value)
-    if id == named[j] and not superseded then
+    if value and entry_spent(k, string.sub(fields[j], 2), value, settling) then
       gone[#gone + 1] = fields[j]
     end
   end
   bulk("HDEL", k.running, gone)
+end
+
+-- Merging by key, `identity` withdrawn from pending (a newer value the group's filter
+-- rejects): its entry goes unless its delivery is in flight (then its settle drops it,
+-- since nothing of the identity is pending).
+local function forget_withdrawn(k, identity)
+  local field = "=" .. identity
+  local value = rcall("HGET", k.running, field)
+  if value and entry_spent(k, identity, value, {}) then
+    rcall("HDEL", k.running, field)
+  end
 end
 
 -- The slot of a slot's key ("rmq:{<topic>:<slot>}:..."; a topic name holds no "}").

@@ -39,6 +39,7 @@ __all__ = [
     "InvalidURL",
     "InvalidClock",
     "CorruptRegistry",
+    "CorruptMessage",
     "WrongKeyType",
     "MissingExtra",
     "TransactionClosed",
@@ -235,6 +236,24 @@ class CorruptRegistry(RMQError):
                          "inspect its registry keys, or delete the topic")
         self.topic = topic
         self.problem = problem
+
+
+class CorruptMessage(RMQError):
+    """A stored message RMQ cannot decode (a pending member, an in-flight or dead record, a
+    pending value of a topic merging by key, an attempts count): another program wrote it,
+    or it was damaged. Readers report it rather than raise it: ``snapshot``, ``peek`` and
+    ``find_messages`` show it as a row marked ``corrupt``, ``dead_letters`` as a dead letter
+    so marked, with this error's text as their ``error``. ``what`` names the stored part,
+    ``problem`` what failed; the text quotes the first 64 of the ``stored`` bytes."""
+
+    def __init__(self, what: str, stored: bytes, problem: str):
+        preview = repr(stored[:64]) + ("..." if len(stored) > 64 else "")
+        super().__init__(f"cannot decode the stored {what} ({len(stored)} bytes, {preview}): "
+                         f"{problem}")
+        self.what, self.stored, self.problem = what, stored, problem
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled with its arguments, not its text
+        return type(self), (self.what, self.stored, self.problem)
 
 
 class WrongKeyType(RMQError):

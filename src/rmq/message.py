@@ -273,7 +273,10 @@ class DeadLetter:
     generations) and is what ``requeue_dead`` takes: an id listed before the topic was
     deleted and created again names no dead letter of the new one. ``error`` is the last
     failure; times are epoch milliseconds. ``tag`` and ``properties``: what it was sent
-    with; ``message_id``: the message's id (:attr:`Message.message_id`)."""
+    with; ``message_id``: the message's id (:attr:`Message.message_id`). ``corrupt``: what
+    is stored cannot be decoded (a :class:`~rmq.errors.CorruptMessage`): ``body`` is the
+    stored bytes as they are, ``error`` says what failed (or is the claim's, for a message
+    a claim could not decode), and what the damaged record held is 0 or None."""
 
     id: str
     topic: str
@@ -288,6 +291,7 @@ class DeadLetter:
     tag: str | None = None
     properties: Mapping[str, PropertyValue] = field(default_factory=dict, compare=False)
     message_id: str = ""
+    corrupt: bool = False
 
     @property
     def text(self) -> str:

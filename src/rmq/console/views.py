@@ -179,14 +179,15 @@ def _add_row(columns: dict[str, list[Any]], at: int, sample: rmq.HistorySample |
 
 def message_row(row: rmq.SnapshotRow, body_limit: int | None = 500) -> dict[str, Any]:
     """A stored message for display. ``holder``: the id of the consumer that claimed an
-    in-flight message (None if its claim did not say who it was)."""
+    in-flight message (None if its claim did not say who it was); ``corrupt``: what is
+    stored cannot be decoded, ``body`` is its bytes as stored and ``error`` what failed."""
     return {
         "state": row.state, "group": row.group, "slot": row.slot, "priority": row.priority,
         "due_at": row.due_at, "attempts": row.attempts, "key": text_of(row.key),
         "body": text_of(row.body, body_limit), "body_bytes": len(row.body),
         "id": row.id, "message_id": row.message_id, "lease_until": row.lease_until,
         "dead_at": row.dead_at, "error": row.error, "holder": row.holder,
-        "tag": row.tag, "properties": dict(row.properties),
+        "tag": row.tag, "properties": dict(row.properties), "corrupt": row.corrupt,
     }
 
 

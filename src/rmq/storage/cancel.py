@@ -19,7 +19,7 @@ from ..errors import UnknownMessage
 from ..message import message_id_of
 from ..settings import TopicSettings
 from .calls import Op, script_call
-from .codec import merge_identity, parse_inflight
+from .codec import DECODE_ERRORS, merge_identity, parse_inflight
 from .generation import check_stored
 from .heads import keeps_heads
 from .keys import SlotKeys, stop_channel, wake_channel
@@ -58,10 +58,15 @@ def cancel(topic: str, generation: str, groups: Sequence[str], settings: TopicSe
     scanned = yield from scan_all(scans)
     pending: dict[tuple[str, int], bytes] = {}
     running: dict[tuple[str, int], list[bytes]] = defaultdict(list)
+    unreadable = 0
     for (group, slot, state), pairs in scanned.items():
         if state == "in_flight":
             for seq, record in pairs:
-                member = parse_inflight(record).member
+                try:
+                    member = parse_inflight(record).member
+                except DECODE_ERRORS:  # a damaged record: no message can be told in it
+                    unreadable += 1
+                    continue
                 if named(merge_identity(member) if by_key else member):
                     running[(group, slot)].append(seq)
         else:
@@ -70,7 +75,8 @@ def cancel(topic: str, generation: str, groups: Sequence[str], settings: TopicSe
                     pending[(group, slot)] = name
     if not pending and not running:
         raise UnknownMessage(f"no message {message_id!r} is pending or running in "
-                             f"{_groups_said(groups)} of topic {topic!r}")
+                             f"{_groups_said(groups)} of topic {topic!r}"
+                             + _unreadable_said(unreadable))
     heads = keeps_heads(settings, one_call)
     trace = trace_argument(topic, settings)
     targets = sorted(set(pending) | set(running))
@@ -82,6 +88,13 @@ def cancel(topic: str, generation: str, groups: Sequence[str], settings: TopicSe
     for reply in replies:
         check_stored(topic, reply)
     return Cancelled(sum(int(r[0]) for r in replies), sum(int(r[1]) for r in replies))
+
+
+def _unreadable_said(count: int) -> str:
+    if not count:
+        return ""
+    return (f" ({count} stored {'entry' if count == 1 else 'entries'} could not be decoded: "
+            "snapshot() shows them as rows marked corrupt)")
 
 
 def _groups_said(groups: Sequence[str]) -> str:

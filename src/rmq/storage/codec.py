@@ -23,7 +23,6 @@ __all__ = [
     "decode_parts",
     "DECODE_ERRORS",
     "decode_problem",
-    "decode_stored",
     "encode_properties",
     "EXTENDED_PREFIX",
     "ready_priority",
@@ -168,15 +167,6 @@ def decode_problem(error: BaseException) -> str:
     return f"cannot decode the stored message: {type(error).__name__}: {error}"
 
 
-def decode_stored(member: bytes) -> MemberParts:
-    """``decode_parts``, or, for a member it cannot decode, the member whole as the body
-    (what a reader can show of it: a dead letter of such a message lists)."""
-    try:
-        return decode_parts(member)
-    except DECODE_ERRORS:
-        return MemberParts(member, None, None, {})
-
-
 def decode_member(member: bytes) -> tuple[bytes, bytes | None]:
     """(body, key) of a member; key is None when the message has none."""
     if member[:1] != b"\x00":
@@ -229,17 +219,21 @@ def lease_until(score: float) -> int:
 class LeaseEnds:
     """When each in-flight delivery's lease ends, from one slot's leases (``(member, score)``
     pairs): a claim's share has one lease, member ``b"first:last"``, and an extended delivery
-    one of its own, its bare id, which decides for it (``lua/includes/leases.lua``)."""
+    one of its own, its bare id, which decides for it (``lua/includes/leases.lua``). Only
+    readers use it; a lease member that is no id or range (damaged) is left out."""
 
     def __init__(self, pairs: Iterable[tuple[bytes, float]]) -> None:
         self._own: dict[int, int] = {}
         ranges: list[tuple[int, int, int]] = []  # first, last, lease end
         for member, score in pairs:
             first, colon, last = member.partition(b":")
-            if colon:
-                ranges.append((int(first), int(last), lease_until(score)))
-            else:
-                self._own[int(member)] = lease_until(score)
+            try:
+                if colon:
+                    ranges.append((int(first), int(last), lease_until(score)))
+                else:
+                    self._own[int(member)] = lease_until(score)
+            except (ValueError, OverflowError):  # a lease no script writes: covers nothing
+                continue
         ranges.sort()
         self._ranges = ranges
         self._firsts = [first for first, _, _ in ranges]

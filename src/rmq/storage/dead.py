@@ -9,16 +9,15 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import InvalidMessage
-from ..message import DeadLetter, Message, message_id_of
+from ..message import DeadLetter, Message
 from ..settings import TopicSettings
 from .calls import Op, command, script_call
-from .codec import decode_stored, merge_identity, parse_dead
 from .generation import check_stored
 from .heads import keeps_heads
 from .keys import SlotKeys, wake_channel
 from .scripts import script
 from .settle import by_key_arg, settle_keys
-from .snapshot import SnapshotRow
+from .snapshot import SnapshotRow, stored_row
 from .trace import purge_call, trace_argument
 
 __all__ = ["dead_letter", "dead_letters", "dead_letter_id", "with_dead_letter_ids",
@@ -73,19 +72,15 @@ def dead_letters(topic: str, group: str, settings: TopicSettings,
     ``generation`` (:func:`dead_letter_id`)."""
     results = yield [command("HGETALL", SlotKeys(topic, s).group(group).dead)
                      for s in range(settings.slots)]
-    letters = []
     by_key = settings.merge == "key"
-    for slot, records in enumerate(results):
-        for delivery, record in records.items():
-            dead = parse_dead(record)
-            # a message no claim could decode (dead_letter) lists whole, as its body
-            body, key, tag, properties = decode_stored(dead.member)
-            letters.append(DeadLetter(dead_letter_id(slot, int(delivery), generation),
-                                      topic, group, body, key,
-                                      dead.priority, dead.attempts, dead.error, dead.due_at,
-                                      dead.dead_at, tag, properties,
-                                      message_id_of(topic, merge_identity(dead.member)
-                                                    if by_key else dead.member)))
+    rows = [stored_row(topic, group, slot, "dead", delivery, 0.0, record, 0, by_key=by_key)
+            for slot, records in enumerate(results) for delivery, record in records.items()]
+    # a dead letter that cannot be decoded (a claim's of a message it could not decode, or a
+    # damaged record) lists with what it stores as its body, marked corrupt
+    letters = [DeadLetter(row.id or "", topic, group, row.body, row.key, row.priority,
+                          row.attempts, row.error or "", row.due_at, row.dead_at or 0, row.tag,
+                          row.properties, row.message_id, row.corrupt)
+               for row in with_dead_letter_ids([r for r in rows if r is not None], generation)]
     letters.sort(key=lambda d: (d.dead_at, d.id))
     return letters
 

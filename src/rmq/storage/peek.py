@@ -14,31 +14,26 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..errors import InvalidQuery
-from ..message import message_id_of
 from .calls import Call, Op, command
 from .codec import (
+    DECODE_ERRORS,
     EXTENDED_PREFIX,
+    DeadRecord,
+    InflightRecord,
     LeaseEnds,
     decode_member,
-    decode_parts,
-    decode_stored,
-    delayed_due,
-    delayed_priority,
     encode_member,
-    merge_identity,
     parse_dead,
     parse_inflight,
-    ready_due,
-    ready_priority,
     scored_pairs,
 )
 from .keys import GroupSlotKeys, SlotKeys
-from .snapshot import STATES, SnapshotRow, State
+from .snapshot import STATES, SnapshotRow, State, stored_row
 
 __all__ = ["PeekPage", "MAX_PAGE", "peek", "find", "scan_all"]
 
@@ -131,7 +126,7 @@ def _read_inflight(topic: str, group: str, keys: dict[int, GroupSlotKeys],
     rows: list[SnapshotRow] = []
     for (s, ids, lease_of), values in zip(pages, records, strict=True):
         for delivery, value in zip(ids, values, strict=False):
-            row = _row(topic, group, s, "in_flight", b"%d" % delivery, 0.0, value, now,
+            row = stored_row(topic, group, s, "in_flight", b"%d" % delivery, 0.0, value, now,
                        lease_of(delivery), by_key=by_key)
             if row is not None:
                 rows.append(row)
@@ -161,46 +156,11 @@ def _read_ranges(topic: str, group: str, state: State, keys: dict[int, GroupSlot
     rows: list[SnapshotRow] = []
     for (s, _, _), found, values, newest in zip(ranges, entries, details, stored, strict=True):
         for (name, score), value, value_stored in zip(found, values, newest, strict=False):
-            row = _row(topic, group, s, state, name, score, value, now, by_key=by_key,
+            row = stored_row(topic, group, s, state, name, score, value, now, by_key=by_key,
                        stored=value_stored)
             if row is not None:
                 rows.append(row)
     return rows
-
-
-def _row(topic: str, group: str, slot: int, state: State, name: bytes, score: float,
-         value: bytes | None, now: int, lease: int | None = None, *, by_key: bool = False,
-         stored: bytes | None = None) -> SnapshotRow | None:
-    """A row of the message ``name`` (a pending member, or a delivery id) in ``state``;
-    ``value`` its attempts, in-flight or dead record; ``stored``, merging by key (``by_key``),
-    a pending identity's newest value."""
-    if state in ("ready", "delayed"):
-        body, key, tag, properties = decode_parts(stored or name)
-        if state == "ready":
-            due, priority = min(ready_due(score), now), ready_priority(score)
-        else:
-            due, priority = delayed_due(score), delayed_priority(score)
-        return SnapshotRow(topic, group, slot, state, priority, due, int(value or 0), key, body,
-                           tag=tag, properties=properties,
-                           message_id=message_id_of(topic, name))
-    if value is None:  # settled between the two reads
-        return None
-    delivery = f"{slot}-{int(name)}"
-    if state == "in_flight":
-        record = parse_inflight(value)
-        body, key, tag, properties = decode_parts(record.member)
-        return SnapshotRow(topic, group, slot, state, record.priority, record.due_at,
-                           record.attempts, key, body, delivery, lease,
-                           holder=record.holder, tag=tag, properties=properties,
-                           message_id=message_id_of(topic, merge_identity(record.member)
-                                                    if by_key else record.member))
-    dead = parse_dead(value)
-    # a message no claim could decode (dead.dead_letter) shows whole, as its body
-    body, key, tag, properties = decode_stored(dead.member)
-    return SnapshotRow(topic, group, slot, state, dead.priority, dead.due_at, dead.attempts,
-                       key, body, delivery, dead_at=dead.dead_at, error=dead.error, tag=tag,
-                       properties=properties, message_id=message_id_of(
-                           topic, merge_identity(dead.member) if by_key else dead.member))
 
 
 # -- find -------------------------------------------------------------------------------
@@ -241,9 +201,20 @@ def find(topic: str, groups: Sequence[str], slots: int, body: bytes | None,
     prefix = _GLOB.sub(rb"\\\1", encode_member(b"", key)) if member is None else b""
 
     def matches(candidate: bytes) -> bool:
-        if member is not None:  # whatever tag and properties it was sent with
-            return candidate == member or decode_member(candidate) == (body, key)
-        return decode_member(candidate)[1] == key
+        """Whether to show ``candidate``: it matches, or it cannot be decoded (it may be the
+        one looked for: shown as a corrupt row)."""
+        try:
+            if member is not None:  # whatever tag and properties it was sent with
+                return candidate == member or decode_member(candidate) == (body, key)
+            return decode_member(candidate)[1] == key
+        except DECODE_ERRORS:
+            return True
+
+    def holds(record: bytes, parse: Callable[[bytes], InflightRecord | DeadRecord]) -> bool:
+        try:
+            return matches(parse(record).member)
+        except DECODE_ERRORS:  # a damaged record: shown as a corrupt row
+            return True
 
     scans: dict[Any, tuple[Any, ...]] = {}
     for group in groups:
@@ -287,7 +258,7 @@ def find(topic: str, groups: Sequence[str], slots: int, body: bytes | None,
             continue
         parse = parse_inflight if state == "in_flight" else parse_dead
         held += [(group, s, state, name, value) for name, value in pairs
-                 if matches(parse(value).member)]
+                 if holds(value, parse)]
     if newest:
         where = list(newest)
         both: tuple[State, State] = ("ready", "delayed")
@@ -302,14 +273,14 @@ def find(topic: str, groups: Sequence[str], slots: int, body: bytes | None,
                    for g, s, _, m, _ in pending] + [
                   command("ZRANGE", SlotKeys(topic, s).group(g).leases, 0, -1, "WITHSCORES")
                   for g, s in leased]
-    rows = [_row(topic, g, s, state, m, score, attempts, now, by_key=by_key,
+    rows = [stored_row(topic, g, s, state, m, score, attempts, now, by_key=by_key,
                  stored=newest.get((g, s, m)))
             for (g, s, state, m, score), attempts in zip(pending, extra, strict=False)]
     lease_of = {place: LeaseEnds(scored_pairs(reply))
                 for place, reply in zip(leased, extra[len(pending):], strict=True)}
     for g, s, state, name, value in held:
         lease = lease_of[(g, s)](int(name)) if state == "in_flight" else None
-        rows.append(_row(topic, g, s, state, name, 0.0, value, now, lease, by_key=by_key))
+        rows.append(stored_row(topic, g, s, state, name, 0.0, value, now, lease, by_key=by_key))
     order = {state: i for i, state in enumerate(STATES)}
     return sorted((r for r in rows if r is not None),
                   key=lambda r: (r.group, order[r.state], r.slot))

@@ -11,12 +11,14 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from ..errors import CorruptMessage
 from ..message import PropertyValue, message_id_of
 from .calls import Op, command
 from .codec import (
+    DECODE_ERRORS,
+    DeadRecord,
     LeaseEnds,
     decode_parts,
-    decode_stored,
     delayed_due,
     delayed_priority,
     merge_identity,
@@ -28,7 +30,7 @@ from .codec import (
 )
 from .keys import SlotKeys
 
-__all__ = ["SnapshotRow", "State", "STATES", "snapshot_slot"]
+__all__ = ["SnapshotRow", "State", "STATES", "snapshot_slot", "stored_row"]
 
 State = Literal["ready", "delayed", "in_flight", "dead", "half"]
 STATES: tuple[State, ...] = ("ready", "delayed", "in_flight", "dead")
@@ -46,7 +48,10 @@ class SnapshotRow:
     beside the delivery ``id``. Times are epoch milliseconds. A half message (state
     "half", of an open transaction: docs/transactions.md) belongs to no group yet
     (``group`` is "") and carries its transaction's id in ``id``;
-    its ``due_at`` is when it would fall due were the transaction committed now."""
+    its ``due_at`` is when it would fall due were the transaction committed now.
+    ``corrupt``: what is stored cannot be decoded (docs/semantics.md, "Consuming"): ``body``
+    is the stored bytes, ``error`` a :class:`~rmq.errors.CorruptMessage`'s text (a dead
+    letter's own error when it has one), and what could not be read is 0 or None."""
 
     topic: str
     group: str
@@ -65,6 +70,7 @@ class SnapshotRow:
     tag: str | None = None
     properties: Mapping[str, PropertyValue] = field(default_factory=dict)
     message_id: str = ""
+    corrupt: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -85,41 +91,85 @@ def snapshot_slot(topic: str, group: str, slot: int, now: int,
         command("HGETALL", k.attempts),
         command("HGETALL", k.values),
     ]
-    rows: list[SnapshotRow] = []
-
-    def message_id(member: bytes) -> str:
-        return message_id_of(topic, merge_identity(member) if by_key else member)
-
-    def pending(state: State, entries: list[Any], due: Any, prio: Any) -> None:
-        for member, score in scored_pairs(entries):
-            # (merging by key the member is the identity, its message's id; a value missing
-            # there is shown as the identity itself, as a claim would hand it out)
-            body, key, tag, properties = decode_parts(values.get(member, member))
-            due_at = due(score) if state == "delayed" else min(due(score), now)
-            rows.append(SnapshotRow(topic, group, slot, state, prio(score), due_at,
-                                    int(attempts.get(member, 0)), key, body, tag=tag,
-                                    properties=properties,
-                                    message_id=message_id_of(topic, member)))
-
-    pending("ready", ready, ready_due, ready_priority)
-    pending("delayed", delayed, delayed_due, delayed_priority)
+    rows: list[SnapshotRow | None] = []
+    pending: tuple[tuple[State, Any], ...] = (("ready", ready), ("delayed", delayed))
+    for state, entries in pending:
+        rows += [stored_row(topic, group, slot, state, member, score, attempts.get(member),
+                            now, by_key=by_key, stored=values.get(member))
+                 for member, score in scored_pairs(entries)]
     lease_of = LeaseEnds(scored_pairs(leases))
-    for delivery, raw in inflight.items():
-        record = parse_inflight(raw)
-        body, key, tag, properties = decode_parts(record.member)
-        rows.append(SnapshotRow(topic, group, slot, "in_flight", record.priority, record.due_at,
-                                record.attempts, key, body, f"{slot}-{int(delivery)}",
-                                lease_of(int(delivery)), holder=record.holder, tag=tag,
-                                properties=properties,
-                                message_id=message_id(record.member)))
-    for delivery, raw in dead.items():
-        dead_record = parse_dead(raw)
-        # a message no claim could decode (dead.dead_letter) shows whole, as its body
-        body, key, tag, properties = decode_stored(dead_record.member)
-        rows.append(SnapshotRow(topic, group, slot, "dead", dead_record.priority,
-                                dead_record.due_at, dead_record.attempts, key, body,
-                                f"{slot}-{int(delivery)}", dead_at=dead_record.dead_at,
-                                error=dead_record.error, tag=tag, properties=properties,
-                                message_id=message_id(dead_record.member)))
-    return rows
+    rows += [stored_row(topic, group, slot, "in_flight", delivery, 0.0, raw, now,
+                        lease_of(int(delivery)) if delivery.isdigit() else None, by_key=by_key)
+             for delivery, raw in inflight.items()]
+    rows += [stored_row(topic, group, slot, "dead", delivery, 0.0, raw, now, by_key=by_key)
+             for delivery, raw in dead.items()]
+    return [row for row in rows if row is not None]
 
+
+def _problem(what: str, stored: bytes, error: BaseException) -> str:
+    return str(CorruptMessage(what, stored, f"{type(error).__name__}: {error}"))
+
+
+def stored_row(topic: str, group: str, slot: int, state: State, name: bytes, score: float,
+               value: bytes | None, now: int, lease: int | None = None, *,
+               by_key: bool = False, stored: bytes | None = None) -> SnapshotRow | None:
+    """The row of the message ``name`` (a pending member, or a delivery id) in ``state``;
+    ``value`` its attempts, in-flight or dead record; ``stored``, merging by key (``by_key``),
+    a pending identity's newest value; None for a delivery settled between two reads. What
+    cannot be decoded makes a row marked ``corrupt`` (its ``error`` a CorruptMessage's text)
+    with what could be read, its stored bytes as its body: never an exception."""
+    if state in ("ready", "delayed"):
+        member = name if stored is None else stored
+        if state == "ready":
+            due, priority = min(ready_due(score), now), ready_priority(score)
+        else:
+            due, priority = delayed_due(score), delayed_priority(score)
+        # (merging by key ``name`` is the identity, its message's id)
+        message_id = message_id_of(topic, name)
+        try:
+            attempts = int(value or 0)
+            body, key, tag, properties = decode_parts(member)
+        except DECODE_ERRORS as error:
+            attempts, problem = _pending_problem(state, member, stored is not None, value, error)
+            return SnapshotRow(topic, group, slot, state, priority, due, attempts, None, member,
+                               error=problem, message_id=message_id, corrupt=True)
+        return SnapshotRow(topic, group, slot, state, priority, due, attempts, key, body,
+                           tag=tag, properties=properties, message_id=message_id)
+    if value is None:  # settled between the two reads
+        return None
+    delivery = f"{slot}-{name.decode('ascii', 'replace')}"
+    label = "in-flight" if state == "in_flight" else "dead"
+    lease = lease if state == "in_flight" else None
+    try:
+        record = parse_inflight(value) if state == "in_flight" else parse_dead(value)
+    except DECODE_ERRORS as error:
+        return SnapshotRow(topic, group, slot, state, 0, 0, 0, None, value, delivery, lease,
+                           error=_problem(f"{label} record", value, error), corrupt=True)
+    message_id = message_id_of(topic, merge_identity(record.member) if by_key
+                               else record.member)
+    dead_at, error_text, holder = ((record.dead_at, record.error, None)
+                                   if isinstance(record, DeadRecord)
+                                   else (None, None, record.holder))
+    try:
+        body, key, tag, properties = decode_parts(record.member)
+    except DECODE_ERRORS as error:
+        # a dead letter keeps its error (a message no claim could decode, dead.dead_letter,
+        # has the claim's); shown whole, as its body
+        return SnapshotRow(topic, group, slot, state, record.priority, record.due_at,
+                           record.attempts, None, record.member, delivery, lease, dead_at,
+                           error_text or _problem(f"{label} message", record.member, error),
+                           holder, message_id=message_id, corrupt=True)
+    return SnapshotRow(topic, group, slot, state, record.priority, record.due_at,
+                       record.attempts, key, body, delivery, lease, dead_at, error_text,
+                       holder, tag, properties, message_id)
+
+
+def _pending_problem(state: State, member: bytes, merged: bool, attempts: bytes | None,
+                     error: BaseException) -> tuple[int, str]:
+    """The attempts (0 when they are what is damaged) and the error of a pending message's
+    row that cannot be decoded."""
+    try:
+        count = int(attempts or 0)
+    except ValueError:
+        return 0, _problem("attempts count", attempts or b"", error)
+    return count, _problem("pending value" if merged else f"{state} message", member, error)

@@ -17,7 +17,7 @@
   ARGV[6]      "1" if the topic merges by key, else "" (includes/settle_call.lua)
   ARGV[7..]    dead-letter ids; none means every dead letter of the slot
 
-  Returns {requeued}: how many were requeued; or, touching nothing, the integer
+  Returns {requeued}: how many were requeued (a damaged record stays dead, uncounted); or, touching nothing, the integer
   GONE_UNKNOWN or GONE_STALE when the topic is gone (the client read its settings before
   it was deleted).
 
@@ -42,7 +42,8 @@ end
 local requeued = 0
 for _, id in ipairs(ids) do
   local record = rcall("HGET", k.dead, id)
-  if record then
+  -- a record that is no dead record (damaged) stays: nothing could be put back of it
+  if record and string.match(record, "^%d+,%d+,%d+,%d+,%d+,") then
     local p, _, _, _, _, member = parse_dead(record)
     rcall("HDEL", k.dead, id)
     rcall("ZREM", k.dead_index, id)

@@ -185,7 +185,10 @@
 
   function peekRow(r, g) {
     const now = Date.now();
-    const body = el("td", { class: "body", title: `${fmt.n(r.body_bytes)} bytes` }, r.body);
+    // a row that cannot be decoded shows its stored bytes and, on hover, what failed
+    const body = r.corrupt
+      ? el("td", { class: "body error", title: r.error }, `corrupt: ${r.body}`)
+      : el("td", { class: "body", title: `${fmt.n(r.body_bytes)} bytes` }, r.body);
     const key = td(r.key === null ? "" : r.key, "mono");
     const meta = td(RMQ.tagAndProperties(r), "mono");
     const common = [td(r.slot, "num"), td(RMQ.priorityName(r.priority), "num")];

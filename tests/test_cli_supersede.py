@@ -29,11 +29,20 @@ async def render(message):
         out.write(message.text + "\\n")
     if message.text == "price=10":
         await asyncio.sleep(600)  # a long render, cancelled when superseded
+
+
+class Renderer:
+    async def __call__(self, message):
+        await render(message)
+
+
+renderer = Renderer()  # an object whose __call__ is async: run as async too
 '''
 
 
+@pytest.mark.parametrize("target", ["renders:render", "renders:renderer"])
 def test_worker_cancels_an_async_handler_whose_delivery_is_superseded(
-        redis_url: str, tmp_path: Path) -> None:
+        redis_url: str, tmp_path: Path, target: str) -> None:
     (tmp_path / "renders.py").write_text(RENDERS)
     client = rmq.Client(redis_url)
     client.create_topic("prices", merge="key")
@@ -41,7 +50,7 @@ def test_worker_cancels_an_async_handler_whose_delivery_is_superseded(
     client.send("prices", "price=10", key="p")
     log = open(tmp_path / "worker.log", "w")  # noqa: SIM115 - closed in finally
     worker = subprocess.Popen(
-        [*COMMAND, "--url", redis_url, "worker", "renders:render", "prices", "--group", "gpu",
+        [*COMMAND, "--url", redis_url, "worker", target, "prices", "--group", "gpu",
          "--cancel-superseded"], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
         env={**os.environ, "RMQ_TEST_DIR": str(tmp_path)})
     try:

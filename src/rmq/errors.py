@@ -44,6 +44,7 @@ __all__ = [
     "MissingExtra",
     "TransactionClosed",
     "BatchFailed",
+    "AwaitableReturned",
 ]
 
 
@@ -312,3 +313,19 @@ def _names_a_message(name: object) -> bool:
     """A Message (rmq.message is above this module: known by its two ids), or an id."""
     return _is_text(name) or (_is_text(getattr(name, "id", None))
                                and _is_text(getattr(name, "message_id", None)))
+
+
+class AwaitableReturned(RMQError):
+    """A plain (not ``async``) handler returned an awaitable, such as the coroutine of an
+    ``async`` function it called without awaiting, or a sync wrapper's: a consumer runs a
+    plain handler in a thread and does not await what it returns, so the delivery fails
+    with this error (retried, then dead-lettered) rather than being acknowledged unhandled.
+    Declare the handler ``async def`` (an object's ``async def __call__`` and a
+    ``functools.partial`` of an ``async`` function are run as ``async`` too)."""
+
+    def __init__(self, handler: Any, returned: Any):
+        self.handler = handler
+        name = getattr(handler, "__qualname__", None) or type(handler).__qualname__
+        super().__init__(f"handler {name} is not async but returned "
+                         f"{type(returned).__name__} {returned!r}, which is never awaited: "
+                         "declare it async def")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import inspect
 import logging
 import os
 import sys
@@ -45,6 +44,7 @@ def worker(args: argparse.Namespace) -> None:
     from ..runtime.checker import CheckBack
     from ..runtime.consumer import Consumer
     from ..runtime.signals import run_all
+    from ..runtime.workers import is_async
 
     if args.prefetch is not None and args.prefetch > MOST_HELD:
         raise CommandError(f"this worker would hold {args.prefetch} messages at once "
@@ -52,7 +52,7 @@ def worker(args: argparse.Namespace) -> None:
                            "smaller --prefetch, or none (adaptive)")
     _check_batch(args)
     handler = load_handler(args.target)
-    if args.cancel_superseded and not inspect.iscoroutinefunction(handler):
+    if args.cancel_superseded and not is_async(handler):
         raise CommandError(f"--cancel-superseded cancels an async handler's task: "
                            f"{args.target} is not async (a plain one reads "
                            "message.superseded)")

@@ -24,7 +24,7 @@ from .. import otel
 from ..message import Message
 from .batches import BatchRoom, outcomes
 from .threads import spawn
-from .workers import Starts, cancelled_when_stopped
+from .workers import Starts, cancelled_when_stopped, is_async, refused
 
 __all__ = ["BatchThreadWorkers", "BatchAsyncioWorkers", "batch_workers_for", "BatchFinished"]
 
@@ -46,7 +46,8 @@ def _report(batch: list[Message], error: BaseException | None, seconds: float,
 
 
 class BatchThreadWorkers:
-    """Threads running a plain batch handler."""
+    """Threads running a plain batch handler; a call that returns an awaitable fails the
+    batch with AwaitableReturned."""
 
     def __init__(self, handler: Callable[[list[Message]], Any], concurrency: int,
                  starts: Starts, finished: BatchFinished, topic: str, url: str,
@@ -95,10 +96,12 @@ class BatchThreadWorkers:
                 try:
                     active = otel.tracer()
                     if active is None:
-                        handler(run)
+                        returned = handler(run)
                     else:
                         with otel.batch_span(active, run, self.url):
-                            handler(run)
+                            returned = handler(run)
+                    if returned is not None and inspect.isawaitable(returned):
+                        raise refused(handler, returned)
                 except Exception as exc:  # noqa: BLE001 - any handler failure is a retry
                     error = exc
                 _report(run, error, time.perf_counter() - began, self.finished)
@@ -187,7 +190,7 @@ def batch_workers_for(handler: Callable[[list[Message]], Any], concurrency: int,
                       room: BatchRoom, cancel_superseded: bool = False) -> BatchWorkers:
     """Tasks on an event loop for an ``async`` handler, threads for a plain one;
     ``cancel_superseded`` (async only) as BatchAsyncioWorkers says."""
-    if inspect.iscoroutinefunction(handler):
+    if is_async(handler):
         return BatchAsyncioWorkers(handler, concurrency, starts, finished, topic, url, room,
                                    cancel_superseded)
     return BatchThreadWorkers(handler, concurrency, starts, finished, topic, url, room)

@@ -22,7 +22,6 @@ without counting an attempt, let running handlers finish within ``grace`` second
 
 from __future__ import annotations
 
-import inspect
 import os
 import socket
 import threading
@@ -52,7 +51,7 @@ from .protocol import QueueClient
 from .settler import Settler
 from .signals import run_all
 from .threads import guarded, log
-from .workers import Starts, Workers, workers_for
+from .workers import Starts, Workers, is_async, workers_for
 
 __all__ = ["Consumer"]
 
@@ -123,7 +122,7 @@ class Consumer:
         if not isinstance(cancel_superseded, bool):
             raise InvalidArgument(f"cancel_superseded must be True or False, got "
                                   f"{cancel_superseded!r}")
-        if cancel_superseded and not inspect.iscoroutinefunction(handler):
+        if cancel_superseded and not is_async(handler):
             raise InvalidArgument("cancel_superseded=True cancels an async handler's task: "
                                   "a plain handler reads message.superseded instead")
         self.client = client

@@ -20,18 +20,39 @@ from functools import partial
 from typing import Any
 
 from .. import otel
+from ..errors import AwaitableReturned
 from ..message import Message, stop_key
 from ..stops import BOARD
 from .holdings import Holdings
 from .threads import spawn
 
 __all__ = ["Workers", "ThreadWorkers", "AsyncioWorkers", "Starts", "workers_for",
-           "Superseded", "cancelled_when_stopped"]
+           "Superseded", "cancelled_when_stopped", "is_async", "refused"]
 
 # what a worker reports of a run: (message, error or None, seconds); a batch handler's
 # BatchFailed may give a message's error as a text
 Finished = Callable[[tuple[Message, BaseException | str | None, float]], None]
 _STOP: Any = object()
+
+
+def is_async(handler: Callable[..., Any]) -> bool:
+    """Whether a consumer awaits ``handler``: an ``async def`` function or method, an object
+    whose ``__call__`` is one, or a ``functools.partial`` of either."""
+    while isinstance(handler, partial):
+        handler = handler.func
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+        type(handler).__call__)
+
+
+def refused(handler: Callable[..., Any], returned: Any) -> AwaitableReturned:
+    """The error of a plain handler's call that returned an awaitable (``returned``), which
+    nothing will await: the delivery fails with it. A coroutine is closed, so Python does not
+    warn of it never awaited."""
+    if inspect.iscoroutine(returned):
+        returned.close()
+    while isinstance(handler, partial):
+        handler = handler.func
+    return AwaitableReturned(handler, returned)
 
 
 class Starts:
@@ -68,7 +89,8 @@ class Starts:
 
 
 class ThreadWorkers:
-    """Threads running a plain handler."""
+    """Threads running a plain handler; a call that returns an awaitable fails with
+    AwaitableReturned (nothing here would await it)."""
 
     def __init__(self, handler: Callable[[Message], Any], concurrency: int, starts: Starts,
                  finished: Finished, topic: str, url: str):
@@ -116,10 +138,12 @@ class ThreadWorkers:
             try:
                 active = otel.tracer()
                 if active is None:
-                    handler(message)
+                    returned = handler(message)
                 else:
                     with otel.consumer_span(active, message, self.url):
-                        handler(message)
+                        returned = handler(message)
+                if returned is not None and inspect.isawaitable(returned):
+                    raise refused(handler, returned)
             except Exception as exc:  # noqa: BLE001 - any handler failure is a retry
                 finished((message, exc, clock() - began))
             else:
@@ -245,7 +269,7 @@ def workers_for(handler: Callable[[Message], Any], concurrency: int, starts: Sta
     """Tasks on an event loop for an ``async`` handler, threads for a plain one; ``url``:
     the client's, which their spans name. ``cancel_superseded`` (async only): cancel a
     call whose delivery is told to stop."""
-    if inspect.iscoroutinefunction(handler):
+    if is_async(handler):
         return AsyncioWorkers(handler, concurrency, starts, finished, topic, url,
                               cancel_superseded)
     return ThreadWorkers(handler, concurrency, starts, finished, topic, url)

@@ -1,7 +1,9 @@
 """Cancelling a message by its id (SPEC §14, docs/semantics.md "Supersede and cancel"):
 finding where it is pending and running in each group, then one ``lua/cancel.lua`` call per
 group and slot that holds it, which removes the pending message and tells the running
-deliveries to stop. Sans-IO operations, like ``queue.py``.
+deliveries to stop, wherever a claim (or a retry) moved them between the two: the call
+names the message, and looks through the slot's deliveries for it when it moved. Sans-IO
+operations, like ``queue.py``.
 
 A message id is a hash of the message's identity (``message.message_id_of``), so finding it
 reads every slot of the groups: SCANs of their pending zsets and in-flight records, a few
@@ -56,7 +58,8 @@ def cancel(topic: str, generation: str, groups: Sequence[str], settings: TopicSe
             scans[(group, slot, "delayed")] = ("ZSCAN", k.delayed)
             scans[(group, slot, "in_flight")] = ("HSCAN", k.inflight)
     scanned = yield from scan_all(scans)
-    pending: dict[tuple[str, int], bytes] = {}
+    names: dict[tuple[str, int], bytes] = {}
+    pending: set[tuple[str, int]] = set()
     running: dict[tuple[str, int], list[bytes]] = defaultdict(list)
     unreadable = 0
     for (group, slot, state), pairs in scanned.items():
@@ -67,24 +70,27 @@ def cancel(topic: str, generation: str, groups: Sequence[str], settings: TopicSe
                 except DECODE_ERRORS:  # a damaged record: no message can be told in it
                     unreadable += 1
                     continue
-                if named(merge_identity(member) if by_key else member):
+                name = merge_identity(member) if by_key else member
+                if named(name):
+                    names[(group, slot)] = name
                     running[(group, slot)].append(seq)
         else:
             for name, _ in pairs:
                 if named(name):
-                    pending[(group, slot)] = name
-    if not pending and not running:
+                    names[(group, slot)] = name
+                    pending.add((group, slot))
+    if not names:
         raise UnknownMessage(f"no message {message_id!r} is pending or running in "
                              f"{_groups_said(groups)} of topic {topic!r}"
                              + _unreadable_said(unreadable))
     heads = keeps_heads(settings, one_call)
     trace = trace_argument(topic, settings)
-    targets = sorted(set(pending) | set(running))
     replies = yield [script_call(
         script("cancel"), settle_keys(topic, slot, group, heads, trace != ""),
         [generation, now, wake_channel(topic), slot if heads else "", trace,
-         by_key_arg(settings), stop_channel(topic), pending.get((group, slot), b""),
-         *running.get((group, slot), ())]) for group, slot in targets]
+         by_key_arg(settings), stop_channel(topic), name,
+         "p" if (group, slot) in pending else "", *running.get((group, slot), ())])
+        for (group, slot), name in sorted(names.items())]
     for reply in replies:
         check_stored(topic, reply)
     return Cancelled(sum(int(r[0]) for r in replies), sum(int(r[1]) for r in replies))

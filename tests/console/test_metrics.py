@@ -173,10 +173,15 @@ def test_metrics_show_every_limit_of_a_group(api: TestClient, client: rmq.Client
         client.bind("renders", group)
     client.set_limits("renders", "gpu", max_batches=4, max_in_flight=64)
     client.set_limits("renders", "mail", rate=(50, 0.5))
+    client.send_many("renders", [f"sku-{i}" for i in range(10)])
+    client.claim("renders", "gpu", count=3)
+    client.claim("renders", "gpu", count=3)
     samples = scrape(api.get("/metrics").text)
     gpu, mail = labels(topic="renders", group="gpu"), labels(topic="renders", group="mail")
     assert samples["rmq_batches_limit"] == {gpu: 4}
+    assert samples["rmq_batches_limit_used"] == {gpu: 2}  # two claims in flight
     assert samples["rmq_in_flight_limit"] == {gpu: 64}
+    assert samples["rmq_in_flight_limit_used"] == {gpu: 6}
     assert samples["rmq_rate_limit_messages"] == {mail: 50}
     assert samples["rmq_rate_limit_window_seconds"] == {mail: 0.5}
 

@@ -106,6 +106,9 @@ class QueueCollector(Collector):
         batches = GaugeMetricFamily("rmq_batches_limit",
                                     "The group's max_batches (only groups that have one)",
                                     labels=labels)
+        batches_used = GaugeMetricFamily("rmq_batches_limit_used",
+                                         "Units of the group's max_batches held now: its "
+                                         "claims in flight", labels=labels)
         rate_count = GaugeMetricFamily(
             "rmq_rate_limit_messages", "Messages the group's rate lets it claim per window "
             "(only groups that have one)", labels=labels)
@@ -158,6 +161,7 @@ class QueueCollector(Collector):
                     limit_used.add_metric(key, group.limit_in_use or 0)
                 if group.limits.max_batches is not None:
                     batches.add_metric(key, group.limits.max_batches)
+                    batches_used.add_metric(key, group.batches_in_use or 0)
                 if group.limits.rate is not None:
                     rate_count.add_metric(key, group.limits.rate[0])
                     rate_window.add_metric(key, group.limits.rate[1])
@@ -182,9 +186,9 @@ class QueueCollector(Collector):
             halves.add_metric([topic], stats.transactions.halves)
             abandoned.add_metric([topic], stats.transactions.abandoned)
         self._forget_handler_times(served, set(read.broken))
-        yield from (backlog, ready, oldest, expired, limit, limit_used, batches, rate_count,
-                    rate_window, *counters.values(), handler, alive, dead, concurrency, paused,
-                    slots, broken, open_tx, halves, abandoned)
+        yield from (backlog, ready, oldest, expired, limit, limit_used, batches, batches_used,
+                    rate_count, rate_window, *counters.values(), handler, alive, dead,
+                    concurrency, paused, slots, broken, open_tx, halves, abandoned)
 
     def _group_handler_times(self, key: tuple[str, str],
                              consumers: list[tuple[str, HandlerTimes]]) -> HandlerTimes | None:

@@ -68,6 +68,47 @@ def test_limits_of_a_group_that_is_not_bound_are_refused_naming_the_fix(client):
     assert client.limits("renders", "gpu") == rmq.GroupLimits()
 
 
+@pytest.mark.both_deployments
+def test_two_limits_set_at_once_by_two_clients_both_hold(make_client):
+    """One operator sets a max_in_flight while another sets a rate: Redis merges each into
+    what it holds, so neither writes back a copy missing the other's."""
+    first, second = make_client(kind="sync"), make_client(kind="sync")
+    first.create_topic("renders")
+    first.bind("renders", "gpu")
+    start = threading.Barrier(2, timeout=10)
+    errors_seen: list[BaseException] = []
+
+    def set_at_once(client, **limit):
+        try:
+            start.wait()
+            client.set_limits("renders", "gpu", **limit)
+        except BaseException as exc:  # asserted below
+            errors_seen.append(exc)
+
+    for trial in range(1, 201):
+        first.set_limits("renders", "gpu", max_in_flight=None, rate=None)
+        threads = [threading.Thread(target=set_at_once, args=(first,),
+                                    kwargs={"max_in_flight": trial}),
+                   threading.Thread(target=set_at_once, args=(second,),
+                                    kwargs={"rate": (trial, 1)})]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+        assert not errors_seen and not any(t.is_alive() for t in threads)
+        assert first.limits("renders", "gpu") == rmq.GroupLimits(trial, (trial, 1)), trial
+
+
+def test_a_limit_kept_by_the_merge_reads_back_as_it_was_set(client):
+    client.create_topic("renders")
+    client.set_limits("renders", max_in_flight=7, rate=(3, 1 / 3), max_batches=2)
+    assert client.set_limits("renders", max_in_flight=8) == rmq.GroupLimits(8, (3, 1 / 3), 2)
+    assert client.limits("renders") == rmq.GroupLimits(8, (3, 1 / 3), 2)
+    assert client.set_limits("renders", rate=None) == rmq.GroupLimits(8, None, 2)
+    assert client.set_limits("renders", max_batches=None, max_in_flight=None) == (
+        rmq.GroupLimits())
+
+
 def test_limits_are_seen_by_another_client_at_once(make_client):
     writer, reader = make_client(), make_client()
     writer.create_topic("renders")

@@ -90,6 +90,24 @@ def test_a_claims_unit_returns_when_its_leases_expire_and_stays_while_they_are_e
 
 
 @pytest.mark.both_deployments
+def test_stats_count_the_claims_in_flight_under_max_batches(client, clock):
+    client.create_topic("renders", slots=4, visibility_timeout=5)
+    _send(client, "renders", 30)
+    assert client.stats("renders").groups["default"].batches_in_use is None  # no max_batches
+    client.set_limits("renders", max_batches=3)
+    first = client.claim("renders", count=10)
+    second = client.claim("renders", count=10)
+    assert client.stats("renders").groups["default"].batches_in_use == 2
+    client.ack(first[:9])
+    assert client.stats("renders").groups["default"].batches_in_use == 2  # first[9] runs
+    client.ack(first[9:])
+    assert client.stats("renders").groups["default"].batches_in_use == 1
+    clock.advance(5_001)  # second's leases ran out: its claim is over
+    assert client.stats("renders").groups["default"].batches_in_use == 0
+    assert len(second) == 10
+
+
+@pytest.mark.both_deployments
 def test_max_batches_and_max_in_flight_hold_together(client):
     client.create_topic("renders", slots=2)
     _send(client, "renders", 40)

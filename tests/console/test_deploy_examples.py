@@ -1,6 +1,7 @@
-"""The examples under deploy/ (SPEC §16): the KEDA ScaledObject and the Grafana dashboard
-load, and every metric their queries name is one RMQ's /metrics serves, with labels it
-gives, so a renamed metric cannot leave them reading nothing."""
+"""The examples under deploy/ (SPEC §16): the KEDA ScaledObjects (a pool scaled in messages,
+a batch GPU pool in batches) and the Grafana dashboard load, and every metric their queries
+name is one RMQ's /metrics serves, with labels it gives, so a renamed metric cannot leave
+them reading nothing."""
 
 from __future__ import annotations
 
@@ -29,10 +30,11 @@ SELECTOR = re.compile(r"\{([^{}]*)\}")
 
 def exported(api: TestClient, client: rmq.Client) -> dict[str, set[str]]:
     """Each sample name /metrics serves, with its label names, from a queue that has one of
-    everything: a limited group, expired leases, a transaction, a consumer's handler times."""
+    everything: a group with every limit, expired leases, a transaction, a consumer's handler
+    times."""
     client.create_topic("renders", slots=2)
     client.bind("renders", "gpu")
-    client.set_limits("renders", "gpu", max_in_flight=4)
+    client.set_limits("renders", "gpu", max_in_flight=4, max_batches=2, rate=(100, 1))
     client.send_many("renders", ["a", "b", "c", {"body": "d", "priority": 200}])
     client.claim("renders", "gpu", count=1, lease=0.05)
     client.transaction("renders", id="order-17").send("e")
@@ -78,11 +80,32 @@ def assert_only_exported(queries: list[str], names: dict[str, set[str]]) -> None
             assert labels <= given, f"{query}\nfilters on labels RMQ does not give: {labels}"
 
 
-def test_the_keda_scaled_object_queries_only_metrics_rmq_exports(
+def scaled_objects() -> dict[str, dict[str, Any]]:
+    """Every ScaledObject under deploy/keda, by file name."""
+    found = {path.name: yaml.safe_load(path.read_text())
+             for path in sorted((DEPLOY / "keda").glob("*.yaml"))}
+    assert found
+    return found
+
+
+def test_the_keda_scaled_objects_query_only_metrics_rmq_exports(
         api: TestClient, client: rmq.Client) -> None:
-    scaled = yaml.safe_load((DEPLOY / "keda" / "scaledobject.yaml").read_text())
-    assert scaled["spec"]["scaleTargetRef"]["name"]
-    assert_only_exported(queries_of_the_scaled_object(scaled), exported(api, client))
+    names = exported(api, client)
+    for scaled in scaled_objects().values():
+        assert scaled["spec"]["scaleTargetRef"]["name"]
+        assert_only_exported(queries_of_the_scaled_object(scaled), names)
+
+
+def test_the_keda_examples_scale_a_pool_in_messages_and_a_batch_pool_in_batches() -> None:
+    examples = scaled_objects()
+    messages = examples["scaledobject.yaml"]
+    batches = examples["scaledobject-batches.yaml"]
+    assert messages["spec"]["scaleTargetRef"] != batches["spec"]["scaleTargetRef"]
+    assert "rmq_in_flight_limit" in METRIC.findall(
+        " ".join(queries_of_the_scaled_object(messages)))
+    # capped at the group's max_batches, counting the claims in flight: a unit is a batch
+    named = set(METRIC.findall(" ".join(queries_of_the_scaled_object(batches))))
+    assert {"rmq_batches_limit", "rmq_batches_limit_used"} <= named
 
 
 def test_the_grafana_dashboard_queries_only_metrics_rmq_exports(

@@ -106,14 +106,84 @@ def test_metrics_carry_the_signals_an_autoscaler_reads(api: TestClient,
     assert samples["rmq_in_flight_limit"] == {gpu: 4}  # only the limited group has one
     assert samples["rmq_in_flight_limit_used"] == {gpu: 3}
     assert samples["rmq_consumers_concurrency"][gpu] == 6
-    one = labels(topic="renders", group="gpu", consumer="gpu-1")
-    assert samples["rmq_handler_seconds_count"] == {
-        one: 3, labels(topic="renders", group="gpu", consumer="gpu-2"): 0}
-    assert samples["rmq_handler_seconds_sum"][one] == 0.25
-    buckets = {dict(k)["le"]: v for k, v in samples["rmq_handler_seconds_bucket"].items()
-               if dict(k)["consumer"] == "gpu-1"}
+    # one histogram per group: its consumers' added up (gpu-2 reported no run)
+    assert samples["rmq_handler_seconds_count"] == {gpu: 3}
+    assert samples["rmq_handler_seconds_sum"][gpu] == 0.25
+    buckets = {dict(k)["le"]: v for k, v in samples["rmq_handler_seconds_bucket"].items()}
+    assert all(dict(k).keys() == {"topic", "group", "le"}
+               for k in samples["rmq_handler_seconds_bucket"])
     assert (buckets["0.005"], buckets["0.05"], buckets["0.1"], buckets["+Inf"]) == (1, 1, 3, 3)
     assert len(buckets) == len(rmq.HandlerTimes().counts)
+
+
+def handler_series(api: TestClient) -> dict[str, dict[tuple, float]]:
+    samples = scrape(api.get("/metrics").text)
+    return {name: samples.get(name, {}) for name in (
+        "rmq_handler_seconds_bucket", "rmq_handler_seconds_count", "rmq_handler_seconds_sum")}
+
+
+def test_handler_time_series_do_not_grow_with_consumers(api: TestClient,
+                                                        client: rmq.Client) -> None:
+    client.create_topic("renders", slots=1)
+    client.bind("renders", "gpu")
+    one_run = rmq.HandlerTimes((0, 1) + (0,) * 15, 0.01)
+    for n in range(300):
+        client.heartbeat(ConsumerState(f"gpu-{n}", "renders", "gpu", "h", n, client.now(), 1,
+                                       0, 1, 0, one_run))
+    series = handler_series(api)
+    gpu = labels(topic="renders", group="gpu")
+    assert series["rmq_handler_seconds_count"] == {gpu: 300}
+    assert series["rmq_handler_seconds_sum"] == {gpu: pytest.approx(3.0)}
+    assert len(series["rmq_handler_seconds_bucket"]) == len(rmq.HandlerTimes().counts)
+
+
+def test_handler_time_keeps_the_runs_of_consumers_gone_since_the_last_scrape(
+        api: TestClient, client: rmq.Client) -> None:
+    """A sum of consumers' histograms would fall when one is forgotten, which rate() reads
+    as a reset; the group's series only grows."""
+    client.create_topic("renders", slots=1)
+    client.bind("renders", "gpu")
+
+    def beat(consumer: str, runs: int) -> None:
+        client.heartbeat(ConsumerState(consumer, "renders", "gpu", "h", 1, client.now(), 1, 0,
+                                       runs, 0, rmq.HandlerTimes((runs,) + (0,) * 16,
+                                                                 runs / 1000)))
+
+    gpu = labels(topic="renders", group="gpu")
+    beat("gpu-1", 5)
+    beat("gpu-2", 3)
+    assert handler_series(api)["rmq_handler_seconds_count"] == {gpu: 8}
+    client.forget_consumer("renders", "gpu-1")  # stopped, or silent for 10 minutes
+    beat("gpu-2", 4)
+    assert handler_series(api)["rmq_handler_seconds_count"] == {gpu: 9}
+    beat("gpu-2", 1)  # a record counting from zero again (the same id restarted)
+    beat("gpu-3", 2)
+    series = handler_series(api)
+    assert series["rmq_handler_seconds_count"] == {gpu: 12}
+    assert series["rmq_handler_seconds_sum"] == {gpu: pytest.approx(0.012)}
+    assert series["rmq_handler_seconds_bucket"][
+        labels(topic="renders", group="gpu", le="+Inf")] == 12
+    client.delete_topic("renders")  # a topic gone ends its series
+    assert handler_series(api)["rmq_handler_seconds_count"] == {}
+
+
+def test_metrics_show_every_limit_of_a_group(api: TestClient, client: rmq.Client) -> None:
+    client.create_topic("renders", slots=1)
+    for group in ("gpu", "mail", "free"):
+        client.bind("renders", group)
+    client.set_limits("renders", "gpu", max_batches=4, max_in_flight=64)
+    client.set_limits("renders", "mail", rate=(50, 0.5))
+    client.send_many("renders", [f"sku-{i}" for i in range(10)])
+    client.claim("renders", "gpu", count=3)
+    client.claim("renders", "gpu", count=3)
+    samples = scrape(api.get("/metrics").text)
+    gpu, mail = labels(topic="renders", group="gpu"), labels(topic="renders", group="mail")
+    assert samples["rmq_batches_limit"] == {gpu: 4}
+    assert samples["rmq_batches_limit_used"] == {gpu: 2}  # two claims in flight
+    assert samples["rmq_in_flight_limit"] == {gpu: 64}
+    assert samples["rmq_in_flight_limit_used"] == {gpu: 6}
+    assert samples["rmq_rate_limit_messages"] == {mail: 50}
+    assert samples["rmq_rate_limit_window_seconds"] == {mail: 0.5}
 
 
 def test_rmq_metrics_serves_the_metrics_without_the_console(console_url: str,

@@ -21,7 +21,7 @@ from ..errors import AccessDenied, UnboundGroup, UnknownTopic
 from ..message import Claimed, Message
 from ..settings import GroupLimits, check_group_name, check_topic_name
 from ..storage import limits as limit_ops
-from ..storage import registry, settle
+from ..storage import settle
 from ..storage.calls import Op, together
 from ..storage.claim import Claim
 from ..storage.isolation import TOPIC_PROBLEMS
@@ -96,7 +96,11 @@ class FleetLimits:
                    rate: tuple[int, float] | None | Keep,
                    max_batches: int | None | Keep = KEEP) -> Flow[GroupLimits]:
         """The group's limits with those given (``KEEP``: as stored, None: removed), stored
-        and returned. A group that is not bound may only lose limits (else UnboundGroup)."""
+        and returned. A group that is not bound may only lose limits (else UnboundGroup).
+
+        The values are checked here; Redis merges those given into what it holds, in one
+        script, so a concurrent change of another limit is kept (``limit_ops.set_limits``).
+        A change that changes nothing by the entry read first writes nothing."""
         check_group_name(group)
         info = yield from self._client._topic(topic, fresh=True)
         current = info.limits(group)
@@ -109,8 +113,14 @@ class FleetLimits:
         if group not in info.groups and not all(
                 given in (KEEP, None) for given in (max_in_flight, rate, max_batches)):
             raise UnboundGroup(topic, group, info.groups)
-        yield from self._client._changing(topic, registry.set_limits(topic, group, limits))
-        return limits
+        changes = {name: getattr(limits, name) for name, given in zip(
+            limit_ops.LIMIT_NAMES, (max_in_flight, rate, max_batches), strict=True)
+            if given is not KEEP}
+        stored = yield from self._client._changing(
+            topic, limit_ops.set_limits(topic, group, changes))
+        if stored is None:  # unbound since the entry was read
+            raise UnboundGroup(topic, group, tuple(g for g in info.groups if g != group))
+        return stored
 
     def limits(self, topic: str, group: str) -> Flow[GroupLimits]:
         check_group_name(group)

@@ -3,15 +3,23 @@ collector that reads ``stats()`` and ``consumers()`` of every topic at scrape ti
 scrape always sees the queue as it is and nothing runs between scrapes.
 
 Names follow Prometheus conventions: ``rmq_`` prefix, ``_total`` counters, base units
-(seconds), one label set per topic and group (and consumer, for what each consumer reports);
-docs/console.md lists them, and what an autoscaler and a dashboard read of them
+(seconds), one label set per topic and group, and no label whose values grow with consumers
+or messages; docs/console.md lists them, and what an autoscaler and a dashboard read of them
 (``deploy/``).
+
+Handler time is one histogram per group: the sum of its consumers' heartbeat histograms,
+each counting from its consumer's start. A sum falls when a consumer is forgotten (or a
+record restarts from zero), which ``rate()`` would read as a counter reset and count the
+whole sum again; so the collector keeps, per group, what the consumers it saw and no longer
+sees had counted (``GroupHandlerTimes``), and the series only grows for as long as this
+process serves it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterable, Iterator
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -22,8 +30,9 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 import rmq
+from rmq import HandlerTimes
 
-__all__ = ["QueueCollector", "registry_for", "COUNTER_HELP"]
+__all__ = ["QueueCollector", "GroupHandlerTimes", "registry_for", "COUNTER_HELP"]
 
 COUNTER_HELP = {
     "sent": "Messages sent to the group that its filters accepted (merged ones included)",
@@ -42,11 +51,36 @@ DEAD_AFTER = 10.0
 log = logging.getLogger("rmq.console")
 
 
+class GroupHandlerTimes:
+    """A group's handler-time histogram that never falls: its consumers' histograms added up,
+    plus those of consumers seen at an earlier scrape and gone since (forgotten, or whose
+    record restarted from zero). It holds one histogram per consumer it sees now and one for
+    the gone ones together, so it grows with the group's live consumers, not with churn."""
+
+    def __init__(self) -> None:
+        self._gone = HandlerTimes()
+        self._seen: dict[str, HandlerTimes] = {}
+
+    def update(self, consumers: Iterable[tuple[str, HandlerTimes]]) -> HandlerTimes:
+        """The group's histogram, given each consumer's (id, histogram) read now."""
+        now = dict(consumers)
+        for consumer, before in self._seen.items():
+            after = now.get(consumer)
+            if after is None or any(a < b for a, b in zip(after.counts, before.counts,
+                                                          strict=True)):
+                self._gone += before
+        self._seen = now
+        return HandlerTimes.total([self._gone, *now.values()])
+
+
 class QueueCollector(Collector):
     """Reads the queue through ``client`` whenever Prometheus scrapes."""
 
     def __init__(self, client: rmq.Client):
         self.client = client
+        # per (topic, group) served: its handler times (scrapes may run concurrently)
+        self._handler_times: dict[tuple[str, str], GroupHandlerTimes] = {}
+        self._handler_lock = threading.Lock()
 
     def collect(self) -> Iterator[Metric]:
         labels = ["topic", "group"]
@@ -69,10 +103,21 @@ class QueueCollector(Collector):
         limit_used = GaugeMetricFamily("rmq_in_flight_limit_used",
                                        "Units of the group's max_in_flight held now",
                                        labels=labels)
+        batches = GaugeMetricFamily("rmq_batches_limit",
+                                    "The group's max_batches (only groups that have one)",
+                                    labels=labels)
+        batches_used = GaugeMetricFamily("rmq_batches_limit_used",
+                                         "Units of the group's max_batches held now: its "
+                                         "claims in flight", labels=labels)
+        rate_count = GaugeMetricFamily(
+            "rmq_rate_limit_messages", "Messages the group's rate lets it claim per window "
+            "(only groups that have one)", labels=labels)
+        rate_window = GaugeMetricFamily("rmq_rate_limit_window_seconds",
+                                        "The window of the group's rate (only groups that "
+                                        "have one)", labels=labels)
         handler = HistogramMetricFamily(
-            "rmq_handler_seconds", "How long handler runs took, as each consumer reports it "
-            "since it started (sum by topic and group for the group's)",
-            labels=[*labels, "consumer"])
+            "rmq_handler_seconds", "How long the group's handler runs took, from its "
+            "consumers' heartbeats", labels=labels)
         concurrency = GaugeMetricFamily("rmq_consumers_concurrency",
                                         "Handlers the group's alive consumers run at once",
                                         labels=labels)
@@ -99,6 +144,7 @@ class QueueCollector(Collector):
         for topic, problem in read.broken.items():
             log.debug("/metrics skips topic %r: %s", topic, problem)
             broken.add_metric([topic], 1.0)
+        served: set[tuple[str, str]] = set()
         for topic, (stats, found) in read.results.items():
             broken.add_metric([topic], 0.0)
             paused.add_metric([topic], float(stats.paused))
@@ -113,6 +159,12 @@ class QueueCollector(Collector):
                 if group.limits.max_in_flight is not None:
                     limit.add_metric(key, group.limits.max_in_flight)
                     limit_used.add_metric(key, group.limit_in_use or 0)
+                if group.limits.max_batches is not None:
+                    batches.add_metric(key, group.limits.max_batches)
+                    batches_used.add_metric(key, group.batches_in_use or 0)
+                if group.limits.rate is not None:
+                    rate_count.add_metric(key, group.limits.rate[0])
+                    rate_window.add_metric(key, group.limits.rate[1])
                 for name, family in counters.items():
                     # superseded and cancelled are stored once they first happen
                     family.add_metric(key, group.counters.get(name, 0))
@@ -120,20 +172,42 @@ class QueueCollector(Collector):
                 alive.add_metric(key, sum(c.alive for c in mine))
                 dead.add_metric(key, sum(not c.alive for c in mine))
                 concurrency.add_metric(key, sum(c.concurrency for c in mine if c.alive))
-                for consumer in mine:
-                    if consumer.handler_times is not None:
-                        handler.add_metric([*key, consumer.id], [
-                            ("+Inf" if bound == float("inf") else f"{bound:g}", runs)
-                            for bound, runs in consumer.handler_times.cumulative()],
-                            consumer.handler_times.seconds)
+                times = self._group_handler_times(
+                    (topic, group.group),
+                    [(c.id, c.handler_times) for c in mine if c.handler_times is not None])
+                served.add((topic, group.group))
+                if times is not None:
+                    handler.add_metric(key, [
+                        ("+Inf" if bound == float("inf") else f"{bound:g}", runs)
+                        for bound, runs in times.cumulative()], times.seconds)
             slots.add_metric([topic], max((len(g.slots) for g in stats.groups.values()),
                                           default=0))
             open_tx.add_metric([topic], stats.transactions.open)
             halves.add_metric([topic], stats.transactions.halves)
             abandoned.add_metric([topic], stats.transactions.abandoned)
-        yield from (backlog, ready, oldest, expired, limit, limit_used, *counters.values(),
-                    handler, alive, dead, concurrency, paused, slots, broken, open_tx, halves,
-                    abandoned)
+        self._forget_handler_times(served, set(read.broken))
+        yield from (backlog, ready, oldest, expired, limit, limit_used, batches, batches_used,
+                    rate_count, rate_window, *counters.values(), handler, alive, dead,
+                    concurrency, paused, slots, broken, open_tx, halves, abandoned)
+
+    def _group_handler_times(self, key: tuple[str, str],
+                             consumers: list[tuple[str, HandlerTimes]]) -> HandlerTimes | None:
+        """The group's histogram to serve; None while no consumer of it ever reported one."""
+        with self._handler_lock:
+            times = self._handler_times.get(key)
+            if times is None:
+                if not consumers:
+                    return None
+                times = self._handler_times[key] = GroupHandlerTimes()
+            return times.update(consumers)
+
+    def _forget_handler_times(self, served: set[tuple[str, str]], broken: set[str]) -> None:
+        """Groups gone (a deleted topic, an unbound group) end their series; a broken topic
+        keeps its groups' counts for when it reads again."""
+        with self._handler_lock:
+            for key in [k for k in self._handler_times
+                        if k not in served and k[0] not in broken]:
+                del self._handler_times[key]
 
 
 def registry_for(client: rmq.Client) -> CollectorRegistry:

@@ -60,6 +60,7 @@ def _group_view(group: rmq.GroupStats, samples: list[rmq.HistorySample],
         "limits": limits_view(group.limits),
         "expired": group.expired,
         "limit_in_use": group.limit_in_use,
+        "batches_in_use": group.batches_in_use,
         "handler_times": handler_times_view(group.handler_times),
     }
 

@@ -1,6 +1,6 @@
 """How long handlers run: a histogram each consumer keeps of its own handler runs and
-reports in its heartbeats (``registry.heartbeat``), which ``stats`` adds up per group and
-``/metrics`` serves per consumer (docs/console.md, "Signals for autoscaling").
+reports in its heartbeats (``registry.heartbeat``), which ``stats`` and ``/metrics`` add up
+per group (docs/console.md, "Prometheus metrics").
 
 The buckets are fixed, in seconds, from 5 ms (a lookup) to 10 minutes (a render), so
 histograms of every consumer of a group add up bucket by bucket, as Prometheus adds them.

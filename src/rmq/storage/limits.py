@@ -27,18 +27,47 @@ lease's own script call (``settle.extend``), on a cluster with ``extend`` first.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+from ..errors import CorruptRegistry
 from ..message import Message
+from ..settings import DEFAULT_GROUP, GroupLimits
 from .calls import Call, Op, script_call
-from .keys import LimitKeys
+from .keys import LimitKeys, RegistryKeys
 from .scripts import script
 
 __all__ = ["ClaimLimit", "Verdict", "Reservation", "claim_limit_keys", "parse_verdict",
-           "reserve_call", "settle", "free", "extend", "wake_key"]
+           "reserve_call", "settle", "free", "extend", "wake_key", "set_limits",
+           "LIMIT_NAMES"]
+
+LIMIT_NAMES = ("max_in_flight", "rate", "max_batches")  # GroupLimits' fields, in order
+
+
+def set_limits(name: str, group: str, changes: Mapping[str, Any]) -> Op[GroupLimits | None]:
+    """Change the group's limits named in ``changes`` (``LIMIT_NAMES``; a value of None
+    removes that limit), keeping the others as Redis holds them, in one script
+    (``lua/set_limits.lua``): concurrent changes of different limits all hold. Returns the
+    limits now stored, or None when it would set a limit of a group that is not bound
+    (writing nothing). No limit left removes the group's entry, so an unlimited group costs
+    its claims nothing. The values must be checked (``GroupLimits``) before."""
+    keys = RegistryKeys(name)
+    (stored,) = yield [script_call(
+        script("set_limits"), [keys.limits, keys.groups],
+        [group, *(json.dumps(_stored_value(changes[limit]), separators=(",", ":"))
+                  if limit in changes else "keep" for limit in LIMIT_NAMES), DEFAULT_GROUP])]
+    if isinstance(stored, list):
+        if stored[0] == b"unbound":
+            return None
+        raise CorruptRegistry(name, f"the limits of group {group!r} are not RMQ's")
+    return GroupLimits.from_json(stored) if stored else GroupLimits()
+
+
+def _stored_value(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
 
 
 class ClaimLimit(NamedTuple):

@@ -43,7 +43,6 @@ __all__ = [
     "delete_topic",
     "list_topics",
     "set_paused",
-    "set_limits",
     "heartbeat",
     "forget_consumer",
     "list_consumers",
@@ -364,14 +363,6 @@ def _is_topic_name(raw: bytes) -> bool:
 def set_paused(name: str, paused: bool) -> Op[None]:
     key = RegistryKeys(name).paused
     yield [command("SET", key, "1") if paused else command("UNLINK", key)]
-
-
-def set_limits(name: str, group: str, limits: GroupLimits) -> Op[None]:
-    """Store the group's limits (both at once); no limit at all removes its entry, so an
-    unlimited group costs its claims nothing."""
-    key = RegistryKeys(name).limits
-    yield [command("HDEL", key, group) if limits.unlimited
-           else command("HSET", key, group, limits.to_json())]
 
 
 def heartbeat(state: ConsumerState, now: int) -> Op[None]:

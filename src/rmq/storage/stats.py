@@ -51,7 +51,8 @@ class GroupStats:
     ``expired``: of the ``in_flight``, the deliveries whose lease ran out and that are not
     recovered yet (a consumer died or froze; recovery gives them back within seconds).
     ``limit_in_use``: the units of the group's ``max_in_flight`` held now (None without
-    one), so ``limit_in_use / limits.max_in_flight`` is how full the limit is.
+    one), so ``limit_in_use / limits.max_in_flight`` is how full the limit is;
+    ``batches_in_use`` the same of its ``max_batches``: its claims in flight.
     ``handler_times``: how long the handler runs of the group's registered consumers took,
     added up (None when none reported any)."""
 
@@ -68,6 +69,7 @@ class GroupStats:
     expired: int = 0
     limit_in_use: int | None = None
     handler_times: HandlerTimes | None = None
+    batches_in_use: int | None = None
 
     @property
     def pending(self) -> int:
@@ -101,7 +103,8 @@ def _slot_stats(slot: int, reply: list[Any], now: int, expired: int) -> SlotStat
 
 def _group_stats(group: str, slots: list[SlotStats], limits: GroupLimits,
                  limit_in_use: int | None = None,
-                 handler_times: HandlerTimes | None = None) -> GroupStats:
+                 handler_times: HandlerTimes | None = None,
+                 batches_in_use: int | None = None) -> GroupStats:
     by_priority: dict[int, int] = {}
     counters = dict.fromkeys(COUNTERS, 0)
     for s in slots:
@@ -123,6 +126,7 @@ def _group_stats(group: str, slots: list[SlotStats], limits: GroupLimits,
         expired=sum(s.expired for s in slots),
         limit_in_use=limit_in_use,
         handler_times=handler_times,
+        batches_in_use=batches_in_use,
     )
 
 
@@ -136,12 +140,13 @@ def collect(topic: str, groups: Sequence[str], slots: int, paused: bool,
             trace: str = "", signals: bool = True) -> Op[TopicStats]:
     """Every group's stats (stats.lua promotes what is due first, traced with ``trace``,
     the topic's trace argument). With ``signals``, in the same round trip: the expired
-    deliveries, the units of each ``max_in_flight`` in use and the consumers' handler
-    times (a history sample, which keeps none of them, reads none)."""
+    deliveries, the units of each ``max_in_flight`` and ``max_batches`` in use and the
+    consumers' handler times (a history sample, which keeps none of them, reads none)."""
     calls = [script_call(script("stats"), SlotKeys(topic, s).group(g).all()
                          + ([SlotKeys(topic, s).trace_log] if trace else []), [now, trace])
              for g in groups for s in range(slots)]
     limited = [g for g in groups if limits(g).max_in_flight is not None] if signals else []
+    batched = [g for g in groups if limits(g).max_batches is not None] if signals else []
     if signals:
         calls += [script_call(script("expired"), [keys.inflight, keys.leases],
                               [now, EXPIRED_READ])
@@ -150,11 +155,16 @@ def collect(topic: str, groups: Sequence[str], slots: int, paused: bool,
         # a permit's score is its lease's deadline: those past it hold nothing
         calls += [command("ZCOUNT", LimitKeys(topic, g).permits, f"({now}", "(+inf")
                   for g in limited]
+        calls += [script_call(script("batches_used"),
+                              [LimitKeys(topic, g).batches, LimitKeys(topic, g).permits], [now])
+                  for g in batched]
         calls.append(command("HGETALL", RegistryKeys(topic).consumers))
     replies = yield calls
     cells = len(groups) * slots
     expired = replies[cells:2 * cells] if signals else [0] * cells
     in_use = dict(zip(limited, replies[2 * cells:2 * cells + len(limited)], strict=True))
+    at = 2 * cells + len(limited)
+    batches = dict(zip(batched, replies[at:at + len(batched)], strict=True))
     times = _handler_times(replies[-1]) if signals else {}
     out = {}
     for gi, group in enumerate(groups):
@@ -162,7 +172,8 @@ def collect(topic: str, groups: Sequence[str], slots: int, paused: bool,
                     for s in range(slots)]
         out[group] = _group_stats(group, per_slot, limits(group),
                                   None if group not in in_use else int(in_use[group]),
-                                  times.get(group))
+                                  times.get(group),
+                                  None if group not in batches else int(batches[group]))
     return TopicStats(topic, paused, out)
 
 

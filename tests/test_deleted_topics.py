@@ -191,12 +191,14 @@ def dead_letter_of(client, topic: str, body: bytes):
 
 @pytest.mark.parametrize("stale_cache", [False, True])
 def test_dead_letter_ids_of_a_deleted_topic_requeue_nothing_of_the_new_one(make_client,
-                                                                             stale_cache):
-    """A topic created again numbers its deliveries from 1 again: an id listed before the
-    delete names no dead letter of the new topic, by this client or by one whose cache
-    still holds the old entry."""
-    admin = make_client()
-    other = make_client(registry_ttl=CACHED) if stale_cache else admin
+                                                                             stale_cache,
+                                                                             clock):
+    """A topic created again numbers its deliveries anew, from the clock's floor
+    (docs/storage.md, "Delivery ids"): in one frozen millisecond its ids are the old
+    topic's, and an id listed before the delete names no dead letter of the new topic, by
+    this client or by one whose cache still holds the old entry."""
+    admin = make_client(clock=clock)
+    other = make_client(registry_ttl=CACHED, clock=clock) if stale_cache else admin
     admin.create_topic("t", slots=1, max_retries=0)
     old = dead_letter_of(other, "t", b"old")
     admin.delete_topic("t")

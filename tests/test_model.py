@@ -249,6 +249,17 @@ class Model:
     def ready(self, now: int) -> list[Pending]:
         return [p for p in self.pending.values() if p.due <= now]
 
+    def claimable(self, now: int) -> list[Pending]:
+        """What a claim may take now: ready, and, in a superseding group of a key-mode
+        topic, of no identity in flight (one delivery of a key at a time, so that the last
+        to complete is of its newest value)."""
+        ready = self.ready(now)
+        if not (self.by_key and self.supersede_limit is not None):
+            return ready
+        running = {self.ident(held.message.body, held.message.key)
+                   for held in self.inflight.values()}
+        return [p for p in ready if self.ident(p.body, p.key) not in running]
+
     def next_due(self, now: int) -> int | None:
         return min((p.due for p in self.pending.values() if p.due > now), default=None)
 
@@ -534,7 +545,7 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
         now = self.now()
         messages, next_due = self.client.claim_due(self.topic, GROUP, count, lease=lease)
         lease_ms = round(lease * 1000) if lease is not None else self.m.visibility_ms
-        remaining = self.m.ready(now)
+        remaining = self.m.claimable(now)
         capacity = count
         if self.max_in_flight is not None:  # permits past their deadline are trimmed first
             self.permits = {k: d for k, d in self.permits.items() if d > now}
@@ -881,7 +892,7 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
                 self.clock.advance(max(1, max(events) - self.now() + 1))
             self.recover()
             self.agrees_with_model()
-            while self.m.ready(self.now()):
+            while self.m.claimable(self.now()):
                 before = len(self.handed)
                 self.claim(50, None)
                 self.agrees_with_model()

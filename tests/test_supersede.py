@@ -402,3 +402,26 @@ def test_a_newer_value_the_group_s_filter_rejects_supersedes_nothing(client):
     assert counters(client, "prices", "eu")["superseded"] == 0
     assert not running_one.superseded
     assert client.nack(running_one) == "retried"
+
+
+@pytest.mark.both_deployments
+def test_a_newer_value_waits_while_an_older_delivery_of_its_key_runs_past_the_limit(client):
+    """Without serial_keys, a superseding group of a key-mode topic still runs one delivery
+    of a key at a time: the last handling of the key to complete is of its newest value."""
+    client.create_topic("prices", merge="key", slots=2)
+    client.bind("prices", "gpu", supersede=True, supersede_limit=1)
+    client.send("prices", "price=1", key="p")
+    (first,) = client.claim("prices", "gpu")
+    client.send("prices", "price=2", key="p")  # supersedes the first (a streak of 1)
+    assert client.claim("prices", "gpu") == []  # the first still runs: price 2 waits
+    assert client.ack(first) == 1  # dropped (superseded)
+    (second,) = client.claim("prices", "gpu")
+    assert second.body == b"price=2"
+    client.send("prices", "price=3", key="p")  # past the limit: the second runs on
+    client.send("prices", "other", key="q")
+    assert [m.body for m in client.claim("prices", "gpu")] == [b"other"]  # p waits
+    assert client.ack(second) == 1
+    (third,) = client.claim("prices", "gpu")
+    assert third.body == b"price=3"  # the last to complete is the newest
+    counters = client.stats("prices").groups["gpu"].counters
+    assert counters["superseded"] == 1

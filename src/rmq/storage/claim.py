@@ -177,8 +177,8 @@ def _claim_on_cluster(topic: str, generation: str, group: str, settings: TopicSe
                            (*args.bounded(share.size), share.lowest))
 
     def read_head(slot: int, depth: int) -> Call:
-        return head_call(topic, generation, group, slot, now, depth, settings.serial_keys,
-                         PROMOTE_LIMIT, SERIAL_SCAN if settings.serial_keys else depth, trace)
+        return head_call(topic, generation, group, slot, now, depth, bool(args.serial),
+                         PROMOTE_LIMIT, SERIAL_SCAN if args.serial else depth, trace)
 
     def claimed(slot: int, reply: Any) -> list[Message]:
         check_stored(topic, reply)

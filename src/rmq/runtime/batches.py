@@ -24,6 +24,7 @@ from .threads import log
 __all__ = ["BatchRoom", "Gather", "outcomes", "check_batch_options", "MAX_BATCH_WAIT_MS"]
 
 MAX_BATCH_WAIT_MS = 3_600_000  # an hour
+LEAD_S = 2.0  # the lease of a group's gathering lead (client/gather_lead.py)
 Outcome = tuple[Message, BaseException | str | None]
 
 
@@ -79,6 +80,12 @@ class BatchRoom:
             self._held -= batches
             self._changed.notify_all()
 
+    @property
+    def full(self) -> bool:
+        """It holds as many batches as it may now."""
+        with self._changed:
+            return self._held >= self.limit
+
     def wake_all(self) -> None:
         with self._changed:
             self._changed.notify_all()
@@ -114,24 +121,34 @@ class Gather:
     at ``Priority.HIGH`` or above, and the oldest ready one has been due less than
     ``wait_ms``, sleep until that changes (``ReadyWatching.wait``: woken by Redis when a
     key the look read is written, so no polling) and look again. The messages stay
-    pending meanwhile, merging with duplicates sent to them."""
+    pending meanwhile, merging with duplicates sent to them.
+
+    One consumer of the group gathers at a time, the one holding the group's lead
+    (``ReadyWatching.lead``), so a send costs the group one look however many consumers
+    wait; the others sleep on the topic's wake channel until it is handed on (the leader
+    has no room for another batch, or stops) or its lease lapses."""
 
     def __init__(self, client: QueueClient, topic: str, group: str, size: int, wait_ms: int,
-                 idle: float):
+                 idle: float, holder: str):
         self.client, self.topic, self.group = client, topic, group
-        self.size, self.wait_ms, self.idle = size, wait_ms, idle
+        self.size, self.wait_ms, self.idle, self.holder = size, wait_ms, idle, holder
         self._watch: ReadyWatching | None = None
+        self._lead_refused = False  # said once that the lead cannot be had
 
     def ready(self) -> bool:
         """True: claim now (a full batch is ready, or an urgent message, or the oldest has
         waited long enough; or nothing is ready, and the claim finds that out as an idle
-        consumer's does). False: it waited for a change; look again."""
+        consumer's does). False: it waited for a change, or for its turn; look again."""
         watch = self._watch = self._watch or self.client.ready_watch(self.topic, self.group)
         try:
-            look = watch.look(self.size, Priority.HIGH)
+            leads = self._leads(watch)
+            look = watch.look(self.size, Priority.HIGH) if leads else None
         except Exception as exc:  # noqa: BLE001 - the claim says what is wrong, as it would
             log.debug("batch look of topic %r failed, claiming: %s", self.topic, exc)
             return True
+        if look is None:  # another consumer gathers: wait for the lead to come free
+            self.client.waiter(self.topic).wait(min(self.idle, LEAD_S / 2))
+            return False
         if look.ready >= self.size or look.urgent or look.since is None:
             return True
         now = self.client.now()
@@ -140,8 +157,38 @@ class Gather:
             return True
         if look.next_due is not None:  # a delayed message falls due first: it may fill it
             remaining = min(remaining, max(1, look.next_due - now))
-        watch.wait(min(remaining / 1000, self.idle))
+        # Back before the lead's lease lapses, to renew it.
+        watch.wait(min(remaining / 1000, self.idle, LEAD_S / 2))
         return False
+
+    def _leads(self, watch: ReadyWatching) -> bool:
+        """This consumer gathers now; also when the lead cannot be had (an ACL without its
+        key, Redis unreachable): then each consumer gathers on its own, as costly as that
+        is, said once."""
+        try:
+            return watch.lead(self.holder, LEAD_S)
+        except Exception as exc:  # noqa: BLE001 - gathering alone is still right
+            if not self._lead_refused:
+                self._lead_refused = True
+                log.info("batch consumers of group %r of topic %r gather each on their own: "
+                         "the group's lead is refused: %s: %s", self.group, self.topic,
+                         type(exc).__name__, exc)
+            return True
+
+    def claimed(self, full: bool) -> None:
+        """A batch was claimed after ``ready``; ``full``: the consumer has no room for
+        another, so the lead goes to one that has."""
+        if full and self._watch is not None:
+            try:
+                self._watch.hand_on()
+            except Exception as exc:  # noqa: BLE001 - the others take it when it lapses
+                log.debug("handing on the batch lead of topic %r failed: %s", self.topic, exc)
+
+    def interrupt(self) -> None:
+        """End a wait under way (from another thread: the consumer stops)."""
+        watch = self._watch
+        if watch is not None:
+            watch.interrupt()
 
     def close(self) -> None:
         if self._watch is not None:

@@ -153,7 +153,8 @@ class Consumer:
                                               concurrency, starts,
                                               self._settler.batch_finished, topic,
                                               client.url, self._batches, cancel_superseded)
-        gather = (Gather(client, self.topic, self.group, batch, batch_wait_ms, recover_interval)
+        gather = (Gather(client, self.topic, self.group, batch, batch_wait_ms, recover_interval,
+                         self.id)
                   if batch is not None and batch_wait_ms > 0 else None)
         self._keeper = Keeper(client, topic, self._holdings, self.id, self._state,
                               self._stopped, lease=lease, heartbeat_interval=heartbeat_interval,

@@ -52,6 +52,8 @@ class Fetcher:
         self.holdings.wake_all()
         if self.batches is not None:
             self.batches.wake_all()
+        if self.gather is not None:
+            self.gather.interrupt()
         # It may be asleep on the wake channel.
         guarded(self.consumer_id, lambda: self.client.wake(self.topic))
 
@@ -100,6 +102,8 @@ class Fetcher:
                     self.holdings.add(messages, self.client.now())
                     if self.batches is not None:
                         self.batches.taken()
+                        if self.gather is not None:
+                            self.gather.claimed(self.batches.full)
                     self.workers.submit(messages)
                     continue
                 if self.client.wait_for_capacity(self.topic, self.group, self.idle_wake):

@@ -98,6 +98,9 @@ class RegistryKeys:
     def history_ring(self, group: str) -> str:  # string: the group's ring of history samples
         return f"{PREFIX}:{{{self.topic}}}:history:{group}"
 
+    def gather_lead(self, group: str) -> str:  # string: the consumer gathering g's batches
+        return f"{PREFIX}:{{{self.topic}}}:gather:{group}"
+
     def all(self) -> list[str]:
         """The topic's registry keys (rings of history are per group: ``history_ring``)."""
         return [self.settings, self.generation, self.groups, self.unbound, self.filters,

@@ -7,11 +7,13 @@ It is ``head.lua`` on every slot, as a cluster claim's first round reads them
 messages are described by priority band, until the bands hold the batch (on a serial topic
 only the messages a claim could take now count). Every slot is read in one round trip (on a
 cluster, one per master); the calls name every key they read, so a client that tracks the
-keys it reads (``CLIENT TRACKING``) is told when any of them changes.
+keys it reads (``CLIENT TRACKING``) is told when any of them changes, and need read again
+only the slots whose keys changed (``client/ready_watch.py``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from ..settings import TopicSettings
@@ -21,7 +23,7 @@ from .cluster_claim import head_call, parse_head
 from .codec import ready_due
 from .generation import check_stored
 
-__all__ = ["ReadyLook", "look_calls", "read_look", "look"]
+__all__ = ["ReadyLook", "look_calls", "read_look", "look", "next_due_of"]
 
 
 class ReadyLook(NamedTuple):
@@ -37,12 +39,23 @@ class ReadyLook(NamedTuple):
 
 
 def look_calls(topic: str, generation: str, group: str, settings: TopicSettings, count: int,
-               now: int, trace: str = "") -> list[Call]:
-    """One ``head.lua`` call per slot, describing at least ``count`` messages in all."""
+               now: int, trace: str = "", slots: Iterable[int] | None = None) -> list[Call]:
+    """One ``head.lua`` call per slot (of ``slots``, every slot of the topic when None),
+    each describing at least ``count`` messages of its slot: the replies of calls made at
+    different times, each still current, add up to a look as well."""
     serial = settings.serial_keys
     return [head_call(topic, generation, group, slot, now, count, serial, PROMOTE_LIMIT,
                       SERIAL_SCAN if serial else count, trace)
-            for slot in range(settings.slots)]
+            for slot in (range(settings.slots) if slots is None else slots)]
+
+
+def next_due_of(reply: object) -> int | None:
+    """When the next delayed message of a slot falls due, from its ``look_calls`` reply
+    (None: none is, or the reply says the topic is gone)."""
+    if not isinstance(reply, list) or not reply or reply[0] < 0:
+        return None
+    due: int = reply[0]
+    return due
 
 
 def read_look(topic: str, replies: list[object], urgent: int) -> ReadyLook:

@@ -197,6 +197,17 @@ class Message:
         return _json.loads(self.body)
 
     @property
+    def version(self) -> int:
+        """The delivery's version, for a store to use as a fencing token: of two deliveries
+        of one identity (a key, merging by key) in one group, the later claimed has the
+        higher version and a value at least as new (docs/semantics.md, "Supersede and
+        cancel"). It is the delivery's ``seq``: handed out by Redis, growing with its
+        clock, never repeated, not after a failover either. A store that keeps the version
+        it last wrote per key and refuses a lower one never lets an older value's
+        handling overwrite a newer one's."""
+        return self.seq
+
+    @property
     def id(self) -> str:
         """``"slot-seq"``: unique within the topic's group, never reused (not after a
         failover either: docs/storage.md, "Delivery ids")."""

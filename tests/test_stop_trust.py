@@ -126,3 +126,32 @@ def test_the_stop_board_keeps_no_more_than_its_bound_of_what_it_does_not_hold(
     assert len(BOARD) - before <= HINTS + 1
     client.ack(held)
     assert stop_key(held) not in BOARD._signals  # settled: forgotten
+
+
+class _ClosedAfterFirstLook(threading.Event):
+    """A watch's closed flag that reads clear once, then set: the client closes between the
+    watch's look at the flag and its read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.looks = 0
+
+    def is_set(self) -> bool:
+        self.looks += 1
+        return self.looks > 1
+
+
+def test_a_client_closing_between_its_stop_watch_s_look_and_read_ends_the_watch_quietly(
+        client):
+    client.create_topic("renders")
+    client.claim("renders")  # opens the topic's stop watch
+    watch = client._stops._topics["renders"]
+    watch.close()
+    watch._thread.join(timeout=10)
+    watch._pubsub = watch._subscribe()
+    # what the client's close does to a read already past redis-py's subscribed check
+    watch._pubsub.connection.disconnect()
+    watch._pubsub.connection = None
+    watch._closed = _ClosedAfterFirstLook()
+    watch._run()  # returns, where redis-py's RuntimeError once ended the thread
+    assert watch._closed.looks == 2

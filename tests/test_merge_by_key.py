@@ -203,8 +203,8 @@ def test_keys_across_slots_merge_each_in_its_own_slot(client):
                                              for k in range(40)}
 
 
-def test_a_later_delivery_of_a_key_has_a_higher_version_and_a_value_as_new(client):
-    """``Message.version`` is a fencing token: two deliveries of a key that run side by
+def test_a_later_delivery_of_a_key_has_a_higher_fencing_token_and_a_value_as_new(client):
+    """``Message.fencing_token`` is a fencing token: two deliveries of a key that run side by
     side (a group without supersede), a retry, and a value sent since."""
     client.create_topic("prices", merge="key", slots=1, retry_backoff=0)
     client.send("prices", "price=1", key="p")
@@ -212,14 +212,14 @@ def test_a_later_delivery_of_a_key_has_a_higher_version_and_a_value_as_new(clien
     client.send("prices", "price=2", key="p")
     (second,) = client.claim("prices")  # runs beside the first
     assert (first.body, second.body) == (b"price=1", b"price=2")
-    assert second.version > first.version
+    assert second.fencing_token > first.fencing_token
     assert client.nack(second, "boom") == "retried"
     client.send("prices", "price=3", key="p")  # merges into the retry: the newest wins
     (third,) = client.claim("prices")
-    assert third.body == b"price=3" and third.version > second.version
+    assert third.body == b"price=3" and third.fencing_token > second.fencing_token
     # a store that refuses a lower version keeps the newest value whatever order they end
     store: dict[bytes, tuple[int, bytes]] = {}
     for done in (third, first):
-        if store.get(done.key, (0, b""))[0] < done.version:
-            store[done.key] = (done.version, done.body)
-    assert store == {b"p": (third.version, b"price=3")}
+        if store.get(done.key, (0, b""))[0] < done.fencing_token:
+            store[done.key] = (done.fencing_token, done.body)
+    assert store == {b"p": (third.fencing_token, b"price=3")}

@@ -197,14 +197,14 @@ class Message:
         return _json.loads(self.body)
 
     @property
-    def version(self) -> int:
-        """The delivery's version, for a store to use as a fencing token: of two deliveries
-        of one identity (a key, merging by key) in one group, the later claimed has the
-        higher version and a value at least as new (docs/semantics.md, "Supersede and
-        cancel"). It is the delivery's ``seq``: handed out by Redis, growing with its
-        clock, never repeated, not after a failover either. A store that keeps the version
-        it last wrote per key and refuses a lower one never lets an older value's
-        handling overwrite a newer one's."""
+    def fencing_token(self) -> int:
+        """The delivery's fencing token, for a store: of two deliveries of one identity (a
+        key, merging by key) in one group, the later claimed has the higher token and a
+        value at least as new (docs/semantics.md, "Supersede and cancel"). It is the
+        delivery's ``seq``: handed out by Redis, growing with its clock, never repeated,
+        not after a failover either. A store that keeps the token it last wrote per key
+        and refuses a lower one never lets an older value's handling overwrite a newer
+        one's."""
         return self.seq
 
     @property

@@ -7,6 +7,11 @@ with set-up plus the measured work, and reports the difference per message, plus
 functions where the measured run spent its instructions (inclusive, top 40).
 
     bench/profile_server_callgrind.py [--out bench/profiles/server_callgrind.txt]
+                                      [--merge body|key] [--supersede]
+
+``--merge key`` makes the topic merge by key (each body its own key), ``--supersede`` binds
+the group that claims with ``supersede=True``: the same messages, claimed and acknowledged
+alike, so that the runs tell what each costs.
 """
 
 from __future__ import annotations
@@ -71,7 +76,10 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out",
                    default=str(Path(__file__).parent / "profiles" / "server_callgrind.txt"))
+    p.add_argument("--merge", choices=("body", "key"), default="body")
+    p.add_argument("--supersede", action="store_true")
     args = p.parse_args(argv)
+    group = "gpu"
     if not shutil.which("valgrind"):
         print("valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
         return 1
@@ -83,20 +91,24 @@ def main(argv: list[str]) -> int:
         client.create_topic("warm")
         client.send("warm", b"x")
 
+    def topic(client: rmq.Client) -> None:
+        client.create_topic("t", slots=8, merge=args.merge)
+        client.bind("t", group, supersede=args.supersede)
+
     def fill(client: rmq.Client) -> None:
         warm(client)
-        client.create_topic("t", slots=8)
+        topic(client)
         for i in range(0, MESSAGES, 500):
             client.send_many("t", bodies[i:i + 500])
 
     def claim_ack(client: rmq.Client) -> None:
         fill(client)
         for _ in range(50):
-            client.ack(client.claim("t", count=100))
+            client.ack(client.claim("t", group, count=100))
 
     def topic_only(client: rmq.Client) -> None:
         warm(client)
-        client.create_topic("t", slots=8)
+        topic(client)
 
     workloads = [
         ("send_many, batches of 500, per message", topic_only, fill, MESSAGES),

@@ -55,8 +55,7 @@ class ClaimArgs(NamedTuple):
     now: int
     max_count: int
     lease_ms: int
-    serial: int  # 1 if the claim is key-serial (the topic's serial_keys, or a superseding
-    # group of a key-mode topic)
+    serial: int  # 1 if the topic is key-serial
     promote_limit: int
     scan: int  # serial topics: how deep to look into a slot's ready messages (>= count)
     generation: str
@@ -78,11 +77,7 @@ def claim_args(settings: TopicSettings, *, generation: str, now: int, count: int
                trace: str = "", supersede: bool = False) -> ClaimArgs:
     """A claim's arguments; ``limit``: the group's limits, applied by the script itself (a
     single node), or None (a cluster's call)."""
-    # A superseding group of a key-mode topic runs each key's deliveries one at a time, as
-    # a serial topic does: a newer value waits while an older one runs (past
-    # supersede_limit, or not yet stopped), so the last handling of a key to complete is
-    # of its newest value (docs/semantics.md, "Supersede and cancel")
-    serial = settings.serial_keys or (supersede and settings.merge == "key")
+    serial = settings.serial_keys
     limit_group, limit_waiter, limit_wait_ms = (
         ("", "", 0) if limit is None else (group, limit.waiter, limit.wait_ms))
     # In the fields' order: one is built per claim, and by keyword it takes twice the time

@@ -90,16 +90,22 @@ class Choice(NamedTuple):
 def _head_keys(topic: str, group: str, slot: int) -> tuple[str, ...]:
     slot_keys = SlotKeys(topic, slot)
     keys = slot_keys.group(group)
-    return (slot_keys.generation, keys.ready, keys.delayed, keys.locks)
+    return (slot_keys.generation, keys.ready, keys.delayed, keys.locks, keys.running,
+            keys.inflight)
 
 
 def head_call(topic: str, generation: str, group: str, slot: int, now: int, depth: int,
-              serial: bool, promote_limit: int, window: int, trace: str = "") -> Call:
-    """``head.lua`` on one slot of ``group`` (its header says what each argument is)."""
+              serial: bool, promote_limit: int, window: int, trace: str = "",
+              waits: bool = False) -> Call:
+    """``head.lua`` on one slot of ``group`` (its header says what each argument is);
+    ``waits``: the group supersedes and the topic merges by key, so a message whose
+    identity has a delivery in flight waits (``lua/includes/take.lua``) and is not
+    counted."""
     keys = _head_keys(topic, group, slot)
     if trace:
         keys = (*keys, SlotKeys(topic, slot).trace_log)
-    return script_call(script("head"), keys, [now, depth, int(serial), promote_limit,
+    mode = 1 if serial else 2 if waits else 0
+    return script_call(script("head"), keys, [now, depth, mode, promote_limit,
                                               max(window, depth), generation, trace])
 
 

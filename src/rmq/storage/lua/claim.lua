@@ -79,7 +79,7 @@ end
 -- topic from the sorted unlocked heads; otherwise by merging the slots' ready zsets, read a
 -- chunk at a time (nothing is removed until the choice is made, so a refill reads on from
 -- where it was).
-local taken = new_taken(serial, by_key, supersede)
+local taken = new_taken(serial, by_key, supersede, slots)
 if serial then
   local candidates = {}
   for i, k in ipairs(slots) do
@@ -101,7 +101,7 @@ else
   -- costs about as much as a call, so a wide margin read up front cost more than the
   -- refills it saved.
   local n_slots = #slots
-  local wanted = count  -- candidates still to hand out (each is taken: no key rule here)
+  local wanted = count  -- candidates still to hand out (all taken, but those that wait)
   local chunk = math.max(1, math.min(math.ceil(count / n_slots) + 1, count))
   local step = math.max(2, math.ceil(chunk / 4))
   local members, scores, pos, more, read, sizes = {}, {}, {}, {}, {}, {}
@@ -149,10 +149,15 @@ else
       break
     end
     local j = pos[best]
-    n = n + 1
-    taken_slot[n], taken_score[n], taken_member[n] = best, best_score, members[best][j]
+    local member = members[best][j]
+    if taken.waits and taken.waits(slots[best], member) then
+      taken.waited = true  -- (take.lua: the shares are no longer prefixes)
+    else
+      n = n + 1
+      taken_slot[n], taken_score[n], taken_member[n] = best, best_score, member
+      wanted = wanted - 1
+    end
     pos[best] = j + 1
-    wanted = wanted - 1
     local following = scores[best][j + 1]
     if following then
       head[best] = following

@@ -159,7 +159,7 @@ end
 -- need few); nothing writes it during the merge, so ranks stay put.
 local index = new_pages(heads_ready, 32)
 
-local taken = new_taken(serial, by_key, supersede)
+local taken = new_taken(serial, by_key, supersede, slots)
 if #needed == 0 then
   while taken.n < count do
     local slot, bound = pages_peek(index)

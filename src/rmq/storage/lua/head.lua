@@ -5,18 +5,23 @@
   messages by priority band, best first, until the bands hold `depth` messages, and gives
   the earliest delayed due time. A band is counted whole (ZCOUNT, without reading its
   messages). On a serial topic only the messages a claim could take now count (the first
-  of each key that is not in flight, includes/unlocked.lua), and only the first `depth`.
+  of each key that is not in flight, includes/unlocked.lua), and only the first `depth`;
+  likewise in a superseding group of a topic merging by key, only the messages whose
+  identity has no delivery in flight (the others wait: includes/take.lua).
 
   KEYS[1]      the slot's generation (includes/generation.lua)
   KEYS[2]      the group's ready zset in this slot
   KEYS[3]      its delayed zset
   KEYS[4]      its key locks (serial topics)
-  KEYS[5]      with the trace on (ARGV[7]): the slot's trace log (includes/trace.lua)
+  KEYS[5]      its running hash (includes/running.lua)
+  KEYS[6]      its in-flight records
+  KEYS[7]      with the trace on (ARGV[7]): the slot's trace log (includes/trace.lua)
   ARGV[1]      now, epoch ms
   ARGV[2]      depth: describe bands until they hold this many messages
-  ARGV[3]      1 if the topic is key-serial
+  ARGV[3]      1 if the topic is key-serial; 2 if the group supersedes and the topic merges
+               by key (messages of an identity in flight wait); else 0
   ARGV[4]      how many due delayed messages to promote at most
-  ARGV[5]      serial topics: how deep to look for keys that are not in flight (>= depth)
+  ARGV[5]      modes 1 and 2: how deep to look for keys that are not in flight (>= depth)
   ARGV[6]      the topic's generation as the client read it from the registry ("": none)
   ARGV[7]      the topic's trace as the client read it: "" when off (its promotions are
                recorded)
@@ -39,6 +44,7 @@
 --- @include "unlocked"
 --- @include "generation"
 --- @include "trace"
+--- @include "running"
 
 local gone = topic_gone(KEYS[1], ARGV[6])
 if gone then
@@ -47,8 +53,9 @@ end
 
 local now = tonumber(ARGV[1])
 local depth = tonumber(ARGV[2])
-local k = {ready = KEYS[2], delayed = KEYS[3], locks = KEYS[4]}
-attach_trace(k, open_trace(ARGV[7], KEYS[5]))
+local k = {ready = KEYS[2], delayed = KEYS[3], locks = KEYS[4], running = KEYS[5],
+  inflight = KEYS[6]}
+attach_trace(k, open_trace(ARGV[7], KEYS[7]))
 
 -- Most slots have nothing delayed, or nothing due yet: one read of the delayed head says so.
 local out = {-1, 0}
@@ -67,18 +74,47 @@ local function add(priority, n, first)
   out[o + 1], out[o + 2], out[o + 3] = priority, n, first
 end
 
-if ARGV[3] == "1" then
-  local n, first, priority = 0, nil, nil
-  local more = unlocked_heads(k, depth, tonumber(ARGV[5]), function(score)
-    local p = ready_priority(score)
-    if p ~= priority then
-      if priority then
-        add(priority, n, first)
-      end
-      priority, n, first = p, 0, score
+-- Bands of the messages a claim could take, in score order, handed one at a time.
+local n, first, priority = 0, nil, nil
+local function count(score)
+  local p = ready_priority(score)
+  if p ~= priority then
+    if priority then
+      add(priority, n, first)
     end
-    n = n + 1
-  end)
+    priority, n, first = p, 0, score
+  end
+  n = n + 1
+end
+
+if ARGV[3] == "1" then
+  local more = unlocked_heads(k, depth, tonumber(ARGV[5]), count)
+  if priority then
+    add(priority, n, first)
+  end
+  out[2] = more and 1 or 0
+elseif ARGV[3] == "2" and rcall("EXISTS", k.running) == 1 then
+  -- at most one message waits per delivery in flight: a page past `depth` is rarely read
+  local window, offset, counted, read = tonumber(ARGV[5]), 0, 0, 0
+  while counted < depth and offset < window do
+    local page = rcall("ZRANGE", k.ready, offset, offset + depth - 1, "WITHSCORES")
+    for j = 1, #page, 2 do
+      read = read + 1
+      local id = entry_of(rcall("HGET", k.running, "=" .. page[j]))
+      if not (id and rcall("HEXISTS", k.inflight, id) == 1) then
+        count(tonumber(page[j + 1]))
+        counted = counted + 1
+        if counted == depth then
+          break
+        end
+      end
+    end
+    if #page < 2 * depth then
+      break
+    end
+    offset = offset + depth
+  end
+  local more = rcall("ZCARD", k.ready) > read
   if priority then
     add(priority, n, first)
   end

@@ -31,8 +31,8 @@
   delivery is in flight. publish_stops(channel, generation_key, group, slot, reason, ids)
   tells the consumers.
 
-  Provides: note_claimed, supersede, stop_marks, forget_running, forget_withdrawn,
-  publish_stops, slot_number.
+  Provides: entry_of, note_claimed, supersede, stop_marks, forget_running,
+  forget_withdrawn, publish_stops, slot_number.
   Needs: rcall, and the includes below.
 ]]
 --- @include "scores"

@@ -45,6 +45,8 @@ local function take_inflight(k, id)
   if has_running(k) then
     stop = stop_marks(k, {id})[1] or nil
     forget_running(k, {id}, {member})
+    -- merging by key, a newer value of its identity may have waited for it (take.lua)
+    released = released or k.by_key == true
   end
   return p, a, due, member, released, stop
 end
@@ -67,6 +69,7 @@ local function take_inflight_many(k, ids, whole, held)
       members[j] = records[j] and select(4, parse_inflight(records[j])) or nil
     end
     forget_running(k, ids, members)
+    released = true  -- a newer value of an identity may have waited for one (take.lua)
   end
   -- a serial topic: free the keys these deliveries hold
   if locked then

@@ -13,7 +13,14 @@
   `supersede`: the group supersedes, so each delivery is noted under its identity in the
   group's `running` (running.lua).
   take(taken, i, score, member) adds the next candidate in claim order, unless on a serial
-  topic this call took a message of its key already.
+  topic this call took a message of its key already, or it waits (below); it returns
+  whether it took it (one that waits sets `taken.waited`: shares are then removed by member,
+  not as prefixes).
+  taken.waits(k, identity), only in a superseding group of a topic merging by key, whether
+  an older delivery of the identity is in flight (its `running` entry names it: running.lua),
+  so that its newer value waits, pending and merging, and the last handling of a key to
+  complete is of its newest value. At most one candidate waits per delivery in flight.
+  `taken.slots` (new_taken's last argument): the slots' key tables, by slot index.
 
   take_chosen(slots, taken, now, lease_until, holder, out): `slots` the group key tables
   (with `seq`), `taken` the choice (on a non-serial topic each slot's share is a prefix of
@@ -34,9 +41,18 @@
 --- @include "leases"
 --- @include "running"
 
-local function new_taken(serial, by_key, supersede)
-  return {n = 0, slot = {}, score = {}, member = {}, serial = serial, keys = {},
-    by_key = by_key, supersede = supersede}
+local function new_taken(serial, by_key, supersede, slots)
+  local taken = {n = 0, slot = {}, score = {}, member = {}, serial = serial, keys = {},
+    by_key = by_key, supersede = supersede, slots = slots}
+  -- (on a serial topic a key lock already keeps an identity's deliveries apart; a field,
+  -- not a local of its own: the library's main function is at Lua's 200 locals)
+  if supersede and by_key and not serial then
+    taken.waits = function(k, identity)
+      local id = entry_of(rcall("HGET", k.running, "=" .. identity))
+      return id ~= nil and rcall("HEXISTS", k.inflight, id) == 1
+    end
+  end
+  return taken
 end
 
 local function take(taken, i, score, member)
@@ -44,12 +60,17 @@ local function take(taken, i, score, member)
   local key = taken.serial and (taken.by_key and member or member_key(member))
   if key then
     if taken.keys[key] then
-      return
+      return false
     end
     taken.keys[key] = true
   end
+  if taken.waits and taken.waits(taken.slots[i], member) then
+    taken.waited = true  -- a share is no longer a prefix of its slot's ready zset
+    return false
+  end
   local n = taken.n + 1
   taken.n, taken.slot[n], taken.score[n], taken.member[n] = n, i, score, member
+  return true
 end
 
 local function take_chosen(slots, taken, now, lease_until, holder, out)
@@ -83,7 +104,7 @@ local function take_chosen(slots, taken, now, lease_until, holder, out)
     local members = chosen[i]
     records[i], locks[i] = {}, {}
     local k = slots[i]
-    if serial then
+    if serial or taken.waited then
       bulk("ZREM", k.ready, members)
     else
       -- the merge took a prefix of this slot's ready zset: drop it by rank, without sending

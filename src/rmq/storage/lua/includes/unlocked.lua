@@ -15,13 +15,22 @@
 local function unlocked_heads(k, want, window, take)
   local seen, found, offset = {}, 0, 0
   local page = math.min(math.max(want, 64), window)
+  local any_locks = rcall("EXISTS", k.locks) == 1
   while found < want and offset < window do
     local head = rcall("ZRANGE", k.ready, offset, math.min(offset + page, window) - 1,
       "WITHSCORES")
+    -- the page's locks in one read (a call per member cost most of a serial claim)
+    local keys, locks = {}, nil
     for j = 1, #head, 2 do
-      local key = k.by_key and head[j] or member_key(head[j])
+      keys[#keys + 1] = k.by_key and head[j] or member_key(head[j])
+    end
+    if any_locks and #keys > 0 then
+      locks = rcall("HMGET", k.locks, unpack(keys))
+    end
+    for j = 1, #head, 2 do
+      local key = keys[(j + 1) / 2]
       if not seen[key] then
-        local lock = rcall("HGET", k.locks, key)
+        local lock = locks and locks[(j + 1) / 2]
         if lock and is_retry_hold(lock) and not holds_for(lock, head[j])
             and retry_hold_is_stale(k, lock) then
           rcall("HDEL", k.locks, key)

@@ -254,7 +254,8 @@ LUA = ROOT / "src" / "rmq" / "storage" / "lua"
 # What the scripts write a trace line for, by the form that names the event: the
 # trace_* calls of lua/includes/trace.lua, its lines' heads, trace_save.lua's own lines,
 # and the event a settle's failure traces (the last argument of settle.lua's fail)
-_TRACE_CALL = re.compile(r"(?<!function )\btrace_(?:message|delivery|present)\(\s*\w+,\s*(\"?)(\w+)\"?")
+_TRACE_CALL = re.compile(
+    r"(?<!function )\btrace_(?:message|delivery|present)\(\s*\w+,\s*(\"?)(\w+)\"?")
 _LINE_HEAD = re.compile(r"\bhead\([^,()]+,\s*\"(\w+)\"\)|\badd_line\(\w+,\s*\"(\w+)\\t\"")
 _FAIL_CALL = re.compile(r"\bfail\(k,(?:[^()]|\([^()]*\))*,\s*\"(\w+)\"\)")
 NOT_AN_EVENT = {"rescored"}  # a line the reader uses to name merges (storage/trace.py)

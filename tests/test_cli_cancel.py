@@ -101,3 +101,17 @@ def test_cancel_of_an_unknown_or_malformed_id_exits_with_one_line(redis_url, cli
         "digits, as rmq send prints it (see --help)"))
     assert_one_line_error(run("cancel", "nope", handled.message_id, url=redis_url), 1,
                           "unknown topic 'nope': create it with `rmq topic create nope`")
+
+
+def test_trace_by_key_alone_finds_a_key_mode_message_and_names_what_is_missing_otherwise(
+        redis_url, client):
+    client.create_topic("prices", trace=True, merge="key")
+    sent = client.send("prices", "price=10", key="product-42")
+    client.ack(client.claim("prices"))
+    out = ok("trace", "prices", "--key", "product-42", url=redis_url)
+    assert f"message {sent.message_id} of topic 'prices':" in out
+    assert "acked" in out
+    assert_one_line_error(run("trace", "renders", "--key", "product-42", url=redis_url), 1,
+                          "the body (and key) of the message")  # merging by body: not enough
+    assert_one_line_error(run("trace", "prices", url=redis_url), 1,
+                          "or --key of a message of a topic merging by key")

@@ -219,3 +219,39 @@ def test_a_server_without_persistence_is_warned_about_once_per_user(fresh_server
     assert warnings_of(servers[1]) == []
     (tmp_path / "home" / "warnings-shown").unlink()
     assert warnings_of(servers[0]) == [first[0]]  # forgetting them shows them again
+
+
+def test_a_misspelt_option_is_named_with_the_option_meant(redis_url: str, topic: str) -> None:
+    assert error_line("--url", redis_url, "dead", "list", "t", "--grup", "gpu", status=2) == (
+        "rmq: error: unrecognized arguments: --grup gpu; did you mean --group? (see --help)")
+    assert error_line("--url", redis_url, "topic", "create", "u", "--slts=4", status=2) == (
+        "rmq: error: unrecognized arguments: --slts=4; did you mean --slots? (see --help)")
+    assert error_line("--url", redis_url, "stats", "t", "--jsn", status=2).endswith(
+        "did you mean --json? (see --help)")
+    assert error_line("--url", redis_url, "send", "t", "x", "--zzz", status=2) == (
+        "rmq: error: unrecognized arguments: --zzz (see --help)")  # nothing close: no guess
+
+
+@pytest.mark.parametrize("args", [
+    ["dead", "list", "t"], ["dead", "requeue", "t"], ["dead", "purge", "t", "--yes"],
+    ["cancel", "t", "0123456789abcdef"], ["topic", "limits", "t"]])
+def test_a_group_the_topic_does_not_have_is_refused_naming_its_groups(
+        redis_url: str, topic: str, args: list[str]) -> None:
+    with rmq.Client(redis_url) as client:
+        client.bind("t", "gpu")
+        client.bind("t", "audit")
+    line = error_line("--url", redis_url, *args, "--group", "gpus")
+    assert "topic 't' has no group 'gpus' (its groups: audit, gpu)" in line, line
+    assert "did you mean 'gpu'?" in line
+
+
+def test_dead_list_still_reads_default_and_an_unbound_group_whose_messages_stay(
+        redis_url: str, topic: str) -> None:
+    with rmq.Client(redis_url) as client:
+        client.bind("t", "gpu")
+        client.bind("t", "audit")
+        client.unbind("t", "audit")
+    for group in ("audit", "default", "gpu"):
+        done = run("--url", redis_url, "dead", "list", "t", "--group", group)
+        assert done.returncode == 0 and done.stdout.decode().startswith("no dead letters"), (
+            group, done.stderr)

@@ -195,3 +195,95 @@ def test_the_pages_showing_tags_and_properties_say_they_merge_and_point_to_mergi
         text = " ".join((ROOT / page).read_text(encoding="utf-8").split())
         assert re.search(r"(Tag and properties|Both) are part of what merges", text), page
         assert "merging-by-key" in text, page
+
+
+REFERENCE = ROOT / "docs" / "reference.md"
+
+
+def returned_types() -> dict[str, set[str]]:
+    """Every dataclass or NamedTuple ``rmq`` exports, with its public fields and
+    properties, from the code."""
+    import dataclasses
+
+    import rmq
+
+    found = {}
+    for name in rmq.__all__:
+        kind = getattr(rmq, name)
+        if dataclasses.is_dataclass(kind):
+            fields = {f.name for f in dataclasses.fields(kind)}
+        elif isinstance(kind, type) and issubclass(kind, tuple) and hasattr(kind, "_fields"):
+            fields = set(kind._fields)
+        else:
+            continue
+        properties = {attribute for attribute, value in vars(kind).items()
+                      if isinstance(value, property)}
+        found[name] = {n for n in fields | properties if not n.startswith("_")}
+    return found
+
+
+def reference_tables() -> dict[str, set[str]]:
+    """The fields docs/reference.md lists under each ``### `Type` `` heading."""
+    tables: dict[str, set[str]] = {}
+    current = None
+    for line in REFERENCE.read_text(encoding="utf-8").splitlines():
+        heading = re.fullmatch(r"#+ `(\w+)`", line)
+        if heading:
+            current = heading.group(1)
+            tables[current] = set()
+        elif line.startswith("#"):
+            current = None
+        elif current and (row := re.match(r"^\| `(\w+)` \|", line)):
+            tables[current].add(row.group(1))
+    return tables
+
+
+def test_the_reference_page_lists_every_field_of_every_returned_type() -> None:
+    types, tables = returned_types(), reference_tables()
+    assert {"Message", "GroupStats", "Cancelled", "TraceEvent"} <= types.keys()
+    assert sorted(types.keys() - tables.keys()) == [], "docs/reference.md lacks a section"
+    for name, fields in types.items():
+        missing, gone = sorted(fields - tables[name]), sorted(tables[name] - fields)
+        assert not missing, f"docs/reference.md, `{name}`, lacks a row for {missing}"
+        assert not gone, f"docs/reference.md, `{name}`, lists what it has not: {gone}"
+    for page in ("README.md", "docs/architecture.md"):
+        assert "reference.md" in (ROOT / page).read_text(encoding="utf-8"), page
+
+
+LUA = ROOT / "src" / "rmq" / "storage" / "lua"
+# What the scripts write a trace line for, by the form that names the event: the
+# trace_* calls of lua/includes/trace.lua, its lines' heads, trace_save.lua's own lines,
+# and the event a settle's failure traces (the last argument of settle.lua's fail)
+_TRACE_CALL = re.compile(
+    r"(?<!function )\btrace_(?:message|delivery|present)\(\s*\w+,\s*(\"?)(\w+)\"?")
+_LINE_HEAD = re.compile(r"\bhead\([^,()]+,\s*\"(\w+)\"\)|\badd_line\(\w+,\s*\"(\w+)\\t\"")
+_FAIL_CALL = re.compile(r"\bfail\(k,(?:[^()]|\([^()]*\))*,\s*\"(\w+)\"\)")
+NOT_AN_EVENT = {"rescored"}  # a line the reader uses to name merges (storage/trace.py)
+
+
+def events_the_scripts_write() -> set[str]:
+    found: set[str] = set()
+    for path in LUA.rglob("*.lua"):
+        code = re.sub(r"--\[\[.*?\]\]|--[^\n]*", "", path.read_text(encoding="utf-8"),
+                      flags=re.S)
+        for quoted, event in _TRACE_CALL.findall(code):
+            assert quoted or (path.name, event) == ("settle.lua", "event"), (
+                f"{path.name}: a trace call names its event by a variable ({event}): "
+                "teach this test where it comes from")
+            if quoted:
+                found.add(event)
+        found |= {a or b for a, b in _LINE_HEAD.findall(code)}
+        found |= set(_FAIL_CALL.findall(code))
+    return found - NOT_AN_EVENT
+
+
+def test_the_trace_page_lists_every_event_the_scripts_write() -> None:
+    from rmq.storage.trace import EVENTS
+
+    text = (ROOT / "docs" / "trace.md").read_text(encoding="utf-8")
+    table = text.split("### Events", 1)[1].split("\n#", 1)[0]
+    listed = re.findall(r"^\| `(\w+)` \|", table, re.M)
+    written = events_the_scripts_write()
+    assert {"sent", "merged", "claimed", "failed", "expired", "cancelled"} <= written
+    assert sorted(written) == sorted(EVENTS), "storage/trace.py's EVENTS differ from the scripts"
+    assert sorted(listed) == sorted(written), "docs/trace.md, 'Events', differs from the scripts"

@@ -80,3 +80,18 @@ def test_snapshot_rows_and_found_messages_show_the_message_id(client):
 def test_message_id_of_names_a_message_as_sent_with_a_bare_body(client):
     client.create_topic("t")
     assert client.send("t", b"plain").message_id == rmq.message_id_of("t", b"plain")
+
+
+def test_message_id_of_takes_a_str_as_send_does_and_refuses_what_it_cannot_take(client):
+    client.create_topic("t")
+    client.create_topic("prices", merge="key")
+    assert client.send("t", "plain").message_id == rmq.message_id_of("t", "plain")
+    assert client.send("t", "é").message_id == rmq.message_id_of("t", "é")
+    sent = client.send("prices", "price=10", key="product-42")
+    assert sent.message_id == rmq.message_id_of("prices", "product-42")  # its key's
+    for topic, member, words in [("t", 42, "member must be bytes or str, got int"),
+                                 ("t", None, "member must be bytes or str, got NoneType"),
+                                 (b"t", b"x", "topic must be a str, got bytes"),
+                                 ("t", "\udc80", "member is not encodable as UTF-8")]:
+        with pytest.raises(rmq.errors.InvalidArgument, match=words):
+            rmq.message_id_of(topic, member)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, NamedTuple, overload
 
+from .errors import InvalidArgument
 from .stops import BOARD, Delivery
 
 PropertyValue = str | int | float | bool
@@ -19,13 +20,40 @@ __all__ = ["Priority", "Message", "Claimed", "DeadLetter", "SendResult", "SendCo
            "UnfrozenMessage", "stop_key"]
 
 
-def message_id_of(topic: str, member: bytes) -> str:
+def message_id_of(topic: str, member: bytes | str) -> str:
     """A message's id: the first 16 hex digits of the SHA-1 of ``topic:member``, where
     ``member`` is the message as stored (body, key, tag and properties: what makes two sends
-    merge; docs/storage.md, "Members"). Every send of the same content to the topic has
-    it, across merges, retries and later sends; the scripts compute the same
+    merge; docs/storage.md, "Members"): a bare body, or on a topic merging by key the key.
+    A ``str`` is taken as its UTF-8 bytes, as ``send`` takes it; anything else but bytes
+    raises InvalidArgument. Every send of the same content to the topic has it, across
+    merges, retries and later sends; the scripts compute the same
     (``lua/includes/trace.lua``)."""
-    return hashlib.sha1(topic.encode() + b":" + member).hexdigest()[:16]
+    try:
+        return hashlib.sha1(topic.encode() + b":" + member).hexdigest()[:16]  # type: ignore[operator]
+    except (TypeError, AttributeError, UnicodeEncodeError):  # the slow path: not bytes
+        topic, member = _id_arguments(topic, member)
+        return hashlib.sha1(topic.encode() + b":" + member).hexdigest()[:16]
+
+
+def _id_arguments(topic: object, member: object) -> tuple[str, bytes]:
+    """``message_id_of``'s arguments as it hashes them: ``member`` a str encoded as UTF-8;
+    InvalidArgument naming what it cannot take."""
+    if not isinstance(topic, str):
+        raise InvalidArgument(f"message_id_of: topic must be a str, got {type(topic).__name__}")
+    try:
+        topic.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(f"message_id_of: topic is not encodable as UTF-8: {exc}") from None
+    if isinstance(member, str):
+        try:
+            return topic, member.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidArgument(f"message_id_of: member is not encodable as UTF-8: {exc}"
+                                  ) from None
+    if isinstance(member, bytes | bytearray | memoryview):
+        return topic, bytes(member)
+    raise InvalidArgument(
+        f"message_id_of: member must be bytes or str, got {type(member).__name__}")
 
 
 class MessageIds(Sequence[str]):

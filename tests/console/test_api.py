@@ -220,6 +220,20 @@ def test_send_peek_and_find(api: TestClient, client: rmq.Client) -> None:
     assert "state" in error_of(api.get("/api/topics/t/messages", params={"state": "x"}), 422)
 
 
+def test_the_finder_learns_a_topic_merging_by_key_names_a_message_by_its_key_and_traces_it(
+        api: TestClient, client: rmq.Client) -> None:
+    client.create_topic("prices", merge="key", trace=True)
+    client.create_topic("plain")
+    sent = client.send("prices", "price=10", key="product-42")
+    client.ack(client.claim("prices"))
+    found = api.get("/api/topics/prices/find", params={"key": "product-42"}).json()
+    assert found == {"rows": [], "merge": "key"}  # handled: nothing stored, a trace to show
+    events = api.get("/api/topics/prices/trace", params={"key": "product-42"}).json()["events"]
+    assert [(e["event"], e["message_id"]) for e in events] == [
+        ("sent", sent.message_id), ("claimed", sent.message_id), ("acked", sent.message_id)]
+    assert api.get("/api/topics/plain/find", params={"key": "k"}).json()["merge"] == "body"
+
+
 def test_dead_letters_are_requeued_one_some_or_all_and_purged_with_confirmation(
         api: TestClient, client: rmq.Client) -> None:
     client.create_topic("t", slots=2, max_retries=0)

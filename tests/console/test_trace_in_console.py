@@ -57,3 +57,27 @@ def test_the_finder_says_when_a_topics_trace_is_off(
     page.goto(f"{base}/find?topic=plain&message_id={sent.message_id}")
     expect(page.locator("#trace-count")).to_contain_text("the trace is off")
     expect(page.locator("table.trace-table tbody")).to_contain_text("Nothing recorded")
+
+
+def test_the_finder_shows_the_timeline_of_a_key_s_message_handled_or_cancelled(
+        page: Page, console_process: Any, client: rmq.Client, tmp_path: Path) -> None:
+    base = console_process("--refresh", "1")
+    client.create_topic("prices", trace=True, merge="key")
+    handled = client.send("prices", "price=10", key="product-42")
+    client.ack(client.claim("prices", holder="render-1"))
+    cancelled = client.send("prices", "price=7", key="product-7")
+    client.cancel("prices", cancelled.message_id)
+
+    page.goto(f"{base}/find?topic=prices&key=product-42")
+    timeline = page.locator(f"table.trace-table[data-message-id='{handled.message_id}'] tbody tr")
+    expect(timeline).to_have_count(3)
+    assert [row.get_attribute("data-event") for row in timeline.all()] == [
+        "sent", "claimed", "acked"]
+    expect(timeline.nth(1)).to_contain_text("render-1")
+    page.screenshot(path=str(tmp_path / "trace-finder-key.png"), full_page=True)
+
+    page.goto(f"{base}/find?topic=prices&key=product-7")
+    timeline = page.locator(
+        f"table.trace-table[data-message-id='{cancelled.message_id}'] tbody tr")
+    expect(timeline).to_have_count(2)
+    expect(timeline.last).to_contain_text("cancelled: removed while pending")

@@ -20,7 +20,7 @@ from typing import NoReturn
 from ..errors import RMQError
 from ..extras import extra_of, install_hint
 from . import cancel, console, messages, runtime, server, stats, topics, tracing
-from .advice import error_line, first_line
+from .advice import error_line, first_line, unrecognized
 from .common import CommandError, add_replication_options
 from .notices import show_once
 
@@ -106,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Python 3.11's argparse leaves an optional positional given after options unparsed.
         setattr(args, late, extra.pop())
     if args.run is not None and extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        parser.error(unrecognized(parser, args, extra))
     if args.url is not None and not args.url.strip():
         parser.error("--url is empty: give a Redis URL, or leave --url out to use "
                      "$RMQ_REDIS_URL or the embedded server")

@@ -5,11 +5,12 @@ command line's words and ending with the fix (a library message names library ca
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 
 from ..errors import RedisUnavailable, UnboundGroup, UnknownMessage, UnknownTopic
 
-__all__ = ["error_line"]
+__all__ = ["error_line", "unrecognized"]
 
 PASSWORD_REFUSALS = ("HELLO must be called", "NOAUTH", "Authentication required")
 
@@ -46,3 +47,33 @@ def first_line(exc: BaseException) -> str:
     """The first line of ``exc``'s message (the rest, such as a log's tail, is for logs)."""
     lines = str(exc).strip().splitlines()
     return lines[0] if lines else type(exc).__name__
+
+
+def unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                 extra: list[str]) -> str:
+    """The error of arguments no option of the command took, with the option meant for a
+    misspelt one (``--grup``: "did you mean --group?"), among the command's own options."""
+    line = f"unrecognized arguments: {' '.join(extra)}"
+    options = _options_of(_command_parser(parser, args))
+    for word in extra:
+        if word.startswith("-") and word not in options:
+            close = difflib.get_close_matches(word.split("=", 1)[0], options, n=1)
+            if close:
+                return f"{line}; did you mean {close[0]}?"
+    return line
+
+
+def _command_parser(parser: argparse.ArgumentParser,
+                    args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)command ``args`` ran: ``rmq topic create``'s, not ``rmq``'s."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(args, action.dest, None) or "")
+            if chosen is not None:
+                return _command_parser(chosen, args)
+    return parser
+
+
+def _options_of(parser: argparse.ArgumentParser) -> list[str]:
+    return [option for action in parser._actions for option in action.option_strings
+            if option.startswith("--")]

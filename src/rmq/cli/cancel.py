@@ -7,7 +7,7 @@ import argparse
 import re
 from typing import Any
 
-from .common import open_client, print_json
+from .common import check_group, open_client, print_json
 
 __all__ = ["add_parsers", "cancel"]
 
@@ -29,6 +29,8 @@ def _count(n: int, one: str, many: str) -> str:
 
 def cancel(args: argparse.Namespace) -> None:
     with open_client(args) as client:
+        if args.group is not None:
+            check_group(client, args.topic, args.group)
         done = client.cancel(args.topic, args.message_id, args.group)
     if args.json:
         print_json({"topic": args.topic, "message_id": args.message_id, "group": args.group,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import math
 import os
@@ -17,10 +18,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from ..client import Client
 from ..client.retry import Retry
 from ..message import Priority
+from ..settings import DEFAULT_GROUP
 
 __all__ = ["CommandError", "open_client", "add_replication_options", "table", "print_json",
            "text_of", "age", "Progress", "seconds", "at_least_one", "at_least_zero",
-           "priority_name"]
+           "priority_name", "check_group"]
 
 QUICK_RETRIES = 5  # reconnect attempts of one-shot commands: 50 ms doubling, about 1.5 s
 # A one-shot command's longest wait for one reply (the library's is 30 s). A timeout is not
@@ -47,6 +49,20 @@ def open_client(args: argparse.Namespace, *, patient: bool = False) -> Client:
     return Client(args.url, **replication, socket_timeout=QUICK_TIMEOUT,
                   retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), QUICK_RETRIES,
                               supported_errors=(RedisConnectionError, ConnectionError)))
+
+
+def check_group(client: Client, topic: str, group: str) -> None:
+    """CommandError naming the topic's groups when ``group`` is none of them: neither bound
+    nor unbound with its messages kept, nor ``default`` (a typo would read as an empty
+    group). UnknownTopic for a topic that does not exist."""
+    info = client.topic(topic)
+    groups = sorted({*info.groups, *info.unbound_groups})
+    if group in groups or group == DEFAULT_GROUP:
+        return
+    close = difflib.get_close_matches(group, groups, n=1)
+    guess = f"; did you mean {close[0]!r}?" if close else ""
+    raise CommandError(f"topic {topic!r} has no group {group!r} (its groups: "
+                       f"{', '.join(groups)}){guess}")
 
 
 def add_replication_options(parser: argparse.ArgumentParser) -> None:

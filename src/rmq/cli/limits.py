@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from ..settings import DEFAULT_GROUP, GroupLimits
-from .common import open_client, print_json
+from .common import check_group, open_client, print_json
 
 __all__ = ["configure", "describe", "as_json", "limits"]
 
@@ -61,6 +61,8 @@ def limits(args: argparse.Namespace) -> None:
     given = {name: getattr(args, name) for name in ("max_in_flight", "rate", "max_batches")
              if getattr(args, name) is not _KEEP}  # a limit left out keeps its value
     with open_client(args) as client:
+        if not given:  # setting one, the library names a group not bound (and the fix)
+            check_group(client, args.name, args.group)
         current = (client.set_limits(args.name, args.group, **given) if given
                    else client.limits(args.name, args.group))
     if args.json:

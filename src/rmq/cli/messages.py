@@ -19,6 +19,7 @@ from ..message import Priority
 from .common import (
     CommandError,
     Progress,
+    check_group,
     open_client,
     print_json,
     priority_name,
@@ -176,6 +177,7 @@ def dead(args: argparse.Namespace) -> None:
         _purge(args)
         return
     with open_client(args) as client:
+        check_group(client, args.topic, args.group)
         if args.action == "requeue":
             count = client.requeue_dead(args.topic, args.group, args.ids)
             if args.json:
@@ -217,6 +219,7 @@ def _purge(args: argparse.Namespace) -> None:
         raise CommandError(f"purging deletes every dead letter of {where}; add --yes to "
                            "confirm (there is no terminal to ask on)")
     with open_client(args) as client:
+        check_group(client, args.topic, args.group)
         if not args.yes:
             group = client.stats(args.topic).groups.get(args.group)
             held = group.dead if group is not None else 0

@@ -1,5 +1,6 @@
-"""``rmq trace TOPIC [MESSAGE_ID] [--body BODY [--key KEY]]``: print a message's trace, its
-recorded state changes oldest first (docs/trace.md)."""
+"""``rmq trace TOPIC [MESSAGE_ID] [--body BODY] [--key KEY]``: print a message's trace, its
+recorded state changes oldest first (docs/trace.md). On a topic merging by key, ``--key``
+alone names the message."""
 
 from __future__ import annotations
 
@@ -30,8 +31,9 @@ def _detail(event: Any) -> str:
 
 
 def trace(args: argparse.Namespace) -> None:
-    if args.message_id is None and args.body is None:
-        raise CommandError("give a MESSAGE_ID, or --body (and --key) of the message")
+    if args.message_id is None and args.body is None and args.key is None:
+        raise CommandError("give a MESSAGE_ID, or --body (and --key) of the message, or "
+                           "--key of a message of a topic merging by key")
     with open_client(args) as client:
         events = client.trace(args.topic, args.message_id,
                               body=None if args.body is None else os.fsencode(args.body),
@@ -58,6 +60,8 @@ def add_parsers(commands: Any) -> None:
     p.add_argument("message_id", metavar="MESSAGE_ID", nargs="?",
                    help="the message id (as send and the console show it)")
     p.add_argument("--body", metavar="BODY", help="the body the message was sent with")
-    p.add_argument("--key", metavar="TEXT", help="the key it was sent with (with --body)")
+    p.add_argument("--key", metavar="TEXT",
+                   help="the key it was sent with (with --body; alone, on a topic merging "
+                        "by key: its key's message)")
     p.add_argument("--json", action="store_true", help="print JSON lines")
     p.set_defaults(run=trace)

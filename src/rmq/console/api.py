@@ -285,8 +285,11 @@ def find(request: Request, topic: str,
          every_slot: bool = False) -> dict[str, Any]:
     body = body or None
     key = key or None
-    rows = _client(request).find_messages(topic, body, key=key, every_slot=every_slot)
-    return {"rows": [views.message_row(r, body_limit=None) for r in rows]}
+    client = _client(request)
+    rows = client.find_messages(topic, body, key=key, every_slot=every_slot)
+    # "key": a key alone names a message, whose trace the finder shows once none is stored
+    return {"rows": [views.message_row(r, body_limit=None) for r in rows],
+            "merge": client.topic(topic).settings.merge}
 
 
 @router.get("/topics/{topic}/trace", summary="A message's trace: its state changes, oldest "

@@ -101,7 +101,9 @@
       el("td", {}, r.state === "dead" ? null : cancelButton(fields.topic, r.message_id, r.group)))), 14,
       "Nothing stored with that body or key (it may have been handled already).");
     const ids = [...new Set([fields.message_id, ...result.rows.map((r) => r.message_id)].filter(Boolean))];
-    if (!ids.length && fields.body) {  // handled already: its trace may still tell its story
+    // handled or cancelled already: its trace may still tell its story (a key alone names a
+    // message on a topic merging by key)
+    if (!ids.length && (fields.body || result.merge === "key")) {
       const byBody = await api("GET", `/api/topics/${encodeURIComponent(fields.topic)}/trace?${query({ body: fields.body, key: fields.key })}`);
       if (byBody.events.length) ids.push(byBody.events[0].message_id);
     }

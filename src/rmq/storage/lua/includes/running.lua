@@ -19,8 +19,9 @@
   publish loses nothing: the newer message is pending in any case, and the mark decides at
   settling.
 
-  note_claimed(k, identities, ids): a superseding group's claim writes each identity's
-  entry. supersede(k, identity, limit, stopped): a send of `identity` into a superseding
+  note_claimed(k, identities, ids, known): a superseding group's claim writes each
+  identity's entry (`known`: identity -> its entry as the claim read it, false where none,
+  when it read every one). supersede(k, identity, limit, stopped): a send of `identity` into a superseding
   group marks its running delivery, unless its streak reached `limit`, counts it
   `superseded`, traces it and appends its id to `stopped`. stop_marks(k, ids): the marks of
   deliveries (false where none). forget_running(k, ids, members): settling these deliveries
@@ -48,12 +49,19 @@ local function entry_of(value)
   return id, tonumber(streak), mark == ":s"
 end
 
-local function note_claimed(k, identities, ids)
+local function note_claimed(k, identities, ids, known)
   local fields = {}
   for j, identity in ipairs(identities) do
     fields[j] = "=" .. identity
   end
-  local before = bulk("HMGET", k.running, fields)
+  local before = {}
+  if known then  -- what the claim read already (take.lua's waits): false where none
+    for j, identity in ipairs(identities) do
+      before[j] = known[identity]
+    end
+  else
+    before = bulk("HMGET", k.running, fields)
+  end
   local entries = {}
   for j, field in ipairs(fields) do
     local _, streak, superseded = entry_of(before[j])

@@ -47,8 +47,12 @@ local function new_taken(serial, by_key, supersede, slots)
   -- (on a serial topic a key lock already keeps an identity's deliveries apart; a field,
   -- not a local of its own: the library's main function is at Lua's 200 locals)
   if supersede and by_key and not serial then
+    local entries = {}  -- identity -> its entry as read here (false: none), for note_claimed
+    taken.entries = entries
     taken.waits = function(k, identity)
-      local id = entry_of(rcall("HGET", k.running, "=" .. identity))
+      local entry = rcall("HGET", k.running, "=" .. identity)
+      entries[identity] = entry
+      local id = entry_of(entry)
       return id ~= nil and rcall("HEXISTS", k.inflight, id) == 1
     end
   end
@@ -140,7 +144,7 @@ local function take_chosen(slots, taken, now, lease_until, holder, out)
     local last = first + #members - 1
     id_text[i], next_id[i] = id_texts(first, last), 1  -- spelled a hundred at a time
     if taken.supersede then
-      note_claimed(k, members, id_text[i])
+      note_claimed(k, members, id_text[i], taken.entries)
     end
     leases[i] = {fmt(lease_score(lease_until, first)), lease_member(first, last)}
     out[o + 1], out[o + 2] = i, first

@@ -56,6 +56,8 @@ class TopicChanges(Strict):
     trace: bool | None = Field(None, description="record every state change of every message")
     trace_retention: Number | None = Field(None, description="seconds a traced event is kept")
     trace_cap: Int | None = Field(None, description="traced events kept per slot at most")
+    version_retention: Number | None = Field(
+        None, description="seconds a key's highest version is remembered (merging by key)")
 
     def given(self) -> dict[str, Any]:
         """The settings given (the topic's name is not a setting)."""

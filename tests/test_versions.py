@@ -159,3 +159,15 @@ def test_a_transactions_halves_are_checked_at_commit(client):
                       {"body": "v7", "key": "q", "version": 7}])
     assert sorted(m.body for m in drain(client, "prices")) == [b"v6", b"v8"]
     assert _outdated(client, "prices") == {"default": 2}
+
+
+def test_an_outdated_send_is_traced_in_every_group(client):
+    client.create_topic("prices", merge="key", trace=True)
+    client.bind("prices", "render")
+    client.bind("prices", "index")
+    sent = client.send("prices", "v5", key="p", version=5)
+    client.send_many("prices", [{"body": "v3", "key": "p", "version": 3},
+                                {"body": "v6", "key": "p", "version": 6}])
+    events = client.trace("prices", sent.message_id)
+    for group in ("render", "index"):
+        assert [e.event for e in events if e.group == group] == ["sent", "outdated", "merged"]

@@ -171,3 +171,17 @@ def test_an_outdated_send_is_traced_in_every_group(client):
     events = client.trace("prices", sent.message_id)
     for group in ("render", "index"):
         assert [e.event for e in events if e.group == group] == ["sent", "outdated", "merged"]
+
+
+def test_a_transaction_part_sent_again_keeps_its_versions_and_stores_nothing_twice(client):
+    client.create_topic("prices", merge="key", slots=1)
+    items = [{"body": f"{key}{v}", "key": key, "version": v}
+             for key, v in (("a", 3), ("b", 1), ("a", 2), ("c", 5))]
+    first = client.transaction("prices", id="q-1", part="p0")
+    assert first.send_many(items[:3]) == 3
+    again = client.transaction("prices", id="q-1", part="p0")
+    # a re-run from the start: the first three are stored already, the plain one beyond
+    assert again.send_many([*items, {"body": "plain", "key": "d"}]) == 2
+    counts = client.transaction("prices", id="q-1").commit()
+    assert (counts.sent, counts.outdated) == (5, 1)
+    assert sorted(m.body for m in drain(client, "prices")) == [b"a3", b"b1", b"c5", b"plain"]

@@ -64,11 +64,11 @@ def send(topic: str, generation: str, groups: Sequence[str], batch: Sequence[Out
     for slot, indexes in by_slot.items():
         for start in range(0, len(indexes), MAX_SCRIPT_BATCH):
             chunk = indexes[start : start + MAX_SCRIPT_BATCH]
-            versioned = any(batch[i].version is not None for i in chunk)
+            runs, versioned = _runs(batch, chunk)
             calls.append(_enqueue_call(
                 topic, generation, groups, slot, heads, now, filters, trace,
                 f"v{version_retention}" if versioned else "1" if by_key else "", stops,
-                _runs(batch, chunk)))
+                runs))
             order.append(chunk)
     results = yield calls
     for reply in results:
@@ -120,12 +120,37 @@ def _enqueue_call(topic: str, generation: str, groups: Sequence[str], slot: int,
 
 
 def _runs(batch: Sequence[tuple[object, bytes, int, int, int | None]], chunk: Iterable[int]
-          ) -> list[Any]:
+          ) -> tuple[list[Any], bool]:
     """enqueue.lua's arguments for ``chunk`` (indexes into ``batch``, Outgoing-shaped: its
     slot not read): runs of messages that share a priority and a due time, each ``priority,
-    due, n, member...``, or, for messages carrying versions, ``priority, due, -n,
-    version..., member...`` (lua/includes/versions.lua). A batch usually is one run, so a
-    message costs one argument, its member (two with a version)."""
+    due, n, member...``; and whether any message carries a version (then
+    ``_versioned_runs``' runs). A batch usually is one run, so a message costs one
+    argument, its member."""
+    args: list[Any] = []
+    members: list[bytes] = []
+    run_priority: int | None = None
+    run_due: int | None = None
+    for i in chunk:
+        _, member, priority, due, version = batch[i]
+        if version is not None:
+            return _versioned_runs(batch, chunk), True
+        if priority != run_priority or due != run_due:
+            if members:
+                args += (run_priority, run_due, len(members))
+                args += members
+                members = []
+            run_priority, run_due = priority, due
+        members.append(member)
+    args += (run_priority, run_due, len(members))
+    args += members
+    return args, False
+
+
+def _versioned_runs(batch: Sequence[tuple[object, bytes, int, int, int | None]],
+                    chunk: Iterable[int]) -> list[Any]:
+    """``_runs`` of a chunk in which messages carry versions: theirs in runs of ``priority,
+    due, -n, version..., member...`` (lua/includes/versions.lua), the others' as
+    ``_runs`` writes them."""
     args: list[Any] = []
     members: list[bytes] = []
     versions: list[int] = []
@@ -211,7 +236,7 @@ def join(batches: list[list[Call]]) -> Op[list[list[Any]]]:
                 latest = now if now > latest else latest
             joined.append(script_call(script("enqueue"), batches[chunk[0]][0].keys, (
                 generation, latest, channel, heads_slot, filters, trace, by_key, stops,
-                *_runs(messages, range(len(messages))))))
+                *_runs(messages, range(len(messages)))[0])))
             chunks.append(chunk)
     replies = yield joined
     out: list[list[Any]] = [[]] * len(batches)

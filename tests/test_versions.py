@@ -185,3 +185,12 @@ def test_a_transaction_part_sent_again_keeps_its_versions_and_stores_nothing_twi
     counts = client.transaction("prices", id="q-1").commit()
     assert (counts.sent, counts.outdated) == (5, 1)
     assert sorted(m.body for m in drain(client, "prices")) == [b"a3", b"b1", b"c5", b"plain"]
+
+
+def test_half_messages_with_versions_show_in_the_snapshot(client):
+    client.create_topic("prices", merge="key", slots=1)
+    tx = client.transaction("prices", id="snap")
+    tx.send_many([{"body": "a2", "key": "a", "version": 2}, {"body": "b", "key": "b"},
+                  {"body": "a1", "key": "a", "version": 1}])
+    assert [(r.state, r.body, r.key) for r in client.snapshot("prices")] == [
+        ("half", b"a2", b"a"), ("half", b"b", b"b"), ("half", b"a1", b"a")]

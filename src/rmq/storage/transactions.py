@@ -408,6 +408,9 @@ def snapshot_halves(topic: str, slot: int, now: int) -> Op[list[SnapshotRow]]:
         while at < len(flat):
             priority, due, n = int(flat[at]), flat[at + 1].decode(), int(flat[at + 2])
             due_at = now + int(due[1:]) if due.startswith("+") else int(due)
+            if n < 0:  # a run carrying versions: n of them before its members
+                n = -n
+                at += n
             for member in flat[at + 3 : at + 3 + n]:
                 body, key, tag, properties = decode_parts(member)
                 rows.append(SnapshotRow(topic, HALVES, slot, "half", priority, due_at, 0, key,

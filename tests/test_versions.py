@@ -194,3 +194,12 @@ def test_half_messages_with_versions_show_in_the_snapshot(client):
                   {"body": "a1", "key": "a", "version": 1}])
     assert [(r.state, r.body, r.key) for r in client.snapshot("prices")] == [
         ("half", b"a2", b"a"), ("half", b"b", b"b"), ("half", b"a1", b"a")]
+
+
+def test_a_key_sent_again_after_its_retention_is_forgotten_before_it_is_checked(client, clock):
+    client.create_topic("prices", merge="key", version_retention=60, slots=1)
+    client.send("prices", "v5", key="p", version=5)
+    drain(client, "prices")
+    clock.advance(61_000)
+    assert not client.send("prices", "v1", key="p", version=1).outdated
+    assert states(client, "prices")["ready"] == [b"v1"]

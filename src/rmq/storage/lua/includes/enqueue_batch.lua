@@ -14,8 +14,9 @@
   that group. `stops`: "" when no group supersedes, else the JSON of {channel, groups}: per
   group in KEYS order, its [name, supersede_limit] or 0 when it does not supersede; a
   message such a group accepts supersedes a running delivery of its identity (running.lua),
-  told on the channel. `versions`: the slot's (versions.lua's Versions.open), or nil: a message older than
-  its identity's version is dropped for every group (counted `outdated`, answered OUTDATED).
+  told on the channel. `versions`: the slot's (versions.lua's Versions.open), or nil: a
+  message older than its identity's version is dropped for every group (counted
+  `outdated`, answered OUTDATED).
   Returns one integer per message as enqueue.lua does (1: merged in every group that
   accepted it), counts sent, merged and filtered per group, and traces sent and merged. The
   caller calls trace_save(tracer) and finish(clock, channel) afterwards.
@@ -45,14 +46,11 @@ end
 local function enqueue_batch(source, first_arg, first_key, last_key, now, clock, slot,
                              filters_json, tracer, by_key, stops_json, versions)
   local runs, names, total = Versions.read_runs(source, first_arg, by_key)
+  local stride = slot == "" and GROUP_KEY_COUNT or GROUP_KEY_COUNT + 2
   local outdated  -- the message numbers dropped as older than their identity's version
   if versions then
+    versions:forget(now, runs, first_key, last_key, stride)
     runs, outdated = versions:keep_fresh(runs, source, names, now)
-  end
-
-  local stride = slot == "" and GROUP_KEY_COUNT or GROUP_KEY_COUNT + 2
-  if versions then
-    versions:forget(now, first_key, last_key, stride)
   end
   local filters = filters_json ~= "" and cjson.decode(filters_json) or nil
   local stops = stops_json ~= "" and cjson.decode(stops_json) or nil

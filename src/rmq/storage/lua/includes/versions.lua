@@ -7,10 +7,12 @@
   it. An equal or higher one is kept, and recorded. A message sent without a version is
   neither checked nor recorded.
 
-  An identity is forgotten `retention` ms after its last versioned send, unless a value of
-  it is then pending in a group (it is kept another `retention`): each call that carries
-  versions forgets at most 2 entries per versioned message it carries (at least
-  FORGET_AT_LEAST), the oldest first, so the work stays bounded and keeps up with the sends.
+  An identity is remembered at least `retention` ms after its last versioned send, and
+  while a value of it is pending in a group (then it is kept another `retention`): each
+  call that carries versions first forgets, oldest first, at most 2 entries per versioned
+  message it carries (at least FORGET_AT_LEAST) whose retention has passed, so the work
+  stays bounded and keeps up with the sends, and an identity sent again after its
+  retention is forgotten before it is checked.
 
   A send's messages travel (enqueue.lua's ARGV, a transaction's halves) as runs of messages
   sharing a priority and a due time, each: priority, due, n, then n members; or, a run
@@ -33,8 +35,8 @@
   numbers dropped (nil when none; their identities in its `names`), which the caller
   answers as Versions.OUTDATED and counts in each group with
   Versions.count_outdated(k, dropped) (as `outdated`, traced as such).
-  v:forget(now, first_key, last_key, stride)
-  forgets what the retention has passed over (the groups' keys at first_key..last_key).
+  v:forget(now, runs, first_key, last_key, stride), before keep_fresh, forgets what the
+  retention has passed over (the groups' keys at first_key..last_key).
 
   Provides: Versions.  Needs: rcall, KEYS, and the
   includes below.
@@ -56,8 +58,8 @@ function Versions.open(by_key, last_key)
     return nil, last_key
   end
   return setmetatable({hash = KEYS[last_key - 1], seen = KEYS[last_key],
-                       retention = tonumber(string.sub(by_key, 2)), highest = {},
-                       carried = 0}, Versions),
+                       retention = tonumber(string.sub(by_key, 2)), highest = {}},
+                Versions),
     last_key - 2
 end
 
@@ -90,7 +92,6 @@ function Versions:keep_fresh(runs, source, names, now)
       kept[#kept + 1] = run
     else
       local n = run[4] - run[3] + 1
-      v.carried = v.carried + n
       local from = run[3]
       for at = run[3], run[4] do
         if not v:fresh(names[at], source[at - n], stamp) then
@@ -121,12 +122,18 @@ function Versions.count_outdated(k, dropped)
   end
 end
 
-function Versions:forget(now, first_key, last_key, stride)
+function Versions:forget(now, runs, first_key, last_key, stride)
   local v = self
-  if v.carried == 0 then
+  local carried = 0
+  for _, run in ipairs(runs) do
+    if run[6] then
+      carried = carried + run[4] - run[3] + 1
+    end
+  end
+  if carried == 0 then
     return
   end
-  local limit = math.max(v.FORGET_AT_LEAST, 2 * v.carried)
+  local limit = math.max(v.FORGET_AT_LEAST, 2 * carried)
   local old = rcall("ZRANGEBYSCORE", v.seen, "-inf", string.format("%d", now - v.retention),
     "LIMIT", 0, limit)
   if #old == 0 then

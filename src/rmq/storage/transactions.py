@@ -135,7 +135,7 @@ def _runs(batch: Sequence[Outgoing], dues: Sequence[str | int], chunk: list[int]
 def close(topic: str, generation: str, groups: Sequence[str], tx_id: str, slots: Sequence[int],
           commit: bool, now: int, retention: float, heads: bool, filters: str = "",
           trace: str = "", *, topic_record: bool, by_key: bool, stops: str = "",
-          version_retention: int = 0) -> Op[list[SlotOutcome]]:
+          version_retention: int) -> Op[list[SlotOutcome]]:
     """Commit (``commit``) or roll back ``tx_id`` in each of ``slots``: one script call per
     slot, pipelined, each atomic and idempotent. ``groups``, ``heads``, ``filters``,
     ``trace``: as for ``send``. ``topic_record``: each call also checks and writes the

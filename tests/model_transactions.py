@@ -75,13 +75,14 @@ class TransactionRules:
         return rows
 
     def _commit_halves(self, halves: list[dict[str, Any]], now: int) -> int:
-        """The model's commit of ``halves`` at ``now``: sends, in order; returns merges."""
+        """The model's commit of ``halves`` at ``now``: sends, in order (a version checked
+        against what was sent before the commit); returns merges."""
         merged = 0
         for args in halves:
             sent = dict(args)
             if "deliver_at" in sent:
                 sent["deliver_at"] = max(sent["deliver_at"], now)
-            merged += self._model_send(sent, now)
+            merged += self._model_send(sent, now) == 1  # MERGED
         return merged
 
     # -- the application's side ------------------------------------------------------------
@@ -158,7 +159,8 @@ class TransactionRules:
                                       True, now, retention, self.client._heads(info),
                                       info.filter_argument, topic_record=not cluster,
                                       by_key=info.settings.merge == "key",
-                                      stops=info.stop_argument))
+                                      stops=info.stop_argument,
+                                      version_retention=info.version_retention_ms))
         self._commit_halves([a for a in tx.halves if self.m.slot_of(a["body"], a.get("key"))
                              in reached], now)
         tx.halves = [a for a in tx.halves

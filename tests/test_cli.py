@@ -146,6 +146,25 @@ def test_send_reports_merges_and_honours_the_options(redis_url: str,
     assert keyed.key == b"k1"
 
 
+def test_send_with_a_version_drops_an_older_value_and_stats_count_it(redis_url: str,
+                                                                      client: rmq.Client
+                                                                      ) -> None:
+    client.create_topic("prices", merge="key")
+    assert ok("send", "prices", "v5", "--key", "p", "--version", "5",
+              url=redis_url).startswith("sent")
+    assert ok("send", "prices", "v3", "--key", "p", "--version", "3",
+              url=redis_url).startswith("dropped as outdated: its key has a higher version")
+    out = ok("send", "prices", "--file", "-", "--key", "p", "--version", "4", url=redis_url,
+             stdin="a\nb\n")
+    assert out.startswith("sent 2 messages to 'prices', 0 merged (0.0%), 2 dropped as outdated")
+    assert [r.body for r in client.snapshot("prices")] == [b"v5"]
+    header, row = ok("stats", "prices", url=redis_url).splitlines()[1:3]
+    assert header.split()[-1] == "outdated" and row.split()[-1] == "3"
+    client.create_topic("bodies")
+    done = run("send", "bodies", "x", "--version", "1", url=redis_url)
+    assert_one_line_error(done, 1, "only a topic merging by key")
+
+
 def test_send_file_from_stdin_sends_each_line_and_counts_merges(redis_url: str,
                                                                  client: rmq.Client) -> None:
     client.create_topic("t")
@@ -467,7 +486,8 @@ def test_stats_show_filtered_transactions_in_flight_of_the_limit_and_expired_apa
     lines = text.splitlines()
     assert lines[1].split() == ["group", "ready", "delayed", "in", "flight", "expired", "dead",
                                 "oldest", "ready", "sent", "merged", "merge", "%", "filtered",
-                                "acked", "retried", "dead-lettered", "superseded", "cancelled"]
+                                "acked", "retried", "dead-lettered", "superseded", "cancelled",
+                                "outdated"]
     rows = {line.split()[0]: line.split() for line in lines[2:] if line.split()}
     assert "default" not in rows  # not bound, and nothing in it
     assert rows["gpu"][1:6] == ["3", "0", "3/4", "0", "0"]

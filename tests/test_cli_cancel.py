@@ -25,9 +25,9 @@ def stats_rows(text: str) -> dict[str, dict[str, str]]:
     """``rmq stats``' table as {group: {column: cell}} (the columns of one word)."""
     lines = text.splitlines()
     headers = lines[1].split()
-    assert headers[-2:] == ["superseded", "cancelled"]
+    assert headers[-3:] == ["superseded", "cancelled", "outdated"]
     rows = [line.split() for line in lines[2:] if line.split() and line.split()[0] != "ready"]
-    return {row[0]: dict(zip(("superseded", "cancelled"), row[-2:], strict=True))
+    return {row[0]: dict(zip(("superseded", "cancelled"), row[-3:-1], strict=True))
             for row in rows if len(row) > 10}
 
 

@@ -13,7 +13,9 @@ The model (``Model``) is a reference implementation of the contract, not of the 
   in-flight messages do not absorb sends; on a topic merging by key (SPEC §14, drawn for
   some examples) pending messages are keyed by identity (key, else body), a send's value
   replaces the pending one and a message put back (retry, release, recovery, requeue)
-  gives way to a pending one;
+  gives way to a pending one; a send there may carry a version (SPEC §14 "Newest at
+  completion"): one lower than the highest its identity was sent with is dropped (no merge,
+  no supersede, counted ``outdated``), an equal or higher one is a send as any;
 * ``claim`` takes due messages, highest priority first, then earliest due, then send order
   within a slot; a delivery counts an attempt and holds a lease until acked, nacked,
   released, or recovered after it expired;
@@ -93,6 +95,8 @@ STAMPS_PER_MS = 30  # the slot clock keeps exact due times up to 32 ready stamps
 
 BODIES = [b"a", b"b", b"c", b"d", b"\x00nul"]  # few, so that sends merge; one starts with NUL
 KEYS = [None, None, None, b"k1", b"k2"]
+VERSIONS = [None, None, 1, 2, 3, 4]  # drawn for a send on a topic merging by key
+STORED, MERGED, OUTDATED = 0, 1, 2  # what became of a send (rmq.storage.send's codes)
 PRIORITIES = [None, 0, int(rmq.Priority.LOW), MEDIUM, int(rmq.Priority.HIGH), 255]
 DELAYS = [1, 2, 5, 20, 100, 1000, 3000]
 CLOCK_STEPS = [1, 2, 5, 10, 50, 200, 1000, 2500, 5000]
@@ -171,6 +175,7 @@ class Model:
     dead: dict[str, Dead] = field(default_factory=dict)
     counters: Counter[str] = field(default_factory=Counter)
     seq: int = 0
+    versions: dict[Member, int] = field(default_factory=dict)  # the highest sent, by identity
 
     def slot_of(self, body: bytes, key: bytes | None) -> int:
         return zlib.crc32(body if key is None else key) & (self.slots - 1)
@@ -206,12 +211,21 @@ class Model:
             held.seq = None
         return True
 
-    def send(self, body: bytes, key: bytes | None, priority: int, due: int, now: int) -> bool:
+    def send(self, body: bytes, key: bytes | None, priority: int, due: int, now: int,
+             version: int | None = None) -> int:
+        """A send; returns STORED, MERGED or OUTDATED (dropped: older than its identity's
+        highest version)."""
+        if version is not None:
+            name = self.ident(body, key)
+            if version < self.versions.get(name, -1):
+                self.counters["outdated"] += 1
+                return OUTDATED
+            self.versions[name] = version
         merged = self.put(body, key, priority, due, now, 0, self.next_seq(), newest=True)
         self.counters["sent"] += 1
         self.counters["merged"] += merged
         self.supersede(self.ident(body, key))
-        return merged
+        return MERGED if merged else STORED
 
     def supersede(self, name: Member) -> None:
         """A send of ``name``: its running delivery is told to stop, unless its streak of
@@ -442,15 +456,21 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
             args["delay_ms"] = data.draw(st.sampled_from(DELAYS), label="delay_ms")
         elif when == "at":
             args["deliver_at"] = self.now() + data.draw(st.sampled_from(DELAYS), label="at+")
+        if self.m.by_key:
+            version = data.draw(st.sampled_from(VERSIONS), label="version")
+            if version is not None:
+                args["version"] = version
         return args
 
-    def _model_send(self, args: dict, now: int) -> bool:
+    def _model_send(self, args: dict, now: int) -> int:
         body, key = args["body"], args.get("key")
         priority = args.get("priority", MEDIUM)
         due = now + args["delay_ms"] if "delay_ms" in args else args.get("deliver_at", now)
-        self.unsatisfied[self.m.ident(body, key)] += 1
-        self.ever_sent.add(self.m.ident(body, key))
-        return self.m.send(body, key, priority, due, now)
+        outcome = self.m.send(body, key, priority, due, now, args.get("version"))
+        if outcome != OUTDATED:
+            self.unsatisfied[self.m.ident(body, key)] += 1
+            self.ever_sent.add(self.m.ident(body, key))
+        return outcome
 
     @precondition(lambda self: self.live)
     @rule(data=st.data())
@@ -510,9 +530,10 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
         if "deliver_at" in args:
             args["deliver_at"] = max(args["deliver_at"], now + 1)
         result = self.client.send(self.topic, **args)
-        merged = self._model_send(args, now)
+        outcome = self._model_send(args, now)
         assert result.slot == self.m.slot_of(args["body"], args.get("key"))
-        assert result.merged == merged, f"send {args}: merged {result.merged}, model {merged}"
+        assert (result.merged, result.outdated) == (outcome == MERGED, outcome == OUTDATED), (
+            f"send {args}: {result}, model {outcome}")
 
     @precondition(lambda self: self.live)
     @rule(data=st.data())
@@ -533,8 +554,9 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
             if "deliver_at" in args:
                 args["deliver_at"] = max(args["deliver_at"], now + 1)
         counts = self.client.send_many(self.topic, batch)
-        merged = sum(self._model_send(args, now) for args in batch)
-        assert (counts.sent, counts.merged) == (n, merged)
+        outcomes = [self._model_send(args, now) for args in batch]
+        assert (counts.sent, counts.merged, counts.outdated) == (
+            n, outcomes.count(MERGED), outcomes.count(OUTDATED))
 
     # -- consuming -----------------------------------------------------------------------
 
@@ -803,8 +825,9 @@ class QueueMachine(TransactionRules, RuleBasedStateMachine):
         ready = self.m.ready(now)
         counters = dict(g.counters)
         # (nothing here is cancelled)
-        assert (counters.pop("superseded", 0), counters.pop("cancelled", 0)) == (
-            self.m.counters["superseded"], 0)
+        assert (counters.pop("superseded", 0), counters.pop("cancelled", 0),
+                counters.pop("outdated", 0)) == (
+            self.m.counters["superseded"], 0, self.m.counters["outdated"])
         assert counters == {name: self.m.counters[name]
                             for name in ("sent", "merged", "filtered", "acked", "retried",
                                          "dead")}

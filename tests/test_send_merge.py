@@ -31,7 +31,7 @@ def test_identical_pending_bodies_merge_into_one_message(client):
     assert states(client, "t")["ready"] == [b"product-1"]
     assert counters(client, "t") == {"sent": 2, "merged": 1, "filtered": 0, "acked": 0,
                                      "retried": 0, "dead": 0, "superseded": 0,
-                                     "cancelled": 0}
+                                     "cancelled": 0, "outdated": 0}
 
 
 def test_merged_message_is_delivered_once(client):

@@ -24,7 +24,7 @@ def test_an_empty_topic_has_zero_everything(client):
     assert (group.delayed, group.ready, group.in_flight, group.dead, group.pending) == (
         0, 0, 0, 0, 0)
     assert group.counters == {"sent": 0, "merged": 0, "filtered": 0, "acked": 0, "retried": 0,
-                              "dead": 0, "superseded": 0, "cancelled": 0}
+                              "dead": 0, "superseded": 0, "cancelled": 0, "outdated": 0}
     assert [s.slot for s in group.slots] == [0, 1, 2, 3]
     assert group.oldest_ready_ms == 0
 
@@ -68,7 +68,7 @@ def test_counters_count_sent_merged_acked_retried_and_dead(client):
     client.nack(client.claim("t")[0], "x")
     assert client.stats("t").groups["default"].counters == {
         "sent": 4, "merged": 2, "filtered": 0, "acked": 1, "retried": 1, "dead": 1,
-        "superseded": 0, "cancelled": 0}
+        "superseded": 0, "cancelled": 0, "outdated": 0}
 
 
 def test_oldest_ready_age_follows_the_clock(client, clock):

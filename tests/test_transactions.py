@@ -389,7 +389,8 @@ def test_a_commit_cut_off_midway_is_finished_by_a_retry_or_the_check_back(client
         # the commit reached one slot only, then its process died
         client._run(tx_ops.close("t", info.generation, info.groups, tx_id, [0], True,
                                  clock.now, info.settings.tx_retention, False,
-                                 topic_record=False, by_key=False))
+                                 topic_record=False, by_key=False,
+                                 version_retention=info.version_retention_ms))
     assert {t.id: t.closing for t in client.open_transactions("t")} == {
         "retried": "committed", "checked": "committed"}
     assert client.transaction("t", id="retried").commit().sent > 0
@@ -435,7 +436,8 @@ def test_a_rollback_cut_off_midway_is_finished_by_the_check_back(client, clock):
     info = client.topic("t")
     client._run(tx_ops.close("t", info.generation, info.groups, "undone", [0, 1], False,
                              clock.now, info.settings.tx_retention, False,
-                             topic_record=False, by_key=False))
+                             topic_record=False, by_key=False,
+                             version_retention=info.version_retention_ms))
     (found,) = client.open_transactions("t")
     assert found.closing == "rolled_back"
 

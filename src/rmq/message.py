@@ -105,21 +105,27 @@ class Priority(IntEnum):
 class SendResult:
     """Where a send went: its slot, whether it merged into a pending message in every
     bound group (so nothing new was stored), and its ``message_id`` (:func:`message_id_of`:
-    the same for every send of this content, what ``Client.trace`` takes)."""
+    the same for every send of this content, what ``Client.trace`` takes). ``outdated``:
+    sent with a version lower than its key's (docs/semantics.md, "Versions"), it was
+    dropped for every group (``merged`` is then False)."""
 
     slot: int
     merged: bool
     message_id: str = field(default="", compare=False)
+    outdated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class SendCounts:
     """Outcome of ``send_many``: messages sent, how many of them merged everywhere, and
-    each message's id in batch order (``message_ids``, computed when read)."""
+    each message's id in batch order (``message_ids``, computed when read); ``outdated``:
+    how many were dropped as older than their key's version (docs/semantics.md,
+    "Versions")."""
 
     sent: int
     merged: int
     message_ids: Sequence[str] = field(default=(), compare=False, repr=False)
+    outdated: int = 0
 
 
 @dataclass(frozen=True, slots=True)

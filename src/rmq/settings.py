@@ -61,6 +61,9 @@ class TopicSettings:
     trace: record every state change of every message in each group (docs/trace.md).
     trace_retention: how long a recorded event is kept, in seconds.
     trace_cap: at most this many events kept per slot (the oldest go first).
+    version_retention: on a topic merging by key, how long the highest version sent for a
+        key is remembered after its last versioned send, in seconds (docs/semantics.md,
+        "Versions"); never while a value of the key is pending.
     merge: what makes two sends one pending message (docs/semantics.md): ``"body"``, the
         same body, key, tag and properties; ``"key"``, the same key (else slot basis, else
         body), the newest send's body, tag and properties winning. Fixed at creation.
@@ -82,6 +85,7 @@ class TopicSettings:
     trace_retention: float = _DAY
     trace_cap: int = 10_000
     merge: str = "body"
+    version_retention: float = _DAY
 
     def __post_init__(self) -> None:
         check_int("slots", self.slots, 1, 1024)
@@ -103,6 +107,7 @@ class TopicSettings:
             raise InvalidSetting(f"trace must be True or False, got {self.trace!r}")
         check_number("trace_retention", self.trace_retention, 1, 30 * _DAY)
         check_int("trace_cap", self.trace_cap, 1, 10_000_000)
+        check_number("version_retention", self.version_retention, 1, 365 * _DAY)
         if self.merge not in MERGE_MODES:
             raise InvalidSetting(f"merge must be \"body\" or \"key\", got {self.merge!r}")
 

@@ -214,3 +214,17 @@ def test_rmq_metrics_serves_the_metrics_without_the_console(console_url: str,
         process.wait(timeout=15)
         log.close()
     assert "RMQ metrics: http://127.0.0.1" in (tmp_path / "metrics.log").read_text()
+
+
+def test_outdated_sends_are_counted_in_the_metrics_and_the_topic_view(api: TestClient,
+                                                                       client: rmq.Client
+                                                                       ) -> None:
+    client.create_topic("prices", merge="key")
+    client.send("prices", "v5", key="p", version=5)
+    client.send("prices", "v3", key="p", version=3)
+    samples = scrape(api.get("/metrics").text)
+    assert samples["rmq_messages_outdated_total"][labels(topic="prices", group="default")] == 1
+    (group,) = api.get("/api/topics/prices").json()["groups"]
+    assert group["counters"]["outdated"] == 1
+    sent = api.post("/api/topics/prices/messages", json={"body": "v4", "key": "p", "version": 4})
+    assert sent.json()["outdated"] is True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -34,6 +35,22 @@ def test_batch_write_merges_duplicates_and_reports_the_counts_redis_holds(spark,
     assert states(client, "prices")["ready"] == sorted(f"sku-{i}".encode() for i in range(37))
     urgent = [row for row in client.snapshot("prices") if row.body == b"sku-5"]
     assert [row.priority for row in urgent] == [200]
+
+
+def test_a_version_column_leaves_each_products_highest_version_whatever_the_order(
+        spark, client, redis_url):
+    client.create_topic("prices", merge="key", slots=4)
+    rows = [(f"{product}:{version}", product, version)
+            for product in ("p1", "p2", "p3") for version in range(1, 11)]
+    random.Random(5).shuffle(rows)
+    df = bodies_frame(spark, rows, "body string, key string, version long")
+
+    counts = rmq.spark.publish(df, "prices", url=redis_url, batchSize=4)
+
+    assert counts.sent == 30 and counts.outdated > 0
+    assert states(client, "prices")["ready"] == [b"p1:10", b"p2:10", b"p3:10"]
+    group = client.stats("prices").groups["default"]
+    assert group.counters["outdated"] == counts.outdated
 
 
 def test_json_column_is_canonicalised_so_equal_objects_merge(spark, client, redis_url):
@@ -133,7 +150,7 @@ def test_publish_report_is_what_the_driver_totalled(spark, client, redis_url, tm
         .option("reportPath", str(report)).save()
 
     assert json.loads(report.read_text()) == {"topic": "prices", "partitions": 2, "sent": 30,
-                                              "merged": 27}
+                                              "merged": 27, "outdated": 0}
 
 
 def test_schema_check_names_the_accepted_columns():

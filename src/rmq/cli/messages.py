@@ -63,7 +63,8 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
     options = {"priority": args.priority, "delay_ms": args.delay_ms,
                "deliver_at": args.deliver_at, "slot_basis": _raw(args.slot_basis),
                "key": _raw(args.key), "tag": args.tag,
-               "properties": dict(args.property) if args.property else None}
+               "properties": dict(args.property) if args.property else None,
+               "version": args.version}
     return {name: value for name, value in options.items() if value is not None}
 
 
@@ -139,7 +140,8 @@ def send(args: argparse.Namespace) -> None:
         if args.body is not None:
             item = _item(os.fsencode(args.body), args.json, "BODY")
             result = client.send(args.topic, **item, **options)
-            what = "merged into a pending message" if result.merged else "sent"
+            what = ("dropped as outdated: its key has a higher version" if result.outdated
+                    else "merged into a pending message" if result.merged else "sent")
             print(f"{what} (topic {args.topic!r}, slot {result.slot}, "
                   f"message id {result.message_id})")
             _say_filtered(client.topic(args.topic), options, "it")
@@ -150,7 +152,8 @@ def send(args: argparse.Namespace) -> None:
         sent, merged = counts.sent, counts.merged
     elapsed = time.monotonic() - started
     share = 100 * merged / sent if sent else 0.0
-    print(f"sent {sent} messages to {args.topic!r}, {merged} merged ({share:.1f}%) "
+    dropped = f", {counts.outdated} dropped as outdated" if counts.outdated else ""
+    print(f"sent {sent} messages to {args.topic!r}, {merged} merged ({share:.1f}%){dropped} "
           f"in {elapsed:.2f}s")
     _say_filtered(info, options, "them")
 
@@ -301,6 +304,9 @@ def add_parsers(commands: Any) -> None:
     p.add_argument("--slot-basis", metavar="TEXT", help="hash this instead of the body")
     p.add_argument("--key", metavar="TEXT", help="the message key (serial topics)")
     p.add_argument("--tag", metavar="TAG", help="the message's tag (what --tags filters on)")
+    p.add_argument("--version", type=int, metavar="N",
+                   help="on a topic merging by key, the value's version: one older than the "
+                        "highest sent for its key is dropped (0 <= N < 2**53)")
     p.add_argument("--property", type=_property, action="append", metavar="NAME=VALUE",
                    help="a property (repeatable) for the groups' --where filters: a JSON "
                         "number, true, false or \"string\" is that, anything else a string")

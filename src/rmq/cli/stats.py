@@ -75,9 +75,9 @@ def transactions_line(stats: TopicStats) -> str | None:
 
 HEADERS = ["group", "ready", "delayed", "in flight", "expired", "dead", "oldest ready", "sent",
            "merged", "merge %", "filtered", "acked", "retried", "dead-lettered", "superseded",
-           "cancelled"]
+           "cancelled", "outdated"]
 # Counted only once they happen (SPEC §14): a group's counters may not name them yet.
-STOPS = ("superseded", "cancelled")
+STOPS = ("superseded", "cancelled", "outdated")
 
 
 def render(stats: TopicStats, previous: TopicStats | None, interval: float,

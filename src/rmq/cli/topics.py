@@ -36,6 +36,9 @@ _SETTINGS: list[tuple[str, Any, str]] = [
     ("--trace-retention", float, "how long the trace keeps an event, in seconds (default "
                                  "86400)"),
     ("--trace-cap", int, "at most this many traced events per slot (default 10000)"),
+    ("--version-retention", float, "merging by key, how long a key's highest version is "
+                                   "remembered after its last versioned send, in seconds "
+                                   "(default 86400)"),
 ]
 
 

@@ -27,6 +27,8 @@ def _detail(event: Any) -> str:
         return "a newer send told this delivery to stop"
     if event.event == "cancelled":
         return "told to stop" if event.delivery_id else "removed while pending"
+    if event.event == "outdated":
+        return "a send older than its key's version, dropped"
     return event.error or ""
 
 

@@ -285,10 +285,12 @@ class AsyncClient(BaseClient, AsyncTransactionMethods, AsyncViewMethods):
                    priority: int | None = None, delay_ms: float | None = None,
                    deliver_at: Any = None, slot_basis: bytes | str | None = None,
                    key: bytes | str | None = None, tag: str | None = None,
-                   properties: Mapping[str, PropertyValue] | None = None) -> SendResult:
+                   properties: Mapping[str, PropertyValue] | None = None,
+                   version: int | None = None) -> SendResult:
         """See :meth:`rmq.Client.send`; sends made at once by several tasks travel
         together."""
-        options = (json, priority, delay_ms, deliver_at, slot_basis, key, tag, properties)
+        options = (json, priority, delay_ms, deliver_at, slot_basis, key, tag, properties,
+                   version)
         active = otel.tracer()
         if active is None:
             return await self._run(self._send(topic, body, options))

@@ -224,20 +224,21 @@ class BaseClient(RegistryFlows, ViewFlows):
                 call = queue.enqueue_one(topic, info.generation, info.groups, message, now,
                                          self._heads(info), info.filter_argument,
                                          trace_argument(topic, info.settings), by_key,
-                                         info.stop_argument)
+                                         info.stop_argument, info.version_retention_ms)
                 if link is None:
                     (reply,) = yield [call]
                 else:
                     reply = (yield [call, *store_links(topic, info.groups, [message], link,
                                                        by_key)])[0]
-                merged = queue.merged_one(topic, reply)
+                outcome = queue.outcome_one(topic, reply)
             except TopicGone:
                 if not first:
                     raise UnknownTopic(topic) from None
                 info = yield from self._reload_gone(topic)
                 continue
-            return SendResult(message.slot, merged, message_id_of(
-                topic, merge_identity(message.member) if by_key else message.member))
+            return SendResult(message.slot, outcome == queue.MERGED, message_id_of(
+                topic, merge_identity(message.member) if by_key else message.member),
+                outcome == queue.OUTDATED)
         raise AssertionError("unreachable: the second attempt returns or raises")
 
     def _send_many(self, topic: str, items: Iterable[Any],
@@ -249,13 +250,14 @@ class BaseClient(RegistryFlows, ViewFlows):
             now = yield from self._now()
             batch = prepare_batch(info.settings, now, items)
             by_key = info.settings.merge == "key"
-            merged = yield from with_links(queue.send(
+            outcomes = yield from with_links(queue.send(
                 topic, info.generation, info.groups, batch, now, self._heads(info),
                 info.filter_argument, trace_argument(topic, info.settings), by_key,
-                info.stop_argument),
+                info.stop_argument, info.version_retention_ms),
                 topic, info.groups, batch, link, by_key)
-            return SendCounts(len(batch), sum(merged), MessageIds(
-                topic, batch, _identity_of if by_key else attrgetter("member")))
+            return SendCounts(len(batch), outcomes.count(queue.MERGED), MessageIds(
+                topic, batch, _identity_of if by_key else attrgetter("member")),
+                outcomes.count(queue.OUTDATED))
 
         return (yield from self._on_current(topic, send_many))
 

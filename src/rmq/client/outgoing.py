@@ -17,6 +17,7 @@ from ..errors import (
     ConflictingOptions,
     DeliverAtInPast,
     InputError,
+    InvalidArgument,
     InvalidDelay,
     InvalidMessage,
     InvalidPriority,
@@ -33,9 +34,10 @@ __all__ = ["MISSING", "prepare", "prepare_batch", "canonical_json", "MAX_KEY_BYT
 MAX_KEY_BYTES = 64 * 1024
 _SEND_OPTIONS = frozenset(
     {"body", "json", "priority", "delay_ms", "deliver_at", "slot_basis", "key", "tag",
-     "properties"}
+     "properties", "version"}
 )
 MISSING: Any = object()  # "not given", distinct from None
+MAX_VERSION = 2**53  # versions are below it: exact as a Lua number (lua/includes/versions.lua)
 
 
 def canonical_json(obj: Any) -> bytes:
@@ -71,6 +73,16 @@ def _priority(value: object) -> int:
         return DEFAULT_PRIORITY
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 255:
         raise InvalidPriority(f"priority must be an integer from 0 to 255, got {value!r}")
+    return int(value)
+
+
+def _version(settings: TopicSettings, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_VERSION:
+        raise InvalidArgument(f"version must be an integer from 0 to 2**53 - 1, got {value!r}")
+    if settings.merge != "key":
+        raise ConflictingOptions(
+            "version= orders the values of one key: only a topic merging by key "
+            "(merge=\"key\") takes it; this topic merges by body")
     return int(value)
 
 
@@ -133,12 +145,14 @@ def prepare(
     key: object = None,
     tag: object = None,
     properties: object = None,
+    version: object = None,
 ) -> Outgoing:
     """Validate one send and compute what to store. Raises the SPEC §2 and §13 errors. The
     options may be passed by position, in this order (the clients' ``send`` does, per
-    message)."""
+    message). ``version``: docs/semantics.md, "Versions"."""
     if (json is MISSING and priority is None and delay_ms is None and deliver_at is None
-            and slot_basis is None and key is None and tag is None and properties is None):
+            and slot_basis is None and key is None and tag is None and properties is None
+            and version is None):
         plain = _plain(settings, now, body)
         if plain is not None:
             return plain
@@ -189,6 +203,7 @@ def prepare(
         member=encode_member(data, effective_key, tag, encoded),
         priority=_priority(priority),
         due_at=_due_at(settings, now, delay_ms, deliver_at),
+        version=None if version is None else _version(settings, version),
     )
 
 

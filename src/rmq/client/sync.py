@@ -284,14 +284,19 @@ class Client(BaseClient, TransactionMethods, ViewMethods):
              priority: int | None = None, delay_ms: float | None = None,
              deliver_at: Any = None, slot_basis: bytes | str | None = None,
              key: bytes | str | None = None, tag: str | None = None,
-             properties: Mapping[str, PropertyValue] | None = None) -> SendResult:
+             properties: Mapping[str, PropertyValue] | None = None,
+             version: int | None = None) -> SendResult:
         """Send one message (SPEC §2). Merges into an identical pending message of each group
         (earliest due time and highest priority win); never into one in flight. Sends made
         at once from several threads travel together (group commit, ``group_commit.py``).
         ``tag`` (one name) and ``properties`` (a dict of at most 64 identifiers to str, int,
-        float or bool) are what the groups' filters see; both take part in merging. With a
+        float or bool) are what the groups' filters see; both take part in merging.
+        ``version`` (a topic merging by key; an integer 0 <= N < 2**53): a value older than
+        the highest version sent for its key is dropped (``SendResult.outdated``;
+        docs/semantics.md, "Versions"). With a
         tracer provider configured (the ``otel`` extra), a producer span covers it."""
-        options = (json, priority, delay_ms, deliver_at, slot_basis, key, tag, properties)
+        options = (json, priority, delay_ms, deliver_at, slot_basis, key, tag, properties,
+                   version)
         active = otel.tracer()
         if active is None:
             return self._run(self._send(topic, body, options))

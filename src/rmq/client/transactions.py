@@ -155,13 +155,15 @@ class TransactionFlows(ClientHost):
                 tx.topic, info.generation, info.groups, tx.id, slots, commit, now,
                 retention, self._heads(info), info.filter_argument,
                 trace_argument(tx.topic, info.settings), topic_record=not self.is_cluster,
-                by_key=info.settings.merge == "key", stops=info.stop_argument)
+                by_key=info.settings.merge == "key", stops=info.stop_argument,
+                version_retention=info.version_retention_ms)
             other = [STATES[o.state] for o in outcomes if STATES.get(o.state, done) != done]
             if other:
                 tx.state = other[0]
                 raise tx.closed(what)
             tx.state = done
-            return SendCounts(sum(o.halves for o in outcomes), sum(o.merged for o in outcomes))
+            return SendCounts(sum(o.halves for o in outcomes), sum(o.merged for o in outcomes),
+                              outdated=sum(o.outdated for o in outcomes))
 
         return (yield from self._on_current(tx.topic, close))
 

@@ -70,13 +70,15 @@ class Transaction(_Handle):
              delay_ms: float | None = None, deliver_at: Any = None,
              slot_basis: bytes | str | None = None, key: bytes | str | None = None,
              tag: str | None = None,
-             properties: Mapping[str, PropertyValue] | None = None) -> int:
+             properties: Mapping[str, PropertyValue] | None = None,
+             version: int | None = None) -> int:
         """Store one half message (``send``'s arguments; a delay counts from the commit).
         Returns 1, or 0 when this part stored it before. Raises TransactionClosed once
         the transaction is closed."""
         item = send_item(body, json, {"priority": priority, "delay_ms": delay_ms,
                                       "deliver_at": deliver_at, "slot_basis": slot_basis,
-                                      "key": key, "tag": tag, "properties": properties})
+                                      "key": key, "tag": tag, "properties": properties,
+                                      "version": version})
         return self._run(self._flows._tx_send(self._state, [item], True))
 
     def send_many(self, items: Iterable[Any]) -> int:
@@ -117,10 +119,12 @@ class AsyncTransaction(_Handle):
                    priority: int | None = None, delay_ms: float | None = None,
                    deliver_at: Any = None, slot_basis: bytes | str | None = None,
                    key: bytes | str | None = None, tag: str | None = None,
-                   properties: Mapping[str, PropertyValue] | None = None) -> int:
+                   properties: Mapping[str, PropertyValue] | None = None,
+                   version: int | None = None) -> int:
         item = send_item(body, json, {"priority": priority, "delay_ms": delay_ms,
                                       "deliver_at": deliver_at, "slot_basis": slot_basis,
-                                      "key": key, "tag": tag, "properties": properties})
+                                      "key": key, "tag": tag, "properties": properties,
+                                      "version": version})
         return await self._run(self._flows._tx_send(self._state, [item], True))
 
     async def send_many(self, items: Iterable[Any]) -> int:

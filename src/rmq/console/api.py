@@ -56,6 +56,8 @@ class TopicChanges(Strict):
     trace: bool | None = Field(None, description="record every state change of every message")
     trace_retention: Number | None = Field(None, description="seconds a traced event is kept")
     trace_cap: Int | None = Field(None, description="traced events kept per slot at most")
+    version_retention: Number | None = Field(
+        None, description="seconds a key's highest version is remembered (merging by key)")
 
     def given(self) -> dict[str, Any]:
         """The settings given (the topic's name is not a setting)."""
@@ -125,6 +127,8 @@ class Outgoing(Strict):
     key: str | None = None
     tag: str | None = None
     properties: dict[str, str | bool | int | float] | None = None
+    version: Int | None = Field(None, description="merging by key: the value's version; "
+                                                   "an older one than its key's is dropped")
 
 
 class Requeue(Strict):
@@ -259,7 +263,7 @@ def send(request: Request, topic: str, message: Outgoing) -> dict[str, Any]:
     refused = [group for group in info.groups if not info.filter_of(group).matches(
         message.tag, message.properties or {})]
     return {"slot": result.slot, "merged": result.merged, "message_id": result.message_id,
-            "filtered_by": refused}
+            "outdated": result.outdated, "filtered_by": refused}
 
 
 @router.get("/topics/{topic}/history", summary="Rates, merge rate and backlog over time")

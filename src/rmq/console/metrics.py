@@ -43,10 +43,11 @@ COUNTER_HELP = {
     "dead": "Messages dead-lettered after their last retry",
     "superseded": "Running deliveries a newer send told to stop (groups bound with supersede)",
     "cancelled": "Pending messages removed and running deliveries told to stop by a cancel",
+    "outdated": "Sends dropped as older than their key's highest version (merging by key)",
 }
 COUNTER_NAMES = {"sent": "sent", "merged": "merged", "filtered": "filtered", "acked": "acked",
                  "retried": "retried", "dead": "dead_lettered", "superseded": "superseded",
-                 "cancelled": "cancelled"}
+                 "cancelled": "cancelled", "outdated": "outdated"}
 DEAD_AFTER = 10.0
 log = logging.getLogger("rmq.console")
 
@@ -166,7 +167,7 @@ class QueueCollector(Collector):
                     rate_count.add_metric(key, group.limits.rate[0])
                     rate_window.add_metric(key, group.limits.rate[1])
                 for name, family in counters.items():
-                    # superseded and cancelled are stored once they first happen
+                    # superseded, cancelled and outdated are stored once they first happen
                     family.add_metric(key, group.counters.get(name, 0))
                 mine = [c for c in found if c.group == group.group]
                 alive.add_metric(key, sum(c.alive for c in mine))

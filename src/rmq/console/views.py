@@ -19,7 +19,7 @@ HEAT_CELLS = 256  # at most this many cells in the slot heat map; slots share a 
 STATES = ("ready", "delayed", "in_flight", "dead")
 RATES = ("sent", "merged", "acked", "retried", "dead")
 # Counted once they first happen (SPEC §14): shown as 0 before, like the other counters.
-STOP_COUNTERS = ("superseded", "cancelled")
+STOP_COUNTERS = ("superseded", "cancelled", "outdated")
 DEAD_AFTER = 10.0  # seconds of silence after which a consumer shows as dead
 
 

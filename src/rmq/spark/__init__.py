@@ -57,10 +57,10 @@ def _registered(spark: SparkSession) -> bool:
 
 
 def publish(df: DataFrame, topic: str, **options: object) -> SendCounts:
-    """Write ``df`` into ``topic`` (``df.write.format("rmq")``) and return what was sent and
-    how much merged, as the driver totalled the tasks' reports. ``options`` are the data
-    source's (``url``, ``batchSize``); raises what the write raises, nothing sent on a bad
-    option or column."""
+    """Write ``df`` into ``topic`` (``df.write.format("rmq")``) and return what was sent,
+    how much merged and how much was dropped as outdated, as the driver totalled the tasks'
+    reports. ``options`` are the data source's (``url``, ``batchSize``); raises what the
+    write raises, nothing sent on a bad option or column."""
     register(df.sparkSession)
     with tempfile.TemporaryDirectory(prefix="rmq-publish-") as scratch:
         report = Path(scratch) / "report.json"
@@ -69,6 +69,6 @@ def publish(df: DataFrame, topic: str, **options: object) -> SendCounts:
             writer = writer.option(name, str(value))
         writer.option("reportPath", str(report)).save()
         totals = json.loads(report.read_text(encoding="utf-8"))
-    counts = SendCounts(totals["sent"], totals["merged"])
+    counts = SendCounts(totals["sent"], totals["merged"], outdated=totals.get("outdated", 0))
     log.info("published %d rows to %r, %d merged", counts.sent, topic, counts.merged)
     return counts

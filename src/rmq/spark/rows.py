@@ -3,9 +3,10 @@
 Reading (batch snapshot and streaming) yields rows of :data:`READ_SCHEMA`; times are Spark
 ``TIMESTAMP`` values (UTC instants, millisecond precision), bodies and keys ``BINARY``.
 Writing takes a DataFrame whose columns are those of ``Client.send``: ``body`` or ``json``,
-and optionally ``priority``, ``delay_ms``, ``deliver_at``, ``slot_basis``, ``key``, ``tag``
-and ``properties`` (a map of string names to one value type, or a struct, whose values are
-strings, integers, floats or booleans; a null value is a property not given). The schema is
+and optionally ``priority``, ``delay_ms``, ``deliver_at``, ``slot_basis``, ``key``, ``tag``,
+``version`` (a topic merging by key: docs/semantics.md, "Versions") and ``properties`` (a
+map of string names to one value type, or a struct, whose values are strings, integers,
+floats or booleans; a null value is a property not given). The schema is
 checked on the driver (:func:`check_write_schema`) before any task runs. Read rows carry
 ``tag`` and ``properties`` (a JSON object as text, which keeps each value's type; null when
 the message has none), and ``message_id`` (``Message.message_id``).
@@ -77,6 +78,7 @@ _WRITE_COLUMNS: dict[str, tuple[tuple[type[DataType], ...], str]] = {
     "key": (_TEXT, "string or binary"),
     "tag": ((StringType,), "string"),
     "properties": ((MapType, StructType), "a map of string to one value type, or a struct"),
+    "version": (_INTEGRAL, "an integer type (0 to 2**53 - 1)"),
 }
 _PROPERTY_VALUES = (StringType, BooleanType, FloatType, DoubleType) + _INTEGRAL
 

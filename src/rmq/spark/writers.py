@@ -47,18 +47,21 @@ log = logging.getLogger("rmq.spark")
 
 @dataclass(frozen=True)
 class SendReport(WriterCommitMessage):
-    """One task's outcome: rows sent, and how many of them merged into pending messages (a
-    streaming task: rows stored as half messages, and its batch's transaction id)."""
+    """One task's outcome: rows sent, how many of them merged into pending messages, and
+    how many were dropped as older than their key's version (a streaming task: rows stored
+    as half messages, and its batch's transaction id)."""
 
     sent: int
     merged: int
     transaction: str | None = None
+    outdated: int = 0
 
 
 def total(messages: list[WriterCommitMessage | None]) -> SendReport:
     """The sum of the reports of the tasks that finished (a failed task reports None)."""
     reports = [m for m in messages if isinstance(m, SendReport)]
-    return SendReport(sum(r.sent for r in reports), sum(r.merged for r in reports))
+    return SendReport(sum(r.sent for r in reports), sum(r.merged for r in reports),
+                      outdated=sum(r.outdated for r in reports))
 
 
 def _chunks(batches: Iterator[pa.RecordBatch], size: int
@@ -79,7 +82,7 @@ def send_partition(url: str, options: SourceOptions,
                    batches: Iterator[pa.RecordBatch]) -> SendReport:
     """Send every row of one partition, ``batch_size`` rows per ``send_many`` call."""
     client = client_for(url, options)
-    sent = merged = 0
+    sent = merged = outdated = 0
     for row, rows, items in _chunks(batches, options.batch_size):
         try:
             counts = client.send_many(options.topic, items)
@@ -90,7 +93,8 @@ def send_partition(url: str, options: SourceOptions,
             ) from None
         sent += counts.sent
         merged += counts.merged
-    return SendReport(sent, merged)
+        outdated += counts.outdated
+    return SendReport(sent, merged, outdated=outdated)
 
 
 def micro_batch_id() -> tuple[str, int]:
@@ -152,12 +156,12 @@ class TopicWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         done = total(messages)
-        log.info("rmq: sent %d rows to topic %r, %d merged", done.sent, self.options.topic,
-                 done.merged)
+        log.info("rmq: sent %d rows to topic %r, %d merged, %d outdated", done.sent,
+                 self.options.topic, done.merged, done.outdated)
         if self.options.report_path:
             _record(self.options.report_path,
                     {"topic": self.options.topic, "partitions": len(messages),
-                     "sent": done.sent, "merged": done.merged},
+                     "sent": done.sent, "merged": done.merged, "outdated": done.outdated},
                     append=False)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:

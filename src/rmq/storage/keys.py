@@ -197,6 +197,14 @@ class SlotKeys:
         return f"{self.tag}:seq"
 
     @property
+    def versions(self) -> str:  # hash: identity -> highest version sent (lua/includes/versions)
+        return f"{self.tag}:versions"
+
+    @property
+    def versions_seen(self) -> str:  # zset: identity -> when a version of it was last sent
+        return f"{self.tag}:versions:seen"
+
+    @property
     def trace_log(self) -> str:  # list: the slot's traced events (storage/trace.py)
         return f"{self.tag}:trace:log"
 

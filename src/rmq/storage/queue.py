@@ -15,7 +15,17 @@ from .claim import Claimer
 from .dead import dead_letters, purge_dead, requeue_dead
 from .generation import TopicGone
 from .heads import HEADS_MIN_SLOTS, keeps_heads
-from .send import MAX_SCRIPT_BATCH, Outgoing, enqueue_one, join, merged_one, send, wake
+from .send import (
+    MAX_SCRIPT_BATCH,
+    MERGED,
+    OUTDATED,
+    Outgoing,
+    enqueue_one,
+    join,
+    outcome_one,
+    send,
+    wake,
+)
 from .settle import RECOVER_LIMIT, ack, extend, fail, recover, release, with_acks
 
 __all__ = [
@@ -25,7 +35,9 @@ __all__ = [
     "RECOVER_LIMIT",
     "send",
     "enqueue_one",
-    "merged_one",
+    "outcome_one",
+    "MERGED",
+    "OUTDATED",
     "join",
     "Claimer",
     "ack",

@@ -89,6 +89,11 @@ class TopicInfo:
         """The groups that receive new messages: the bound ones, or ``default`` if none."""
         return self.bound_groups or (DEFAULT_GROUP,)
 
+    @property
+    def version_retention_ms(self) -> int:
+        """How long a key's highest version is remembered (lua/includes/versions.lua)."""
+        return int(self.settings.version_retention * 1000)
+
 
 @dataclass(frozen=True, slots=True)
 class ConsumerState:
@@ -330,7 +335,8 @@ def delete_topic(info: TopicInfo) -> Op[None]:
     data = [k for k in keys.all() if k not in (keys.settings, keys.generation)]
     for slot in range(info.settings.slots):
         slot_keys = SlotKeys(info.name, slot)
-        data += [slot_keys.clock, slot_keys.seq, slot_keys.trace_log,
+        data += [slot_keys.clock, slot_keys.seq, slot_keys.trace_log, slot_keys.versions,
+                 slot_keys.versions_seen,
                  *slot_keys.earlier_trace(groups_with_data(info))]
         for group in groups_with_data(info):
             data += slot_keys.group(group).all()

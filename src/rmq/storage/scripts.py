@@ -127,16 +127,19 @@ def load_scripts(directory: Traversable) -> dict[str, Script]:
     for script in parsed:
         included += [path for path in script.includes if path not in included]
     code = "".join(texts[path] + "\n" for path in included)
-    bodies = "".join(f"\nlocal function run_{s.name}()\n{s.body}\nend\n" for s in parsed)
-    version = hashlib.sha1((code + bodies + repr([(s.name, s.flags) for s in parsed]))
-                           .encode()).hexdigest()[:12]
+    version = hashlib.sha1((code + "".join(s.body for s in parsed)
+                            + repr([(s.name, s.flags) for s in parsed])).encode()).hexdigest()[:12]
     library_name = f"rmq_{version}"
-    registers = "".join(
+    # Each script's body is registered in a block of its own: its function is no local of
+    # the main chunk, where Lua allows 200 (the includes' top-level locals are there).
+    bodies = "".join(
+        f"\ndo\nlocal function run_{s.name}()\n{s.body}\nend\n"
         f"redis.register_function{{function_name = '{library_name}_{s.name}',"
         f" callback = serve(run_{s.name}), flags = {{{', '.join(repr(f) for f in s.flags)}}}}}\n"
+        "end\n"
         for s in parsed)
     library = Library(library_name, f"#!lua name={library_name}\n{_LIBRARY_PRELUDE}{code}"
-                                    f"{bodies}\n{registers}")
+                                    f"{bodies}")
 
     scripts = {}
     for s in parsed:

@@ -20,7 +20,7 @@ from .transactions import TransactionStats
 __all__ = ["SlotStats", "GroupStats", "TopicStats", "collect"]
 
 COUNTERS = ("sent", "merged", "filtered", "acked", "retried", "dead", "superseded",
-            "cancelled")
+            "cancelled", "outdated")
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +30,9 @@ class SlotStats:
     ``expired``: of the ``in_flight``, those whose lease ran out, not recovered yet;
     counters: sent (accepted by the group's filters), merged, filtered (rejected by them),
     acked, retried, dead (dead-lettered), superseded (running deliveries a send told to
-    stop) and cancelled (pending messages removed and running deliveries told to stop)."""
+    stop), cancelled (pending messages removed and running deliveries told to stop) and
+    outdated (sends dropped as older than their key's version: docs/semantics.md,
+    "Versions")."""
 
     slot: int
     delayed: int

@@ -36,10 +36,10 @@ __all__ = ["TraceEvent", "EventName", "EVENTS", "trace_argument", "read_trace", 
 
 EventName = Literal["sent", "merged", "promoted", "claimed", "extended", "acked", "failed",
                     "expired", "released", "dead", "requeued", "purged", "superseded",
-                    "cancelled"]
+                    "cancelled", "outdated"]
 EVENTS: tuple[EventName, ...] = ("sent", "merged", "promoted", "claimed", "extended", "acked",
                                  "failed", "expired", "released", "dead", "requeued", "purged",
-                                 "superseded", "cancelled")
+                                 "superseded", "cancelled", "outdated")
 _MESSAGE_ID = re.compile(r"[0-9a-f]{16}")
 
 

@@ -72,12 +72,14 @@ class TxArgs(NamedTuple):
 class SlotOutcome(NamedTuple):
     """What a slot's script did: ``state`` one of DONE, COMMITTED, ROLLED_BACK, UNKNOWN;
     ``halves`` the half messages stored (a send) or closed (a commit, a rollback);
-    ``merged`` how many of a commit's halves merged into pending messages."""
+    ``merged`` how many of a commit's halves merged into pending messages, ``outdated``
+    how many were dropped as older than their key's version."""
 
     slot: int
     state: int
     halves: int
     merged: int = 0
+    outdated: int = 0
 
 
 def send_halves(topic: str, generation: str, tx_id: str, part: str, before: dict[int, int],
@@ -115,18 +117,25 @@ def send_halves(topic: str, generation: str, tx_id: str, part: str, before: dict
 
 
 def _runs(batch: Sequence[Outgoing], dues: Sequence[str | int], chunk: list[int]) -> list[Any]:
-    """tx_send.lua's runs: ``priority, due, n, member...`` for messages sharing both."""
+    """tx_send.lua's runs: ``priority, due, n, member...`` for messages sharing both, or
+    ``priority, due, -n, version..., member...`` for those carrying versions
+    (lua/includes/versions.lua)."""
     args: list[Any] = []
-    for (priority, due), run in groupby(chunk, key=lambda i: (batch[i].priority, dues[i])):
-        members = [batch[i].member for i in run]
-        args += (priority, due, len(members), *members)
+    for (priority, due, versioned), run in groupby(
+            chunk, key=lambda i: (batch[i].priority, dues[i], batch[i].version is not None)):
+        messages = [batch[i] for i in run]
+        if versioned:
+            args += (priority, due, -len(messages), *(m.version for m in messages))
+        else:
+            args += (priority, due, len(messages))
+        args += (m.member for m in messages)
     return args
 
 
 def close(topic: str, generation: str, groups: Sequence[str], tx_id: str, slots: Sequence[int],
           commit: bool, now: int, retention: float, heads: bool, filters: str = "",
-          trace: str = "", *, topic_record: bool, by_key: bool, stops: str = ""
-          ) -> Op[list[SlotOutcome]]:
+          trace: str = "", *, topic_record: bool, by_key: bool, stops: str = "",
+          version_retention: int) -> Op[list[SlotOutcome]]:
     """Commit (``commit``) or roll back ``tx_id`` in each of ``slots``: one script call per
     slot, pipelined, each atomic and idempotent. ``groups``, ``heads``, ``filters``,
     ``trace``: as for ``send``. ``topic_record``: each call also checks and writes the
@@ -137,7 +146,7 @@ def close(topic: str, generation: str, groups: Sequence[str], tx_id: str, slots:
     record = [TxTopicKeys(topic).closed] if topic_record else []
     tx = TxArgs(tx_id=tx_id, now=now, retention_ms=to_ms(retention), generation=generation)
     calls = [_commit_call(topic, tx, groups, slot, heads, filters, trace, topic_record, by_key,
-                          stops)
+                          stops, version_retention)
              if commit else
              script_call(script("tx_rollback"),
                          [SlotKeys(topic, slot).generation, *TxSlotKeys(topic, slot).of(tx_id),
@@ -146,19 +155,21 @@ def close(topic: str, generation: str, groups: Sequence[str], tx_id: str, slots:
     replies = yield calls
     for reply in replies:
         check_stored(topic, reply)
-    return [SlotOutcome(slot, int(r[0]), int(r[1]), int(r[2]) if commit else 0)
+    return [SlotOutcome(slot, int(r[0]), int(r[1]), int(r[2]) if commit else 0,
+                        int(r[3]) if commit and len(r) > 3 else 0)
             for slot, r in zip(slots, replies, strict=True)]
 
 
 def _commit_call(topic: str, tx: TxArgs, groups: Sequence[str], slot: int, heads: bool,
-                 filters: str, trace: str, topic_record: bool, by_key: bool, stops: str
-                 ) -> Call:
-    head, groups_keys = _commit_keys(topic, slot, tuple(groups), heads, trace != "")
+                 filters: str, trace: str, topic_record: bool, by_key: bool, stops: str,
+                 version_retention: int) -> Call:
+    head, groups_keys = _commit_keys(topic, slot, tuple(groups), heads, trace != "", by_key)
     record = (TxTopicKeys(topic).closed,) if topic_record else ()
     # tx_commit.lua's own arguments: channel, heads_slot, filters, trace, topic_record,
-    # by_key, stops
+    # by_key (merging by key, the halves' versions are checked), stops
     return Call((*tx, wake_channel(topic), slot if heads else "", filters, trace,
-                 "1" if topic_record else "", "1" if by_key else "", stops),
+                 "1" if topic_record else "", f"v{version_retention}" if by_key else "",
+                 stops),
                 script("tx_commit"),
                 (*head, *TxSlotKeys(topic, slot).of(tx.tx_id), *record, *groups_keys))
 
@@ -193,16 +204,19 @@ def _closed_as(score: bytes | str | float | None, forgotten_before: int = 0) -> 
 
 
 @lru_cache(maxsize=4096)
-def _commit_keys(topic: str, slot: int, groups: tuple[str, ...], heads: bool, traced: bool
-                 ) -> tuple[tuple[str, str], tuple[str, ...]]:
+def _commit_keys(topic: str, slot: int, groups: tuple[str, ...], heads: bool, traced: bool,
+                 versioned: bool) -> tuple[tuple[str, str], tuple[str, ...]]:
     """What every commit into ``slot`` shares: the slot's generation and clock, and the
-    groups' keys (and the trace's) as enqueue.lua takes them (send.py)."""
+    groups' keys (and the versions', and the trace's) as enqueue.lua takes them
+    (send.py)."""
     slot_keys = SlotKeys(topic, slot)
     keys: list[str] = []
     for group in groups:
         keys += slot_keys.group(group).all()
         if heads:
             keys += (HeadsKeys(topic, group).ready, HeadsKeys(topic, group).delayed)
+    if versioned:
+        keys += (slot_keys.versions, slot_keys.versions_seen)
     if traced:
         keys.append(slot_keys.trace_log)
     return (slot_keys.generation, slot_keys.clock), tuple(keys)
@@ -394,6 +408,9 @@ def snapshot_halves(topic: str, slot: int, now: int) -> Op[list[SnapshotRow]]:
         while at < len(flat):
             priority, due, n = int(flat[at]), flat[at + 1].decode(), int(flat[at + 2])
             due_at = now + int(due[1:]) if due.startswith("+") else int(due)
+            if n < 0:  # a run carrying versions: n of them before its members
+                n = -n
+                at += n
             for member in flat[at + 3 : at + 3 + n]:
                 body, key, tag, properties = decode_parts(member)
                 rows.append(SnapshotRow(topic, HALVES, slot, "half", priority, due_at, 0, key,

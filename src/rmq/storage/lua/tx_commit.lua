@@ -14,6 +14,8 @@
                        tx_decide.lua)
   KEYS[8 or 9..] per bound group, the 11 group keys of includes/group_keys.lua, followed,
                when ARGV[6] names the slot, by the group's heads_ready and heads_delayed
+  KEYS[n-1,n]  when ARGV[10] is "v<ms>": the slot's versions and versions_seen
+               (includes/versions.lua)
   KEYS[n]      with the trace on (ARGV[8]): the slot's trace log (includes/trace.lua)
   ARGV[1..4]   the transaction's arguments, named in includes/tx_args.lua: tx_id, now (the
                commit's time), retention_ms, generation
@@ -25,11 +27,14 @@
                (includes/trace.lua); on, each half message committed is traced as sent or
                merged
   ARGV[9]      topic_record: "1" when KEYS[8] is the topic's closed ids, else ""
-  ARGV[10]     by_key: "1" when the topic merges by key (includes/pending.lua), else ""
+  ARGV[10]     by_key: "" in body mode; merging by key (includes/pending.lua),
+               "v<ms>": the halves' versions are checked (includes/versions.lua; <ms>: the
+               topic's version_retention), or "1"
   ARGV[11]     stops: the groups' supersede, as enqueue.lua's ARGV[8]
 
-  Returns {TX_DONE, halves, merged} when this call committed (merged: how many of them
-  stored nothing new), {TX_COMMITTED or TX_ROLLED_BACK, 0, 0} when the slot closed it
+  Returns {TX_DONE, halves, merged, outdated} when this call committed (merged: how many
+  of them stored nothing new; outdated: how many were dropped as older than their
+  identity's version), {TX_COMMITTED or TX_ROLLED_BACK, 0, 0} when the slot closed it
   before (or, KEYS[8], the topic rolled it back), {TX_UNKNOWN, 0, 0} when the slot never
   held it (or forgot it; the topic's record, KEYS[8], is written all the same), or the
   integer GONE_UNKNOWN or GONE_STALE when the topic is gone.
@@ -82,18 +87,28 @@ while i <= #halves do
     halves[i + 1] = now
   end
   local n = tonumber(halves[i + 2])
+  if n < 0 then  -- n versions before the members (includes/versions.lua)
+    n = -n
+    i = i + n
+  end
   held = held + n
   i = i + 3 + n
 end
 
-local merged = 0
+local merged, outdated = 0, 0
 local clock = open_clock(KEYS[2], now)
 local tracer, last_key = open_batch_trace(trace)
+local versions
+versions, last_key = Versions.open(by_key, last_key)
 for _, flag in ipairs(enqueue_batch(halves, 1, first_group, last_key, now, clock, heads_slot,
-                                    filters, tracer, by_key == "1", stops)) do
-  merged = merged + flag
+                                    filters, tracer, by_key ~= "", stops, versions)) do
+  if flag == 1 then
+    merged = merged + 1
+  elseif flag == Versions.OUTDATED then
+    outdated = outdated + 1
+  end
 end
 trace_save(tracer)
 finish(clock, channel)
 tx_close(t, tx_id, now, true, retention_ms, held)
-return {TX_DONE, held, merged}
+return {TX_DONE, held, merged, outdated}

@@ -22,7 +22,8 @@
   ARGV[6]      before: how many half messages the part sent to this slot before this call
   ARGV[7..]    runs of messages sharing a priority and a due, in send order, each:
                priority (0-255), due ("+<ms>": that long after the commit; else epoch ms),
-               n, then n members
+               n, then n members; or, carrying versions, -n, n versions, n members
+               (includes/versions.lua), kept as they came
 
   Returns {TX_DONE, stored} (stored: the half messages this call added), or, storing
   nothing, {TX_COMMITTED or TX_ROLLED_BACK, 0} for a transaction closed in this slot or
@@ -58,6 +59,10 @@ if skip <= 0 then  -- no replay: store the runs as they came
   items = nil
   while i <= #ARGV do
     local n = tonumber(ARGV[i + 2])
+    if n < 0 then  -- n versions before the members (includes/versions.lua)
+      n = -n
+      i = i + n
+    end
     sent = sent + n
     i = i + 3 + n
   end
@@ -65,24 +70,26 @@ if skip <= 0 then  -- no replay: store the runs as they came
 end
 while i <= #ARGV do
   local n = tonumber(ARGV[i + 2])
-  local from = i + 3
-  if skip > 0 then
-    local skipped = math.min(skip, n)
-    skip = skip - skipped
-    from = from + skipped
-  end
-  local kept = i + 2 + n - from + 1
+  local versioned = n < 0  -- n versions before the members: kept as the members are
+  n = math.abs(n)
+  local members = versioned and i + 3 + n or i + 3
+  local skipped = math.min(math.max(skip, 0), n)
+  skip = skip - skipped
+  local kept = n - skipped
   if kept > 0 then
     items[#items + 1] = ARGV[i]
     items[#items + 1] = ARGV[i + 1]
-    items[#items + 1] = kept
-    for j = from, i + 2 + n do
-      items[#items + 1] = ARGV[j]
+    items[#items + 1] = versioned and -kept or kept
+    local from = versioned and i + 3 + skipped or members + skipped
+    for j = from, members + n - 1 do
+      if j < members or j >= members + skipped then
+        items[#items + 1] = ARGV[j]
+      end
     end
     stored = stored + kept
   end
   sent = sent + n
-  i = i + 3 + n
+  i = members + n
 end
 
 local sent_at = fmt(now)

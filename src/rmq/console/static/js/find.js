@@ -30,6 +30,7 @@
     if (e.event === "merged") return `${e.count} send${e.count === 1 ? "" : "s"} merged, the last at ${fmt.time(e.last_time)}`;
     if (e.event === "superseded") return "a newer send told this delivery to stop";
     if (e.event === "cancelled") return e.delivery_id ? "cancelled: told to stop" : "cancelled: removed while pending";
+    if (e.event === "outdated") return "a send older than its key's version, dropped";
     return e.error || "";
   }
 

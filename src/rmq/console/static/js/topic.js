@@ -117,6 +117,7 @@
     setText("c-filtered", fmt.n(g.counters.filtered || 0));
     setText("c-superseded", fmt.n(g.counters.superseded || 0));
     setText("c-cancelled", fmt.n(g.counters.cancelled || 0));
+    setText("c-outdated", fmt.n(g.counters.outdated || 0));
     setText("c-consumers", `${g.consumers_alive}${g.consumers_dead ? ` (+${g.consumers_dead} dead)` : ""}`);
     for (const button of document.querySelectorAll("#state-tabs button")) {
       button.querySelector(".count").textContent = fmt.n(g.backlog[button.dataset.state]);

@@ -5,16 +5,18 @@
   is stored exactly as a sent one.
 
   enqueue_batch(source, first_arg, first_key, last_key, now, clock, slot, filters, tracer,
-  by_key, stops) reads runs of messages from source[first_arg..] (a table shaped as
-  enqueue.lua's runs: priority, due, n, then n members) and the groups' keys from
-  KEYS[first_key..last_key] (the 11 group keys, plus the 2 heads index keys when `slot` is
-  not ""). `filters`: enqueue.lua's filters argument; `tracer`: the slot's (trace.lua), or
-  nil; `by_key`: the topic merges by key (pending.lua): each message is placed, merged and
-  traced by its identity, and its value, the newest, kept in `values`; a message a group's
-  filter rejects withdraws its identity's pending one from that group. `stops`: "" when no
-  group supersedes, else the JSON of {channel, groups}: per group in KEYS order, its
-  [name, supersede_limit] or 0 when it does not supersede; a message such a group accepts
-  supersedes a running delivery of its identity (running.lua), told on the channel.
+  by_key, stops, versions) reads runs of messages from source[first_arg..] (versions.lua) and
+  the groups' keys from KEYS[first_key..last_key] (the 11 group keys, plus the 2 heads
+  index keys when `slot` is not ""). `filters`: enqueue.lua's filters argument; `tracer`:
+  the slot's (trace.lua), or nil; `by_key`: the topic merges by key (pending.lua): each
+  message is placed, merged and traced by its identity, and its value, the newest, kept in
+  `values`; a message a group's filter rejects withdraws its identity's pending one from
+  that group. `stops`: "" when no group supersedes, else the JSON of {channel, groups}: per
+  group in KEYS order, its [name, supersede_limit] or 0 when it does not supersede; a
+  message such a group accepts supersedes a running delivery of its identity (running.lua),
+  told on the channel. `versions`: the slot's (versions.lua's Versions.open), or nil: a
+  message older than its identity's version is dropped for every group (counted
+  `outdated`, answered OUTDATED).
   Returns one integer per message as enqueue.lua does (1: merged in every group that
   accepted it), counts sent, merged and filtered per group, and traces sent and merged. The
   caller calls trace_save(tracer) and finish(clock, channel) afterwards.
@@ -32,6 +34,7 @@
 --- @include "filter"
 --- @include "trace"
 --- @include "running"
+--- @include "versions"
 
 local function open_batch_trace(spec)
   if spec == "" then
@@ -41,28 +44,14 @@ local function open_batch_trace(spec)
 end
 
 local function enqueue_batch(source, first_arg, first_key, last_key, now, clock, slot,
-                             filters_json, tracer, by_key, stops_json)
-  local runs = {}
-  local total = 0
-  local i = first_arg
-  -- what places and names each message: itself, or merging by key its identity
-  local names = source
-  if by_key then
-    names = {}
-  end
-  while i <= #source do
-    local n = tonumber(source[i + 2])
-    runs[#runs + 1] = {tonumber(source[i]), tonumber(source[i + 1]), i + 3, i + 2 + n, total}
-    if by_key then
-      for at = i + 3, i + 2 + n do
-        names[at] = member_key(source[at])
-      end
-    end
-    total = total + n
-    i = i + 3 + n
-  end
-
+                             filters_json, tracer, by_key, stops_json, versions)
+  local runs, names, total = Versions.read_runs(source, first_arg, by_key)
   local stride = slot == "" and GROUP_KEY_COUNT or GROUP_KEY_COUNT + 2
+  local outdated  -- the message numbers dropped as older than their identity's version
+  if versions then
+    versions:forget(now, runs, first_key, last_key, stride)
+    runs, outdated = versions:keep_fresh(runs, source, names, now)
+  end
   local filters = filters_json ~= "" and cjson.decode(filters_json) or nil
   local stops = stops_json ~= "" and cjson.decode(stops_json) or nil
 
@@ -121,7 +110,7 @@ local function enqueue_batch(source, first_arg, first_key, last_key, now, clock,
   -- A single send: put_pending itself, which put_pending_run is defined to equal message by
   -- message, without the batch path's tables and closures (a sixth of a single send's
   -- server instructions, CHANGELOG.md).
-  if total == 1 then
+  if total == 1 and #runs == 1 then
     local priority, due, at = runs[1][1], runs[1][2], runs[1][3]
     local member = names[at]
     local merged_everywhere = UNSEEN
@@ -234,8 +223,12 @@ local function enqueue_batch(source, first_arg, first_key, last_key, now, clock,
     if accepted > 0 then
       rcall("HINCRBY", k.counters, "sent", accepted)
     end
-    if accepted < total then
-      rcall("HINCRBY", k.counters, "filtered", total - accepted)
+    local dropped = outdated and #outdated or 0
+    if accepted < total - dropped then
+      rcall("HINCRBY", k.counters, "filtered", total - dropped - accepted)
+    end
+    if outdated then
+      Versions.count_outdated(k, outdated)
     end
     if merged > 0 then
       rcall("HINCRBY", k.counters, "merged", merged)
@@ -246,6 +239,11 @@ local function enqueue_batch(source, first_arg, first_key, last_key, now, clock,
       if merged_everywhere[n] == 2 then
         merged_everywhere[n] = 0
       end
+    end
+  end
+  if outdated then
+    for _, n in ipairs(outdated) do
+      merged_everywhere[n] = Versions.OUTDATED
     end
   end
   publish_all()

@@ -24,8 +24,7 @@
   open_batch_trace(spec) opens the slot's tracer of such a call (nil when `spec` is "") and
   says where the groups' keys end: with the trace on, KEYS ends with the slot's trace log.
 
-  Provides: enqueue_batch, open_batch_trace.  Needs: rcall, KEYS, CALL, and the includes
-  below.
+  Provides: enqueue_batch, open_batch_trace.  Needs: rcall, KEYS, CALL, the includes below.
 ]]
 --- @include "pending"
 --- @include "group_keys"

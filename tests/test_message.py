@@ -28,8 +28,9 @@ def test_a_claimed_message_is_the_message_the_constructor_builds(values):
     assert type(claimed) is Message
     assert claimed == built and hash(claimed) == hash(built) and repr(claimed) == repr(built)
     # every field, by name: a setter out of step with Message's fields would swap two; then
-    # the hidden ones: the member as stored (the bare body here), no trace, no span links
-    assert dataclasses.astuple(claimed) == (*values, values[4], "", ())
+    # the hidden ones: the member as stored (the bare body here), no trace, no span links,
+    # no stop state asked for yet
+    assert dataclasses.astuple(claimed) == (*values, values[4], "", (), None)
     assert pickle.loads(pickle.dumps(claimed)) == built
 
 

@@ -155,3 +155,15 @@ def test_a_client_closing_between_its_stop_watch_s_look_and_read_ends_the_watch_
     watch._closed = _ClosedAfterFirstLook()
     watch._run()  # returns, where redis-py's RuntimeError once ended the thread
     assert watch._closed.looks == 2
+
+
+def test_a_delivery_keeps_saying_it_was_stopped_after_it_settles(client):
+    client.create_topic("renders", slots=1, merge="key")
+    client.bind("renders", "gpu", supersede=True)
+    client.send("renders", "price=1", key="p")
+    (stale,) = client.claim("renders", "gpu")
+    client.send("renders", "price=2", key="p")
+    assert stale.wait_stopped(timeout=10)
+    assert client.nack(stale, "stopped early") == "superseded"
+    assert stop_key(stale) not in BOARD._signals  # the board forgot it...
+    assert stale.superseded and stale.stop_reason == "superseded"  # ...the message did not

@@ -11,7 +11,7 @@ from enum import IntEnum
 from typing import Any, NamedTuple, overload
 
 from .errors import InvalidArgument
-from .stops import BOARD, Delivery
+from .stops import BOARD, Delivery, StopSignal
 
 PropertyValue = str | int | float | bool
 
@@ -164,11 +164,20 @@ class Message:
     _trace: str = field(default="", init=False, repr=False, compare=False)
     # the span contexts of the sends merged into it, when OpenTelemetry is on (rmq/otel.py)
     _links: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False)
+    # this delivery's stop state (rmq/stops.py), once asked about: it outlives the settle
+    _stop: StopSignal | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def message_id(self) -> str:
         """The message's id (:func:`message_id_of`), computed when read."""
         return message_id_of(self.topic, self._member or self.body)
+
+    def _signal(self) -> StopSignal:
+        signal = self._stop
+        if signal is None:
+            signal = BOARD.signal(stop_key(self))
+            object.__setattr__(self, "_stop", signal)
+        return signal
 
     @property
     def superseded(self) -> bool:
@@ -176,31 +185,31 @@ class Message:
         was sent to a group bound with ``supersede`` (SPEC §14). Its handler may stop;
         however it ends, the delivery is dropped, not retried. Turns true within
         milliseconds of the send, in the process that claimed it, once Redis confirms
-        the mark heard on the stop channel (rmq/stops.py)."""
-        return BOARD.reason(stop_key(self)) == "superseded"
+        the mark heard on the stop channel (rmq/stops.py), and stays so once settled."""
+        return self._signal().reason == "superseded"
 
     @property
     def cancelled(self) -> bool:
         """Whether Redis told this delivery to stop because it was cancelled
         (``Client.cancel``); dropped however it ends, as a superseded one."""
-        return BOARD.reason(stop_key(self)) == "cancelled"
+        return self._signal().reason == "cancelled"
 
     @property
     def stopped(self) -> bool:
         """Whether Redis told this delivery to stop, superseded or cancelled."""
-        return BOARD.reason(stop_key(self)) is not None
+        return self._signal().reason is not None
 
     @property
     def stop_reason(self) -> str | None:
         """Why it was told to stop: "superseded", "cancelled", or None."""
-        return BOARD.reason(stop_key(self))
+        return self._signal().reason
 
     def wait_stopped(self, timeout: float | None = None) -> bool:
         """Block until Redis tells this delivery to stop (superseded or cancelled:
         :attr:`stop_reason` says which), or ``timeout`` seconds pass (None: no limit);
         returns :attr:`stopped`. A simulated or interruptible piece of work can wait here
         instead of sleeping."""
-        return BOARD.wait(stop_key(self), timeout) is not None
+        return BOARD.wait(self._signal(), timeout) is not None
 
     wait_superseded = wait_stopped  # (its first name: superseded or cancelled, it stops)
 
@@ -209,7 +218,7 @@ class Message:
         ``timeout`` seconds, without blocking the loop."""
         loop = asyncio.get_running_loop()
         told = loop.create_future()
-        stop_listening = BOARD.listen(stop_key(self),
+        stop_listening = BOARD.listen(self._signal(),
                                       lambda _: loop.call_soon_threadsafe(_resolve, told))
         try:
             await asyncio.wait_for(asyncio.shield(told), timeout)
@@ -218,6 +227,11 @@ class Message:
         finally:
             stop_listening()
         return self.stopped
+
+    def listen_stopped(self, listener: Callable[[str], object]) -> Callable[[], None]:
+        """Call ``listener(reason)`` once when Redis tells this delivery to stop (at once
+        if it did, on the stop watch's thread otherwise); returns what stops listening."""
+        return BOARD.listen(self._signal(), listener)
 
     until_superseded = until_stopped
 
@@ -296,6 +310,7 @@ def claimed_message(topic: str, group: str, slot: int, seq: int, body: bytes, pr
     message._member = body if member is None else member
     message._trace = trace
     message._links = ()
+    message._stop = None
     message.__class__ = Message
     return message  # type: ignore[no-any-return]
 

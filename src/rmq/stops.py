@@ -135,23 +135,17 @@ class StopBoard:
                 self.confirmed(delivery, reason)
         return signal
 
-    def reason(self, delivery: Delivery) -> Reason | None:
-        """Why the delivery was told to stop, or None (as Redis confirmed it here)."""
-        return self.signal(delivery).reason
-
-    def wait(self, delivery: Delivery, timeout: float | None) -> Reason | None:
-        """Block until the delivery is told to stop, or ``timeout`` seconds pass (None:
-        no limit); returns why, or None."""
-        signal = self.signal(delivery)
+    def wait(self, signal: StopSignal, timeout: float | None) -> Reason | None:
+        """Block until the delivery of ``signal`` is told to stop, or ``timeout`` seconds
+        pass (None: no limit); returns why, or None."""
         with self._changed:
             self._changed.wait_for(lambda: signal.reason is not None, timeout)
             return signal.reason
 
-    def listen(self, delivery: Delivery, listener: Callable[[Reason], object]
+    def listen(self, signal: StopSignal, listener: Callable[[Reason], object]
                ) -> Callable[[], None]:
-        """Call ``listener(reason)`` once when the delivery is told to stop (at once if it
-        was); returns what stops listening."""
-        signal = self.signal(delivery)
+        """Call ``listener(reason)`` once when the delivery of ``signal`` is told to stop
+        (at once if it was); returns what stops listening."""
         with self._changed:
             reason = signal.reason
             if reason is None:
@@ -167,7 +161,8 @@ class StopBoard:
         return stop_listening
 
     def settled(self, deliveries: Iterable[Delivery]) -> None:
-        """These deliveries settled: their signals and hints are forgotten."""
+        """These deliveries settled: the board forgets their signals (a Message keeps its
+        own) and hints."""
         if not self._signals and not self._hints:
             return
         with self._changed:

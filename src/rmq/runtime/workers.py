@@ -22,7 +22,6 @@ from typing import Any
 from .. import otel
 from ..errors import AwaitableReturned
 from ..message import Message, stop_key
-from ..stops import BOARD
 from .holdings import Holdings
 from .threads import spawn
 
@@ -246,7 +245,7 @@ async def cancelled_when_stopped(handler: Callable[[Any], Any],
                 loop.call_soon_threadsafe(call.cancel)
         return heard
 
-    stops = [BOARD.listen(stop_key(m), hearing(m)) for m in messages]
+    stops = [m.listen_stopped(hearing(m)) for m in messages]
     try:
         await call
     except asyncio.CancelledError:

@@ -153,6 +153,7 @@ def parse_claimed(topic: str, generation: str, group: str, slots: Sequence[int],
                 message._member = member
                 message._trace = trace
                 message._links = ()
+                message._stop = None
                 message.__class__ = Message
                 append(message)
     if by_key:

@@ -39,6 +39,8 @@ tests marked ``extras``, ``faults`` and ``model``: see ``pyproject.toml``'s mark
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from support.servers import (
@@ -50,8 +52,10 @@ from support.servers import (
     tls_acl_server,
 )
 
+import rmq
+
 __all__ = ["isolated_environment", "redis_server", "redis_url", "cluster", "cluster_url",
-           "tls_acl_server", "fresh_server"]
+           "tls_acl_server", "fresh_server", "consumers"]
 
 DEPLOYMENTS = ("single", "cluster")
 CLIENT_KINDS = ("sync", "async")
@@ -97,3 +101,21 @@ def redis_url(request: pytest.FixtureRequest) -> str:
     with server.client() as client:
         client.flushall()
     return server.url
+
+
+@pytest.fixture
+def consumers() -> Iterator[Callable[..., rmq.Consumer]]:
+    """Start consumers through this (``start(client, topic, handler, **options)``, a quiet
+    heartbeat unless given); any still running at teardown are stopped."""
+    started: list[rmq.Consumer] = []
+
+    def start(client: rmq.Client, topic: str, handler: Callable[..., Any],
+              **options: Any) -> rmq.Consumer:
+        options.setdefault("heartbeat_interval", 60)
+        consumer = rmq.Consumer(client, topic, handler, **options)
+        started.append(consumer)
+        return consumer.start()
+
+    yield start
+    for consumer in started:
+        consumer.stop(grace=1)

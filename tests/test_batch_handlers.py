@@ -46,20 +46,6 @@ class Batches:
             return [[m.body for m in batch] for batch in self.seen]
 
 
-@pytest.fixture
-def consumers():
-    started: list[rmq.Consumer] = []
-
-    def start(client: rmq.Client, topic: str, handler: Callable, **options) -> rmq.Consumer:
-        options.setdefault("heartbeat_interval", 60)
-        consumer = rmq.Consumer(client, topic, handler, **options)
-        started.append(consumer)
-        return consumer.start()
-
-    yield start
-    for consumer in started:
-        consumer.stop(grace=1)
-
 
 def counters(client: rmq.Client, topic: str) -> dict[str, int]:
     return client.stats(topic).groups["default"].counters

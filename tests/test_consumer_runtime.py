@@ -41,21 +41,6 @@ class Recorder:
             return [m.body for m in self.seen]
 
 
-@pytest.fixture
-def consumers():
-    """Start consumers through this; any still running at teardown are stopped."""
-    started: list[rmq.Consumer] = []
-
-    def start(client: rmq.Client, topic: str, handler: Callable, **options) -> rmq.Consumer:
-        options.setdefault("heartbeat_interval", 60)
-        consumer = rmq.Consumer(client, topic, handler, **options)
-        started.append(consumer)
-        return consumer.start()
-
-    yield start
-    for consumer in started:
-        consumer.stop(grace=1)
-
 
 def counter(client: rmq.Client, topic: str, name: str) -> int:
     return client.stats(topic).groups["default"].counters[name]

@@ -23,20 +23,6 @@ from rmq.runtime.workers import refused
 pytestmark = [pytest.mark.single_node, pytest.mark.sync_client]
 
 
-@pytest.fixture
-def consumers():
-    started: list[rmq.Consumer] = []
-
-    def start(client: rmq.Client, topic: str, handler: Callable, **options) -> rmq.Consumer:
-        options.setdefault("heartbeat_interval", 60)
-        consumer = rmq.Consumer(client, topic, handler, **options)
-        started.append(consumer)
-        return consumer.start()
-
-    yield start
-    for consumer in started:
-        consumer.stop(grace=1)
-
 
 class Handled:
     """What the handlers below record: each body they finished, after an ``await`` (so only
